@@ -1,0 +1,304 @@
+"""One board as an asyncio actor: it owns the mailbox's consumer side, the tables and the journal.
+
+Its loop drains the mailbox in batches: look up the batch's keys, decide (engine), journal in
+one transaction, apply, then answer every waiter. Queries read the tables directly between
+batches (the loop never yields while applying), so after an ack every query sees the events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from arena.clock import Clock
+from arena.engine.board import BoardEngine, BoardSpec, Plan
+from arena.engine.events import Event, Fingerprint, Reason, Result, Status
+from arena.engine.periods import PeriodKind
+from arena.engine.records import StoredEvent, VoidRecord
+from arena.engine.table import RankedTable
+from arena.errors import JournalError, JournalWriteFailed, not_found, not_ready, unavailable
+from arena.journal import Journal
+from arena.mailbox import Command, Mailbox, Submission
+from arena.metrics import Metrics
+from arena.replay import replay
+
+log = logging.getLogger("arena.actor")
+
+MAX_DRAIN_EVENTS = 20_000
+"""Events per group commit at most: bounds one transaction and one pause of the loop."""
+JOURNAL_RETRY_SECONDS = 1.0
+
+
+class BoardState(Enum):
+    LOADING = "loading"
+    READY = "ready"
+    FAILED = "failed"
+
+
+class InjectedCrash(RuntimeError):
+    """Raised inside an actor by the fault-injection hook (tests only)."""
+
+
+class KeyCache:
+    """Recently journaled idempotency keys; bounded (oldest out first). A miss is not an
+    answer: the caller asks the journal's UNIQUE index."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._keys: dict[str, Fingerprint] = {}
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def get(self, key: str) -> Fingerprint | None:
+        return self._keys.get(key)
+
+    def add(self, key: str, fingerprint: Fingerprint) -> None:
+        if self.capacity <= 0:
+            return
+        keys = self._keys
+        keys[key] = fingerprint
+        if len(keys) > self.capacity:
+            del keys[next(iter(keys))]
+
+
+class BoardHandle:
+    """A board as the edges see it: submit into its mailbox, read its tables, ask its state.
+    Outlives actor restarts."""
+
+    def __init__(self, spec: BoardSpec, mailbox_events: int) -> None:
+        self.spec = spec
+        self.name = spec.name
+        self.mailbox = Mailbox(mailbox_events)
+        self.state = BoardState.LOADING
+        self.failure: str | None = None
+        self.engine: BoardEngine | None = None
+        self.journal: Journal | None = None
+        self.crashes_pending = 0  # fault injection
+
+    def submit(self, events: Sequence[Event], received_at: int, source: str) -> asyncio.Future[list[Result]]:
+        """Queue one frame's events; the future resolves with their results. Never blocks."""
+        submission = Submission(events, received_at, source)
+        if self.state is BoardState.FAILED:
+            submission.future.set_result(unavailable_results(events))
+        else:
+            self.mailbox.put(submission)
+        return submission.future
+
+    async def command(self, command: Command) -> object:
+        if self.state is BoardState.FAILED:
+            raise unavailable(self.name)
+        self.mailbox.put(command)
+        return await command.future
+
+    def view(self, kind: PeriodKind, period_id: str | None, now: int) -> RankedTable:
+        """The table a query names; raises QueryError (unavailable, not_ready, unknown_period...)."""
+        if self.state is BoardState.FAILED:
+            raise unavailable(self.name)
+        engine = self.engine
+        if engine is None:
+            raise not_ready(self.name)
+        return engine.view(kind, period_id, now)
+
+    def fail(self, message: str) -> None:
+        """Mark the board failed: every queued and future submission gets `unavailable`."""
+        self.state = BoardState.FAILED
+        self.failure = message
+        for item in self.mailbox.take_all():
+            if isinstance(item, Submission):
+                resolve(item, unavailable_results(item.events))
+            elif not item.future.done():
+                item.future.set_exception(unavailable(self.name))
+
+
+def unavailable_results(events: Sequence[Event]) -> list[Result]:
+    return [Result(e.idempotency_key, Status.REJECTED, Reason.UNAVAILABLE) for e in events]
+
+
+def resolve(submission: Submission, results: list[Result]) -> None:
+    if not submission.future.done():
+        submission.future.set_result(results)
+
+
+@dataclass(frozen=True, slots=True)
+class VoidOutcome:
+    voided: int
+    already_voided: bool = False
+
+
+class BoardActor:
+    """One life of a board's actor: replay, then serve batches until stopped or crashed."""
+
+    def __init__(self, handle: BoardHandle, journal: Journal, clock: Clock, metrics: Metrics, key_cache: int) -> None:
+        self.handle = handle
+        self.journal = journal
+        self.clock = clock
+        self.metrics = metrics
+        self.keys = KeyCache(key_cache)
+        self.stopping = False
+        self.in_flight: list[Submission] = []
+        self._lag = metrics.visibility.labels(handle.name)
+
+    async def run(self) -> None:
+        """Replay the journal, then drain the mailbox until `stop`. Unexpected exceptions
+        propagate to the supervisor; ``in_flight`` then holds the submissions to fail."""
+        handle = self.handle
+        board = handle.name
+        engine = BoardEngine(handle.spec)
+        handle.engine = engine
+        handle.state = BoardState.LOADING
+        self.metrics.board_state.labels(board).set(0)
+        report = await replay(engine, self.journal, self.clock.now())
+        self.metrics.rebuild.labels(board).set(report.seconds)
+        self.metrics.replayed.labels(board).set(report.events)
+        handle.state = BoardState.READY
+        self.metrics.board_state.labels(board).set(1)
+        log.info("board %s ready: %d events replayed in %.3fs, last seq %d", board, report.events, report.seconds, engine.last_seq)
+        mailbox = handle.mailbox
+        deadline = engine.next_deadline(self.clock.now())
+        while True:
+            now = self.clock.now()
+            if deadline is not None and now >= deadline:
+                if not await self._process(engine, []):
+                    await mailbox.wait(JOURNAL_RETRY_SECONDS)  # the journal refused the close markers
+                    continue
+                engine.rotate(self.clock.now())
+                deadline = engine.next_deadline(self.clock.now())
+                continue
+            item = mailbox.take(MAX_DRAIN_EVENTS)
+            if item is None:
+                if self.stopping:
+                    return
+                await mailbox.wait(None if deadline is None else (deadline - now) / 1000)
+            elif isinstance(item, Command):
+                await self._command(item)
+            else:
+                await self._process(engine, item)
+
+    def stop(self) -> None:
+        """Finish what is queued, then return from `run`."""
+        self.stopping = True
+        self.handle.mailbox.poke()
+
+    async def _command(self, command: Command) -> None:
+        try:
+            result = await command.run(self)
+        except Exception as exc:  # the admin route turns it into an error answer
+            if not command.future.done():
+                command.future.set_exception(exc)
+            if not isinstance(exc, JournalError | LookupError):
+                raise
+        else:
+            if not command.future.done():
+                command.future.set_result(result)
+
+    async def _known_keys(self, batch: list[Submission]) -> dict[str, Fingerprint]:
+        known: dict[str, Fingerprint] = {}
+        misses: list[str] = []
+        cache = self.keys
+        for submission in batch:
+            for event in submission.events:
+                key = event.idempotency_key
+                fingerprint = cache.get(key)
+                if fingerprint is not None:
+                    known[key] = fingerprint
+                else:
+                    misses.append(key)
+        if misses:
+            known.update(await self.journal.lookup(list(dict.fromkeys(misses))))
+        return known
+
+    async def _process(self, engine: BoardEngine, batch: list[Submission]) -> bool:
+        """Decide, journal, apply and answer one batch; False when the journal refused it."""
+        self.in_flight = batch
+        board = self.handle.name
+        try:
+            known = await self._known_keys(batch)
+        except JournalError as exc:
+            log.error("board %s: %s", board, exc)
+            self._answer(batch, [unavailable_results(s.events) for s in batch])
+            return False
+        mailbox_next = self.handle.mailbox.first_received_at()
+        close_until = self.clock.now() if mailbox_next is None else mailbox_next
+        plan = engine.decide([(s.events, s.received_at, s.source) for s in batch], known, close_until)
+        if self.handle.crashes_pending:
+            self.handle.crashes_pending -= 1
+            raise InjectedCrash(f"fault injection: crash of board {board}")
+        if plan.records and not await self._journal(engine, plan):
+            self._answer(batch, [_unavailable_if_accepted(results) for results in plan.results])
+            return False
+        engine.commit(plan)
+        for record in plan.accepted:
+            self.keys.add(record.event.idempotency_key, record.event.fingerprint)
+        self._answer(batch, plan.results)
+        now = self.clock.now()
+        for submission in batch:
+            self._lag.observe(max(now - submission.received_at, 0) / 1000)
+        return True
+
+    async def _journal(self, engine: BoardEngine, plan: Plan) -> bool:
+        """Journal a plan; False when it is certain nothing was written. A write whose outcome
+        is unknown is settled by reading the committed seq back."""
+        try:
+            await self.journal.append(plan.records)
+            return True
+        except JournalWriteFailed as exc:
+            self.metrics.journal_failures.labels(self.handle.name).inc()
+            log.error("board %s: %s; batch answered unavailable", self.handle.name, exc)
+            committed = await self.journal.committed_seq()
+            if committed == plan.last_seq:
+                return True
+            if committed == engine.last_seq:
+                return False
+            raise JournalError(f"{self.journal.path}: journal at seq {committed}, expected {engine.last_seq}") from exc
+
+    def _answer(self, batch: list[Submission], results: list[list[Result]]) -> None:
+        for submission, answer in zip(batch, results):
+            resolve(submission, answer)
+            self.metrics.count_results(self.handle.name, answer)
+        self.in_flight = []
+
+    # -- admin commands (run inside the loop through `Command`) -------------------------------
+
+    async def void_key(self, key: str, reason: str, admin: str) -> VoidOutcome:
+        target = await self.journal.event_by_key(key)
+        if target is None:
+            raise not_found("unknown_event", f"no event with idempotency key {key!r} on board {self.handle.name!r}")
+        if target.voided:
+            return VoidOutcome(0, already_voided=True)
+        await self._void([target], reason, admin)
+        return VoidOutcome(1)
+
+    async def void_member(self, member: str, reason: str, admin: str) -> VoidOutcome:
+        targets = [e for e in await self.journal.member_events(member) if not e.voided]
+        if targets:
+            await self._void(targets, reason, admin)
+        return VoidOutcome(len(targets))
+
+    async def _void(self, targets: list[StoredEvent], reason: str, admin: str) -> None:
+        engine = self.handle.engine
+        assert engine is not None
+        now = self.clock.now()
+        records = [
+            VoidRecord(engine.last_seq + i + 1, t.seq, t.idempotency_key, reason, admin, now) for i, t in enumerate(targets)
+        ]
+        await self.journal.append(records)
+        engine.last_seq = records[-1].seq
+        member = targets[0].member
+        touched = []
+        for target in targets:
+            for window in engine.count_void(target.seq, target.occurred_at):
+                self.metrics.disputes.labels(self.handle.name, window.kind.value).inc()
+                touched.append(window)
+        engine.recompute_member(member, set(touched), await self.journal.member_events(member))
+
+
+def _unavailable_if_accepted(results: list[Result]) -> list[Result]:
+    return [
+        Result(r.idempotency_key, Status.REJECTED, Reason.UNAVAILABLE) if r.status is Status.ACCEPTED else r
+        for r in results
+    ]
+

@@ -1,0 +1,131 @@
+"""Admin routes (audit and disputes); they need the bearer token of an `[[admins]]` entry."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from arena.actor import BoardActor, VoidOutcome
+from arena.api.http import error_response, int_param, json_response
+from arena.api.wire import Body
+from arena.config import Admin
+from arena.engine.records import StoredEvent
+from arena.engine.times import format_ms
+from arena.errors import JournalError, QueryError, invalid_request, unavailable
+from arena.mailbox import Command
+from arena.service import Arena
+
+MAX_AUDIT_LIMIT = 1000
+
+AdminAnswer = Callable[[Arena, Admin, Request], Awaitable[Body]]
+
+
+def _admin_route(path: str, answer: AdminAnswer, method: str) -> Route:
+    async def endpoint(request: Request) -> Response:
+        arena: Arena = request.app.state.arena
+        admin = arena.admin(request.headers.get("authorization"))
+        if admin is None:
+            return error_response(QueryError("unauthorized", "an admin bearer token is required", 401))
+        try:
+            return json_response(await answer(arena, admin, request))
+        except QueryError as exc:
+            return error_response(exc)
+        except JournalError:
+            return error_response(unavailable(request.path_params["board"]))
+
+    return Route(path, endpoint, methods=[method])
+
+
+def _event(e: StoredEvent) -> Body:
+    return {
+        "seq": e.seq,
+        "member": e.member,
+        "value": e.value,
+        "occurred_at": format_ms(e.occurred_at),
+        "received_at": format_ms(e.received_at),
+        "source": e.source,
+        "idempotency_key": e.idempotency_key,
+        "meta": orjson.loads(e.meta) if e.meta is not None else None,
+        "voided": e.voided,
+    }
+
+
+async def _json_object(request: Request) -> dict[str, Any]:
+    try:
+        body = orjson.loads(await request.body())
+    except orjson.JSONDecodeError:
+        raise invalid_request("body must be a JSON object") from None
+    if not isinstance(body, dict):
+        raise invalid_request("body must be a JSON object")
+    return body
+
+
+def _reason(body: dict[str, Any]) -> str:
+    reason = body.get("reason")
+    if not isinstance(reason, str) or not reason.strip():
+        raise invalid_request("reason must be a non-empty string")
+    return reason
+
+
+async def _audit(arena: Arena, admin: Admin, request: Request) -> Body:
+    board = request.path_params["board"]
+    handle = arena.board(board)
+    member = request.query_params.get("member")
+    if not member:
+        raise invalid_request("member is required")
+    limit = int_param(request, "limit", 100)
+    before = int_param(request, "before_seq")
+    assert limit is not None
+    if not 1 <= limit <= MAX_AUDIT_LIMIT:
+        raise invalid_request(f"limit must be between 1 and {MAX_AUDIT_LIMIT}")
+    if handle.journal is None:
+        raise unavailable(board)
+    events = await handle.journal.member_events(member, limit, before)
+    return {"board": board, "member": member, "events": [_event(e) for e in events]}
+
+
+def _outcome(board: str, outcome: VoidOutcome) -> Body:
+    return {"board": board, "voided": outcome.voided, "already_voided": outcome.already_voided}
+
+
+async def _void_event(arena: Arena, admin: Admin, request: Request) -> Body:
+    board = request.path_params["board"]
+    handle = arena.board(board)
+    body = await _json_object(request)
+    key = body.get("idempotency_key")
+    if not isinstance(key, str) or not key:
+        raise invalid_request("idempotency_key must be a non-empty string")
+    reason = _reason(body)
+
+    async def run(actor: BoardActor) -> VoidOutcome:
+        return await actor.void_key(key, reason, admin.id)
+
+    outcome = await handle.command(Command(run))
+    assert isinstance(outcome, VoidOutcome)
+    return {**_outcome(board, outcome), "idempotency_key": key}
+
+
+async def _void_member(arena: Arena, admin: Admin, request: Request) -> Body:
+    board = request.path_params["board"]
+    handle = arena.board(board)
+    member = request.path_params["member"]
+    reason = _reason(await _json_object(request))
+
+    async def run(actor: BoardActor) -> VoidOutcome:
+        return await actor.void_member(member, reason, admin.id)
+
+    outcome = await handle.command(Command(run))
+    assert isinstance(outcome, VoidOutcome)
+    return {**_outcome(board, outcome), "member": member}
+
+
+routes = [
+    _admin_route("/v1/boards/{board}/events", _audit, "GET"),
+    _admin_route("/v1/boards/{board}/void", _void_event, "POST"),
+    _admin_route("/v1/boards/{board}/members/{member:path}/void", _void_member, "POST"),
+]

@@ -1,0 +1,159 @@
+"""The read side shared by HTTP routes and WebSocket query ops: ask a board, shape the answer.
+
+Every function takes already-parsed parameters and returns the contract's body, or raises
+QueryError (its ``status`` is the HTTP hint). All are O(log n) plus the entries returned,
+except `digest` (O(n)).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from arena.api import wire
+from arena.api.wire import Body
+from arena.engine.periods import PeriodKind
+from arena.engine.table import RankedTable
+from arena.engine.times import format_optional_ms
+from arena.errors import QueryError, invalid_request, not_found
+from arena.service import Arena
+
+MAX_LIMIT = 1000
+MAX_RADIUS = 100
+
+
+def period_kind(period: str) -> PeriodKind:
+    try:
+        return PeriodKind(period)
+    except ValueError:
+        raise not_found("unknown_period", f"{period!r} is not a period (alltime, hourly, daily, weekly, monthly)") from None
+
+
+def _table(arena: Arena, board: str, period: str, period_id: str | None) -> RankedTable:
+    return arena.board(board).view(period_kind(period), period_id, arena.clock.now())
+
+
+def _member_missing(member: str, table: RankedTable) -> Exception:
+    return not_found("member_not_found", f"{member!r} has no entry in {table.window.kind.value} {table.window.period_id}")
+
+
+def check_range(name: str, value: int, low: int, high: int | None = None) -> int:
+    if value < low or (high is not None and value > high):
+        bound = f"between {low} and {high}" if high is not None else f">= {low}"
+        raise invalid_request(f"{name} must be {bound}")
+    return value
+
+
+def top(arena: Arena, board: str, period: str, period_id: str | None, limit: int, offset: int) -> Body:
+    check_range("limit", limit, 1, MAX_LIMIT)
+    check_range("offset", offset, 0)
+    table = _table(arena, board, period, period_id)
+    body = wire.table_fields(board, table)
+    body["entries"] = [wire.entry(e) for e in table.top(limit, offset)]
+    return body
+
+
+def member(arena: Arena, board: str, period: str, period_id: str | None, name: str) -> Body:
+    table = _table(arena, board, period, period_id)
+    found = table.entry(name)
+    if found is None:
+        raise _member_missing(name, table)
+    body = wire.table_fields(board, table)
+    body["entry"] = wire.entry(found)
+    return body
+
+
+def around(
+    arena: Arena, board: str, period: str, period_id: str | None, name: str | None, rank: int | None, radius: int
+) -> Body:
+    check_range("radius", radius, 0, MAX_RADIUS)
+    if (name is None) == (rank is None):
+        raise invalid_request("around needs exactly one of member or rank")
+    table = _table(arena, board, period, period_id)
+    if name is not None:
+        entries = table.around_member(name, radius)
+        if entries is None:
+            raise _member_missing(name, table)
+    else:
+        assert rank is not None
+        entries = table.around_rank(check_range("rank", rank, 1), radius)
+    body = wire.table_fields(board, table)
+    body["entries"] = [wire.entry(e) for e in entries]
+    return body
+
+
+def percentile(arena: Arena, board: str, period: str, period_id: str | None, name: str) -> Body:
+    body = member(arena, board, period, period_id, name)
+    body["top_percent"] = 100 * body["entry"]["rank"] / body["size"]
+    return body
+
+
+def score_at_percentile(arena: Arena, board: str, period: str, period_id: str | None, p: Fraction) -> Body:
+    """The entry at rank ceil(p / 100 * size); ``entry`` is null on an empty table."""
+    if not 0 < p <= 100:
+        raise invalid_request("p must be > 0 and <= 100")
+    table = _table(arena, board, period, period_id)
+    body = wire.table_fields(board, table)
+    found = table.at_rank(math.ceil(p * len(table) / 100))
+    body["p"] = float(p)
+    body["entry"] = wire.entry(found) if found is not None else None
+    return body
+
+
+def digest(arena: Arena, board: str, period: str, period_id: str | None) -> Body:
+    handle = arena.board(board)
+    table = handle.view(period_kind(period), period_id, arena.clock.now())
+    body = wire.table_fields(board, table)
+    body["sha256"] = table.digest()
+    assert handle.engine is not None
+    body["seq"] = handle.engine.last_seq
+    return body
+
+
+def periods(arena: Arena, board: str, period: str) -> Body:
+    handle = arena.board(board)
+    kind = period_kind(period)
+    now = arena.clock.now()
+    current = handle.view(kind, None, now)  # raises not_ready / unavailable / unknown_period
+    engine = handle.engine
+    assert engine is not None
+    listed = []
+    for window in engine.listed_windows(kind, now):
+        table = current if window == current.window else handle.view(kind, window.period_id, now)
+        fields = wire.table_fields(board, table)
+        closed = engine.window_closed(window, now)
+        listed.append({
+            "period_id": window.period_id,
+            "start": fields["start"],
+            "end": fields["end"],
+            "closed": closed,
+            "closed_at": format_optional_ms(engine.close_moment(window) if closed else None),
+            "size": fields["size"],
+            "disputes": engine.disputes.get((kind, window.period_id), 0),
+        })
+    return {"board": board, "period": kind.value, "periods": listed}
+
+
+def boards(arena: Arena) -> Body:
+    now = arena.clock.now()
+    listed = []
+    for name, handle in arena.boards.items():
+        spec = handle.spec
+        tables = []
+        for kind in spec.periods:
+            try:
+                table = handle.view(kind, None, now)
+            except QueryError:  # loading or failed: list the board, not its tables
+                continue
+            fields = wire.table_fields(name, table)
+            del fields["board"]
+            tables.append(fields)
+        listed.append({
+            "board": name,
+            "aggregation": spec.aggregation.value,
+            "order": spec.order.value,
+            "tie": spec.tie.value,
+            "state": handle.state.value,
+            "periods": tables,
+        })
+    return {"boards": listed}

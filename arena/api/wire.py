@@ -1,0 +1,45 @@
+"""JSON shapes of the contract: entries, table fields, results, errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from arena.engine.events import Result
+from arena.engine.table import Entry, RankedTable
+from arena.engine.times import format_ms, format_optional_ms
+from arena.errors import QueryError
+
+Body = dict[str, Any]
+
+
+def entry(e: Entry) -> Body:
+    return {"rank": e.rank, "member": e.member, "score": e.score, "reached_at": format_ms(e.reached_at)}
+
+
+def table_fields(board: str, table: RankedTable) -> Body:
+    window = table.window
+    return {
+        "board": board,
+        "period": window.kind.value,
+        "period_id": window.period_id,
+        "start": format_optional_ms(window.start_ms),
+        "end": format_optional_ms(window.end_ms),
+        "closed": table.closed,
+        "size": len(table),
+    }
+
+
+def result(r: Result) -> Body:
+    if r.reason is None:
+        return {"idempotency_key": r.idempotency_key, "status": r.status.value}
+    return {"idempotency_key": r.idempotency_key, "status": r.status.value, "reason": r.reason.value}
+
+
+def error(exc: QueryError) -> Body:
+    return {"error": {"code": exc.code, "message": exc.message}}
+
+
+def dumps(body: Body) -> bytes:
+    return orjson.dumps(body)

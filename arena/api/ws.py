@@ -1,0 +1,269 @@
+"""`GET /v1/ws`: authenticated game-server connections streaming submit frames and queries.
+
+A connection holds at most ``max_in_flight_frames`` frames between reading and answering, and
+reads its next frame only when the boards it may write have mailbox room: backpressure, never
+an early ack, never a dropped accepted event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+import orjson
+from starlette.responses import Response
+from starlette.websockets import WebSocket
+
+from arena.actor import BoardHandle
+from arena.api import queries, wire
+from arena.api.wire import Body
+from arena.config import GameServer
+from arena.engine.events import Event, Result, parse_event
+from arena.errors import QueryError, invalid_request
+from arena.service import Arena
+
+log = logging.getLogger("arena.ws")
+
+SHUTDOWN_CLOSE = 1012
+
+
+class FrameError(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def parse_frame(text: str) -> dict[str, Any]:
+    """A frame as a dict; FrameError bad_frame otherwise. Integers beyond 64 bits (which orjson
+    refuses) are parsed exactly so that the event, not the frame, is rejected."""
+    try:
+        frame = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        try:
+            frame = json.loads(text, parse_constant=_reject_constant)
+        except (ValueError, RecursionError):
+            raise FrameError("bad_frame", "frame is not valid JSON") from None
+    if not isinstance(frame, dict):
+        raise FrameError("bad_frame", "frame must be a JSON object")
+    return frame
+
+
+def _str(frame: dict[str, Any], name: str, required: bool = True) -> str | None:
+    value = frame.get(name)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str):
+        raise invalid_request(f"{name} must be a string")
+    return value
+
+
+def _int(frame: dict[str, Any], name: str, default: int | None) -> int | None:
+    value = frame.get(name, default)
+    if value is None and default is None:
+        return None
+    if type(value) is not int:
+        raise invalid_request(f"{name} must be an integer")
+    return value
+
+
+def _table_args(frame: dict[str, Any]) -> tuple[str, str, str | None]:
+    board = _str(frame, "board")
+    period = _str(frame, "period")
+    assert board is not None and period is not None
+    return board, period, _str(frame, "period_id", required=False)
+
+
+def _percent(frame: dict[str, Any]) -> Fraction:
+    p = frame.get("p")
+    if type(p) not in (int, float):
+        raise invalid_request("p must be a number")
+    return Fraction(Decimal(repr(p)))
+
+
+def _top(arena: Arena, f: dict[str, Any]) -> Body:
+    limit, offset = _int(f, "limit", 10), _int(f, "offset", 0)
+    assert limit is not None and offset is not None
+    return queries.top(arena, *_table_args(f), limit, offset)
+
+
+def _rank(arena: Arena, f: dict[str, Any]) -> Body:
+    member = _str(f, "member")
+    assert member is not None
+    return queries.member(arena, *_table_args(f), member)
+
+
+def _around(arena: Arena, f: dict[str, Any]) -> Body:
+    radius = _int(f, "radius", 5)
+    assert radius is not None
+    return queries.around(arena, *_table_args(f), _str(f, "member", required=False), _int(f, "rank", None), radius)
+
+
+def _percentile(arena: Arena, f: dict[str, Any]) -> Body:
+    member = _str(f, "member")
+    assert member is not None
+    return queries.percentile(arena, *_table_args(f), member)
+
+
+def _score_at_percentile(arena: Arena, f: dict[str, Any]) -> Body:
+    return queries.score_at_percentile(arena, *_table_args(f), _percent(f))
+
+
+QUERY_OPS: dict[str, Callable[[Arena, dict[str, Any]], Body]] = {
+    "top": _top,
+    "rank": _rank,
+    "around": _around,
+    "percentile": _percentile,
+    "score_at_percentile": _score_at_percentile,
+}
+
+
+def _error(frame_id: object, code: str, message: str) -> bytes:
+    return orjson.dumps({"op": "error", "id": frame_id, "code": code, "message": message})
+
+
+class Connection:
+    """One authenticated game server's WebSocket."""
+
+    def __init__(self, arena: Arena, websocket: WebSocket, server: GameServer) -> None:
+        self.arena = arena
+        self.websocket = websocket
+        self.server = server
+        self.slots = asyncio.Semaphore(arena.settings.max_in_flight_frames)
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.writable = [h for name, h in arena.boards.items() if server.may_write(name)]
+        self.open = True
+
+    async def serve(self) -> None:
+        reader = asyncio.create_task(self._read())
+        self.arena.add_reader(reader)
+        try:
+            await reader
+        except asyncio.CancelledError:
+            if not self.arena.draining:
+                raise
+        finally:
+            if self.tasks:
+                await asyncio.gather(*self.tasks, return_exceptions=True)
+        if self.arena.draining and self.open:
+            self.open = False
+            try:
+                await self.websocket.close(SHUTDOWN_CLOSE)
+            except Exception:  # already gone
+                pass
+
+    async def _read(self) -> None:
+        receive = self.websocket.receive
+        clock = self.arena.clock
+        while True:
+            await self.slots.acquire()
+            for handle in self.writable:
+                if not handle.mailbox.has_room():
+                    await handle.mailbox.wait_room()
+            message = await receive()
+            if message["type"] == "websocket.disconnect":
+                self.open = False
+                return
+            received_at = clock.now()
+            text = message.get("text")
+            if text is None:
+                await self._reply(_error(None, "bad_frame", "frames must be JSON text, not binary"))
+                continue
+            await self._frame(text, received_at)
+
+    async def _frame(self, text: str, received_at: int) -> None:
+        frame_id: object = None
+        try:
+            frame = parse_frame(text)
+            frame_id = frame.get("id")
+            op = frame.get("op")
+            if op == "submit":
+                self._submit(frame_id, frame, received_at)
+                return
+            if op == "ping":
+                await self._reply(orjson.dumps({"op": "pong", "id": frame_id}))
+                return
+            answer = QUERY_OPS.get(op) if isinstance(op, str) else None
+            if answer is None:
+                raise FrameError("unknown_op", f"unknown op {op!r}")
+            body = answer(self.arena, frame)
+            await self._reply(orjson.dumps({"op": "result", "id": frame_id, **body}))
+        except FrameError as exc:
+            await self._reply(_error(frame_id, exc.code, exc.message))
+        except QueryError as exc:
+            await self._reply(_error(frame_id, exc.code, exc.message))
+
+    def _submit(self, frame_id: object, frame: dict[str, Any], received_at: int) -> None:
+        events = frame.get("events")
+        if not isinstance(events, list) or not events:
+            raise FrameError("invalid_request", "events must be a non-empty list")
+        if len(events) > self.arena.settings.max_batch:
+            raise FrameError("batch_too_large", f"at most {self.arena.settings.max_batch} events per frame")
+        arena = self.arena
+        results: list[Result | None] = [None] * len(events)
+        by_board: dict[str, tuple[BoardHandle, list[int], list[Event]]] = {}
+        may_write = self.server.may_write
+        for index, raw in enumerate(events):
+            parsed = parse_event(raw, arena.boards, may_write)
+            if isinstance(parsed, Result):
+                results[index] = parsed
+                board = raw.get("board") if isinstance(raw, dict) else None
+                arena.metrics.count_results(board if isinstance(board, str) and board in arena.boards else "", [parsed])
+                continue
+            group = by_board.get(parsed.board)
+            if group is None:
+                group = by_board[parsed.board] = (arena.boards[parsed.board], [], [])
+            group[1].append(index)
+            group[2].append(parsed)
+        pending = [(indexes, handle.submit(evs, received_at, self.server.id)) for handle, indexes, evs in by_board.values()]
+        task = asyncio.create_task(self._ack(frame_id, results, pending))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _ack(
+        self, frame_id: object, results: list[Result | None], pending: list[tuple[list[int], asyncio.Future[list[Result]]]]
+    ) -> None:
+        for indexes, future in pending:
+            for index, result in zip(indexes, await future):  # futures always get results, never errors
+                results[index] = result
+        await self._reply(orjson.dumps({"op": "ack", "id": frame_id, "results": [wire.result(r) for r in results]}))  # type: ignore[arg-type]
+
+    async def _reply(self, payload: bytes) -> None:
+        """Send one answer and free its frame's in-flight slot (even when the peer is gone)."""
+        try:
+            if self.open:
+                await self.websocket.send({"type": "websocket.send", "text": payload.decode()})
+        except Exception:  # the client went away; what it sent is journaled or answered already
+            self.open = False
+        finally:
+            self.slots.release()
+
+
+async def ingest(websocket: WebSocket) -> None:
+    arena: Arena = websocket.app.state.arena
+    server = arena.game_server(websocket.headers.get("authorization"))
+    if server is None:
+        log.info("websocket refused: missing or unknown token from %s", websocket.client)
+        await websocket.close()  # before accept: the handshake gets HTTP 403
+        return
+    if arena.draining or arena.connections >= arena.settings.max_connections:
+        body = wire.dumps({"error": {"code": "unavailable", "message": "too many connections, retry later"}})
+        await websocket.send_denial_response(Response(body, 503, media_type="application/json"))
+        return
+    await websocket.accept()
+    arena.connections += 1
+    arena.metrics.connections.inc()
+    try:
+        await Connection(arena, websocket, server).serve()
+    finally:
+        arena.connections -= 1
+        arena.metrics.connections.dec()

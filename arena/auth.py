@@ -1,0 +1,44 @@
+"""Bearer tokens: stored as sha256 hex, compared in constant time, never logged."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from collections.abc import Sequence
+from typing import TypeVar
+
+from arena.config import Admin, GameServer
+
+T = TypeVar("T", GameServer, Admin)
+
+
+def token_sha256(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(32)
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header, or None."""
+    if not authorization:
+        return None
+    scheme, _, token = authorization.partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None
+
+
+def identify(authorization: str | None, principals: Sequence[T]) -> T | None:
+    """The principal whose token this header carries. Compares against every entry so the time
+    taken does not say which one matched. O(len(principals))."""
+    token = bearer_token(authorization)
+    if token is None:
+        return None
+    digest = token_sha256(token).encode()
+    found: T | None = None
+    for principal in principals:
+        if hmac.compare_digest(digest, principal.token_sha256.encode()):
+            found = principal
+    return found

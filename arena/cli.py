@@ -1,0 +1,269 @@
+"""`arena serve | rebuild | verify | token` — see `arena <command> --help`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from arena.auth import new_token, token_sha256
+from arena.clock import Clock
+from arena.config import Config, load_config
+from arena.datadir import DataDirLock, journal_path
+from arena.engine.board import BoardEngine, BoardSpec
+from arena.engine.periods import PeriodKind
+from arena.engine.table import RankedTable
+from arena.engine.times import parse_rfc3339_ms
+from arena.errors import ArenaError
+from arena.journal import SqliteJournal
+from arena.replay import ReplayReport, replay
+
+log = logging.getLogger("arena")
+
+
+def _config(args: argparse.Namespace) -> Config:
+    path = Path(args.config or os.environ.get("ARENA_CONFIG") or "config.toml")
+    config = load_config(path)
+    server = config.server
+    if getattr(args, "host", None):
+        server = replace(server, host=args.host)
+    if getattr(args, "port", None) is not None:
+        server = replace(server, port=args.port)
+    if getattr(args, "data_dir", None):
+        server = replace(server, data_dir=Path(args.data_dir).resolve())
+    return replace(config, server=server)
+
+
+def _run(coro_factory: Callable[[], Any]) -> Any:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop ships with uvicorn[standard]
+        return asyncio.run(coro_factory())
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(coro_factory())
+
+
+# -- serve ------------------------------------------------------------------------------------
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from arena.server import serve
+    from arena.service import Arena
+
+    config = _config(args)
+    lock = DataDirLock(config.server.data_dir)
+    lock.acquire()
+    log.info("data dir %s, boards: %s", config.server.data_dir, ", ".join(config.boards))
+    try:
+        arena = Arena(config, fault_injection=args.fault_injection)
+        _run(lambda: serve(arena, config.server.host, config.server.port, access_log=args.access_log))
+    finally:
+        lock.release()
+    return 0
+
+
+# -- rebuild ----------------------------------------------------------------------------------
+
+
+async def rebuild_board(
+    config: Config,
+    spec: BoardSpec,
+    *,
+    now: int,
+    upto_seq: int | None = None,
+    everything: bool = False,
+) -> tuple[BoardEngine, ReplayReport]:
+    """Replay one board's journal read-only, exactly as a starting actor does."""
+    path = journal_path(config.server.data_dir, spec.name)
+    if not path.exists():
+        raise ArenaError(f"board {spec.name}: no journal at {path}")
+    journal = await SqliteJournal.open(path, spec, readonly=True)
+    try:
+        engine = BoardEngine(spec)
+        report = await replay(engine, journal, now, upto_seq=upto_seq, everything=everything)
+    finally:
+        await journal.close()
+    return engine, report
+
+
+def _boards(config: Config, only: str | None) -> list[BoardSpec]:
+    if only is None:
+        return list(config.boards.values())
+    if only not in config.boards:
+        raise ArenaError(f"no board named {only!r} in the config (boards: {', '.join(config.boards)})")
+    return [config.boards[only]]
+
+
+def cmd_rebuild(args: argparse.Namespace) -> int:
+    config = _config(args)
+    failed = 0
+    print("board\tperiod\tperiod_id\tevents\tmembers\tseconds\tsha256", flush=True)
+    for spec in _boards(config, args.board):
+        print(f"# rebuilding {spec.name} from {journal_path(config.server.data_dir, spec.name)}", file=sys.stderr, flush=True)
+        try:
+            _engine, report = _run(lambda: rebuild_board(config, spec, now=Clock().now(), everything=args.all))
+        except ArenaError as exc:
+            print(f"# {spec.name}: {exc}", file=sys.stderr, flush=True)
+            failed += 1
+            continue
+        for t in sorted(report.tables, key=lambda r: (r.table.window.kind.value, r.table.window.period_id)):
+            w = t.table.window
+            print(f"{spec.name}\t{w.kind.value}\t{w.period_id}\t{t.events}\t{len(t.table)}\t{t.seconds:.3f}\t{t.table.digest()}", flush=True)
+        rate = report.events / report.seconds if report.seconds else 0.0
+        print(f"# {spec.name}: {report.events} events in {report.seconds:.3f}s ({rate:,.0f} events/s)", file=sys.stderr, flush=True)
+    return 1 if failed else 0
+
+
+# -- verify -----------------------------------------------------------------------------------
+
+
+def _get(url: str) -> dict[str, Any]:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            body: dict[str, Any] = orjson.loads(response.read())
+            return body
+    except urllib.error.HTTPError as exc:
+        raise ArenaError(f"GET {url}: HTTP {exc.code}: {exc.read().decode(errors='replace')[:200]}") from exc
+    except urllib.error.URLError as exc:
+        raise ArenaError(f"GET {url}: {exc.reason}") from exc
+
+
+def _first_difference(base: str, board: str, table: RankedTable, period_id: str) -> str:
+    """Where the server's standings and the rebuilt ones first differ (server read in pages)."""
+    kind = table.window.kind.value
+    rebuilt = table.entries()
+    offset = 0
+    while True:
+        query = urllib.parse.urlencode({"limit": 1000, "offset": offset, "period_id": period_id})
+        page = _get(f"{base}/v1/boards/{board}/{kind}/top?{query}")["entries"]
+        for served in page:
+            mine = next(rebuilt, None)
+            got = None if mine is None else (mine.member, mine.score, mine.reached_at)
+            want = (served["member"], served["score"], parse_rfc3339_ms(served["reached_at"]))
+            if got != want:
+                return f"first differing rank {served['rank']}: server {want}, rebuilt {got}"
+        if len(page) < 1000:
+            extra = next(rebuilt, None)
+            return f"rebuilt has an extra entry at rank {extra.rank}: {extra}" if extra else "entries equal (digest race?)"
+        offset += 1000
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    config = _config(args)
+    base = (args.url or f"http://{config.server.host}:{config.server.port}").rstrip("/")
+    mismatches = 0
+    checked = 0
+    for spec in _boards(config, args.board):
+        served: list[dict[str, Any]] = []
+        for kind in spec.periods:
+            listing = _get(f"{base}/v1/boards/{spec.name}/{kind.value}/periods")
+            for p in listing["periods"]:
+                query = urllib.parse.urlencode({"period_id": p["period_id"]})
+                served.append(_get(f"{base}/v1/boards/{spec.name}/{kind.value}/digest?{query}"))
+        for seq in sorted({d["seq"] for d in served}):
+            engine, _report = _run(lambda: rebuild_board(config, spec, now=Clock().now(), upto_seq=seq, everything=True))
+            for d in (d for d in served if d["seq"] == seq):
+                kind = PeriodKind(d["period"])
+                table = engine.tables.get((kind, d["period_id"])) or RankedTable(engine.rule, engine.calendar.window_by_id(kind, d["period_id"]))
+                checked += 1
+                name = f"{spec.name}/{kind.value}/{d['period_id']} @ seq {seq}"
+                if table.digest() == d["sha256"]:
+                    print(f"ok\t{name}\t{d['size']} entries\t{d['sha256']}", flush=True)
+                    continue
+                mismatches += 1
+                print(f"MISMATCH\t{name}\t{_first_difference(base, spec.name, table, d['period_id'])}", flush=True)
+    print(f"# {checked} tables checked, {mismatches} mismatched", file=sys.stderr)
+    return 1 if mismatches else 0
+
+
+# -- token ------------------------------------------------------------------------------------
+
+
+def cmd_token(args: argparse.Namespace) -> int:
+    token = new_token()
+    section = "admins" if args.admin else "servers"
+    print(f"token: {token}")
+    print(f"token_sha256: {token_sha256(token)}")
+    print("\n# config.toml (store only the hash; give the token to the game server):")
+    print(f'[[{section}]]\nid = "{args.id}"\ntoken_sha256 = "{token_sha256(token)}"')
+    if not args.admin:
+        print('boards = ["*"]')
+    return 0
+
+
+# -- parser -----------------------------------------------------------------------------------
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", help="config file (default: $ARENA_CONFIG or ./config.toml)")
+    p.add_argument("--data-dir", help="override [server].data_dir")
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="arena", description="Arena: realtime leaderboards over an event journal.")
+    root.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
+    sub = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("serve", help="run the server", description="Serve WebSocket ingest and HTTP queries until SIGTERM/SIGINT (which drains gracefully).")
+    _common(p)
+    p.add_argument("--host", help="override [server].host")
+    p.add_argument("--port", type=int, help="override [server].port")
+    p.add_argument("--access-log", action="store_true", help="log every HTTP request")
+    p.add_argument("--fault-injection", action="store_true", help="enable the /v1/_test routes (clock, actor crashes); tests only")
+    p.set_defaults(run=cmd_serve)
+
+    p = sub.add_parser("rebuild", help="rebuild tables offline from the journals",
+                       description="Replay journals read-only and print, per table: events replayed, members, seconds and the sha256 digest of the standings.")
+    _common(p)
+    p.add_argument("--board", help="only this board")
+    p.add_argument("--all", action="store_true", help="also every closed table, not only the retained ones")
+    p.set_defaults(run=cmd_rebuild)
+
+    p = sub.add_parser("verify", help="compare a running server with an offline rebuild",
+                       description="For every table a running server retains, rebuild it offline up to the seq the server reports and compare digests. Exit 1 on any mismatch, naming the first differing rank.")
+    _common(p)
+    p.add_argument("--board", help="only this board")
+    p.add_argument("--url", help="server base URL (default: http://[server].host:[server].port)")
+    p.set_defaults(run=cmd_verify)
+
+    p = sub.add_parser("token", help="make a new bearer token", description="Print a new random token and the token_sha256 to put in config.toml.")
+    p.add_argument("--server", dest="id", help="game server id")
+    p.add_argument("--admin", metavar="ID", help="make an admin token instead")
+    p.set_defaults(run=cmd_token)
+    return root
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.command == "token":
+        if bool(args.id) == bool(args.admin):
+            print("arena token: give exactly one of --server ID or --admin ID", file=sys.stderr)
+            return 2
+        args.id = args.id or args.admin
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    started = time.monotonic()
+    try:
+        return int(args.run(args))
+    except ArenaError as exc:
+        print(f"arena {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        log.debug("%s took %.3fs", args.command, time.monotonic() - started)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

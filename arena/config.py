@@ -1,0 +1,262 @@
+"""config.toml -> frozen settings. Every bad key or value is one `ConfigError` line naming it."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tomllib
+import zoneinfo
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from arena.engine.board import BoardSpec
+from arena.engine.periods import PeriodKind
+from arena.engine.scoring import Aggregation, Order, Tie
+from arena.errors import ConfigError
+
+JSON_SAFE = 2**53 - 1
+DEV_TOKEN = "arena-dev-token"
+"""The token of the repository's default config.toml; a server using it logs a warning."""
+DEV_TOKEN_SHA256 = hashlib.sha256(DEV_TOKEN.encode()).hexdigest()
+
+_BOARD_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSettings:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    data_dir: Path = Path("data")
+    durability: str = "full"
+    max_batch: int = 1000
+    max_frame_bytes: int = 1_048_576
+    max_in_flight_frames: int = 64
+    mailbox_events: int = 100_000
+    max_connections: int = 1000
+    ping_interval_seconds: float = 20.0
+    ping_timeout_seconds: float = 20.0
+    key_cache: int = 100_000
+    max_restarts: int = 5
+    restart_window_seconds: float = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class GameServer:
+    """A game server allowed to stream events; ``boards`` may hold "*"."""
+
+    id: str
+    token_sha256: str
+    boards: tuple[str, ...]
+
+    def may_write(self, board: str) -> bool:
+        return "*" in self.boards or board in self.boards
+
+
+@dataclass(frozen=True, slots=True)
+class Admin:
+    id: str
+    token_sha256: str
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    server: ServerSettings
+    servers: tuple[GameServer, ...]
+    admins: tuple[Admin, ...]
+    boards: Mapping[str, BoardSpec] = field(default_factory=dict)
+
+
+def load_config(path: Path) -> Config:
+    """Read and check a config file. Raises ConfigError (one line, names the key)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc.strerror}") from exc
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    try:
+        config = parse_config(data)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+    data_dir = config.server.data_dir
+    if not data_dir.is_absolute():
+        # data_dir is relative to the config file, so `arena serve` works from any directory
+        config = replace(config, server=replace(config.server, data_dir=(path.parent / data_dir).resolve()))
+    return config
+
+
+_REQUIRED = object()
+
+
+class _Section:
+    """Typed access to one TOML table that remembers its dotted name and unused keys."""
+
+    def __init__(self, name: str, data: object) -> None:
+        if not isinstance(data, dict):
+            raise ConfigError(f"{name}: must be a table")
+        self.name = name
+        self.data: dict[str, Any] = data
+        self.used: set[str] = set()
+
+    def _get(self, key: str, default: object) -> object:
+        self.used.add(key)
+        if key not in self.data:
+            if default is _REQUIRED:
+                raise ConfigError(f"{self.name}.{key}: missing")
+            return default
+        return self.data[key]
+
+    def fail(self, key: str, message: str) -> ConfigError:
+        return ConfigError(f"{self.name}.{key}: {message} (got {self.data.get(key)!r})")
+
+    def int(self, key: str, default: object = _REQUIRED, low: int | None = None, high: int | None = None) -> int:
+        value = self._get(key, default)
+        if type(value) is not int:
+            raise self.fail(key, "must be an integer")
+        if (low is not None and value < low) or (high is not None and value > high):
+            raise self.fail(key, f"must be between {low} and {high}" if high is not None else f"must be >= {low}")
+        return value
+
+    def number(self, key: str, default: object, low: float) -> float:
+        value = self._get(key, default)
+        if type(value) not in (int, float) or value < low:  # type: ignore[operator]
+            raise self.fail(key, f"must be a number >= {low}")
+        return float(value)  # type: ignore[arg-type]
+
+    def str(self, key: str, default: object = _REQUIRED, choices: tuple[str, ...] = ()) -> str:
+        value = self._get(key, default)
+        if not isinstance(value, str) or not value:
+            raise self.fail(key, "must be a non-empty string")
+        if choices and value not in choices:
+            raise self.fail(key, "must be one of " + ", ".join(choices))
+        return value
+
+    def str_list(self, key: str, default: object) -> list[str]:
+        value = self._get(key, default)
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self.fail(key, "must be a list of strings")
+        return value
+
+    def done(self) -> None:
+        unknown = sorted(set(self.data) - self.used)
+        if unknown:
+            raise ConfigError(f"{self.name}.{unknown[0]}: unknown key")
+
+
+def parse_config(data: dict[str, Any]) -> Config:
+    root = _Section("config", data)
+    server = _server(_Section("server", root._get("server", {})))
+    boards_table = _Section("boards", root._get("boards", _REQUIRED))
+    boards = {name: parse_board(name, body) for name, body in boards_table.data.items()}
+    if not boards:
+        raise ConfigError("boards: define at least one [boards.NAME] table")
+    for name in boards:
+        if not _BOARD_NAME.match(name):
+            raise ConfigError(f"boards.{name}: board names are 1..64 letters, digits, '_' or '-'")
+    servers = tuple(_game_server(i, entry, boards) for i, entry in enumerate(_entries(root, "servers")))
+    admins = tuple(_admin(i, entry) for i, entry in enumerate(_entries(root, "admins")))
+    for kind, ids in (("servers", [s.id for s in servers]), ("admins", [a.id for a in admins])):
+        duplicate = next((i for i in ids if ids.count(i) > 1), None)
+        if duplicate is not None:
+            raise ConfigError(f"{kind}: id {duplicate!r} is defined twice")
+    root.done()
+    return Config(server=server, servers=servers, admins=admins, boards=boards)
+
+
+def _entries(root: _Section, key: str) -> list[object]:
+    value = root._get(key, [])
+    if not isinstance(value, list):
+        raise ConfigError(f"{key}: must be an array of tables ([[{key}]])")
+    return value
+
+
+def _server(s: _Section) -> ServerSettings:
+    d = ServerSettings()
+    settings = ServerSettings(
+        host=s.str("host", d.host),
+        port=s.int("port", d.port, 0, 65535),
+        data_dir=Path(s.str("data_dir", str(d.data_dir))),
+        durability=s.str("durability", d.durability, ("full", "normal")),
+        max_batch=s.int("max_batch", d.max_batch, 1, 100_000),
+        max_frame_bytes=s.int("max_frame_bytes", d.max_frame_bytes, 1024),
+        max_in_flight_frames=s.int("max_in_flight_frames", d.max_in_flight_frames, 1),
+        mailbox_events=s.int("mailbox_events", d.mailbox_events, 1),
+        max_connections=s.int("max_connections", d.max_connections, 1),
+        ping_interval_seconds=s.number("ping_interval_seconds", d.ping_interval_seconds, 0.1),
+        ping_timeout_seconds=s.number("ping_timeout_seconds", d.ping_timeout_seconds, 0.1),
+        key_cache=s.int("key_cache", d.key_cache, 0),
+        max_restarts=s.int("max_restarts", d.max_restarts, 0),
+        restart_window_seconds=s.number("restart_window_seconds", d.restart_window_seconds, 0.1),
+    )
+    s.done()
+    return settings
+
+
+def parse_board(name: str, table: object) -> BoardSpec:
+    """One ``[boards.NAME]`` table as a BoardSpec. Raises ConfigError."""
+    s = _Section(f"boards.{name}", table)
+    d = BoardSpec(name)
+    kinds = [k.value for k in PeriodKind]
+    periods = s.str_list("periods", ["alltime"])
+    if not periods:
+        raise s.fail("periods", "must name at least one period")
+    for period in periods:
+        if period not in kinds:
+            raise s.fail("periods", f"{period!r} is not one of " + ", ".join(kinds))
+    if len(set(periods)) != len(periods):
+        raise s.fail("periods", "lists a period twice")
+    timezone = s.str("timezone", "UTC")
+    try:
+        zoneinfo.ZoneInfo(timezone)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
+        raise s.fail("timezone", "is not an IANA timezone") from exc
+    min_value = s.int("min_value", d.min_value, -JSON_SAFE, JSON_SAFE)
+    max_value = s.int("max_value", d.max_value, -JSON_SAFE, JSON_SAFE)
+    if min_value > max_value:
+        raise s.fail("max_value", f"must be >= min_value ({min_value})")
+    spec = BoardSpec(
+        name=name,
+        aggregation=Aggregation(s.str("aggregation", "best", tuple(a.value for a in Aggregation))),
+        order=Order(s.str("order", "desc", tuple(o.value for o in Order))),
+        tie=Tie(s.str("tie", "earliest", tuple(t.value for t in Tie))),
+        periods=tuple(PeriodKind(p) for p in sorted(periods, key=kinds.index)),
+        timezone=timezone,
+        min_value=min_value,
+        max_value=max_value,
+        close_grace_ms=s.int("close_grace_seconds", 60, 0, 86_400 * 31) * 1000,
+        max_future_skew_ms=s.int("max_future_skew_seconds", 30, 0, 86_400) * 1000,
+        keep_closed=s.int("keep_closed", 3, 0, 10_000),
+    )
+    s.done()
+    return spec
+
+
+def _token_hash(s: _Section) -> str:
+    value = s.str("token_sha256")
+    if not _SHA256.match(value):
+        raise s.fail("token_sha256", "must be 64 lowercase hex digits (see `arena token`)")
+    return value
+
+
+def _game_server(index: int, entry: object, boards: Mapping[str, BoardSpec]) -> GameServer:
+    s = _Section(f"servers[{index}]", entry)
+    server_id = s.str("id")
+    token = _token_hash(s)
+    allowed = s.str_list("boards", ["*"])
+    for board in allowed:
+        if board != "*" and board not in boards:
+            raise s.fail("boards", f"{board!r} is not a configured board")
+    s.done()
+    return GameServer(server_id, token, tuple(allowed))
+
+
+def _admin(index: int, entry: object) -> Admin:
+    s = _Section(f"admins[{index}]", entry)
+    admin = Admin(s.str("id"), _token_hash(s))
+    s.done()
+    return admin

@@ -1,0 +1,424 @@
+"""One board's tables and the rules that route, close and replay events. Pure: the actor
+supplies the clock, the known idempotency keys and the journal; this module decides.
+
+The live path is two steps so that nothing is applied that is not journaled:
+`BoardEngine.decide` turns a drained batch into a `Plan` (results + records to journal, no
+state change), the actor journals ``plan.records`` in one transaction, then
+`BoardEngine.commit` applies them. Replay (`Loader`) applies journaled records with the same
+routing and the same folds, so a rebuild equals the live tables.
+
+Routing invariant: a score record applies to the window of each period kind that contains its
+``occurred_at``, unless that window's close marker has a smaller seq. Whenever the live path
+finds a window closed by the clock, it journals the marker first, so replay never needs the
+clock or today's grace.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from arena.engine.events import Event, Fingerprint, Reason, Result, Status
+from arena.engine.periods import Calendar, PeriodKind, UnknownPeriod, Window
+from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
+from arena.engine.scoring import Aggregation, Order, ScoringRule, Standing, Tie
+from arena.engine.table import RankedTable
+from arena.errors import QueryError, not_found, not_ready
+
+TableKey = tuple[PeriodKind, str]
+
+SHORT_KINDS = (PeriodKind.HOURLY, PeriodKind.DAILY, PeriodKind.WEEKLY)
+"""The kinds whose current tables load (and answer) first after a restart."""
+
+
+@dataclass(frozen=True, slots=True)
+class BoardSpec:
+    """A board as configured. Only `definition` is fixed for the life of its journal."""
+
+    name: str
+    aggregation: Aggregation = Aggregation.BEST
+    order: Order = Order.DESC
+    tie: Tie = Tie.EARLIEST
+    periods: tuple[PeriodKind, ...] = (PeriodKind.ALLTIME,)
+    timezone: str = "UTC"
+    min_value: int = 0
+    max_value: int = 1_000_000_000
+    close_grace_ms: int = 60_000
+    max_future_skew_ms: int = 30_000
+    keep_closed: int = 3
+
+    def definition(self) -> dict[str, object]:
+        """What the journal stores and start-up compares: changing it needs a new board name."""
+        return {
+            "aggregation": self.aggregation.value,
+            "order": self.order.value,
+            "tie": self.tie.value,
+            "timezone": self.timezone,
+            "periods": sorted(kind.value for kind in self.periods),
+        }
+
+
+Intake = tuple[Sequence[Event], int, str]
+"""One frame's events for this board, with the frame's received_at and the writing server."""
+
+
+@dataclass(slots=True)
+class Plan:
+    """What one drained batch does: answers per intake, and records to journal in seq order."""
+
+    results: list[list[Result]]
+    records: list[Record] = field(default_factory=list)
+    routes: dict[int, tuple[Window, ...]] = field(default_factory=dict)
+    last_seq: int = 0
+
+    @property
+    def accepted(self) -> Iterable[ScoreRecord]:
+        return (r for r in self.records if isinstance(r, ScoreRecord))
+
+
+class BoardEngine:
+    """The in-memory state of one board: open and retained tables, close markers, disputes."""
+
+    def __init__(self, spec: BoardSpec, last_seq: int = 0) -> None:
+        self.spec = spec
+        self.rule = ScoringRule.for_board(spec.aggregation, spec.order, spec.tie)
+        self.calendar = Calendar(spec.timezone)
+        self.kinds = spec.periods
+        self.tables: dict[TableKey, RankedTable] = {}
+        self.markers: dict[TableKey, CloseRecord] = {}
+        self.disputes: dict[TableKey, int] = {}
+        self.ready: set[PeriodKind] = set()
+        self.last_seq = last_seq
+
+    # -- time ------------------------------------------------------------------------------
+
+    def close_moment(self, window: Window) -> int | None:
+        """When a window's table closes: its end plus the grace; None for alltime."""
+        return None if window.end_ms is None else window.end_ms + self.spec.close_grace_ms
+
+    def is_closed(self, key: TableKey) -> bool:
+        return key in self.markers
+
+    def next_deadline(self, now: int) -> int | None:
+        """The next instant the actor must wake for: a close moment or a window start."""
+        moments: list[int] = []
+        for (kind, _pid), table in self.tables.items():
+            moment = self.close_moment(table.window)
+            if moment is not None and table.closed_seq is None:
+                moments.append(moment)
+        for kind in self.kinds:
+            end = self.calendar.window_at(kind, now).end_ms
+            if end is not None:
+                moments.append(end)
+        return min(moments) if moments else None
+
+    # -- live path ---------------------------------------------------------------------------
+
+    def decide(self, batch: Sequence[Intake], known: Mapping[str, Fingerprint], close_until: int) -> Plan:
+        """Validation steps 4-8 for a batch, in order; no state changes. O(events * kinds).
+
+        ``known`` holds the journaled fingerprints of the batch's keys (cache or journal index);
+        ``close_until`` is the instant up to which tables may be closed after the batch.
+        """
+        plan = Plan(results=[], last_seq=self.last_seq)
+        closing: dict[TableKey, CloseRecord] = {}
+        seen: dict[str, Fingerprint] = {}
+        spec = self.spec
+        for events, received_at, source in batch:
+            self._close_due(received_at, plan, closing)
+            results: list[Result] = []
+            for event in events:
+                key = event.idempotency_key
+                prior = seen.get(key) or known.get(key)
+                if prior is not None:
+                    status = Status.DUPLICATE if prior == event.fingerprint else None
+                    results.append(
+                        Result(key, status) if status else Result(key, Status.REJECTED, Reason.IDEMPOTENCY_KEY_REUSED)
+                    )
+                    continue
+                if not spec.min_value <= event.value <= spec.max_value:
+                    results.append(Result(key, Status.REJECTED, Reason.VALUE_OUT_OF_RANGE))
+                    continue
+                if event.occurred_at > received_at + spec.max_future_skew_ms:
+                    results.append(Result(key, Status.REJECTED, Reason.OCCURRED_IN_FUTURE))
+                    continue
+                windows = self._route(event.occurred_at, received_at, plan, closing)
+                if not windows:
+                    results.append(Result(key, Status.REJECTED, Reason.PERIOD_CLOSED))
+                    continue
+                plan.last_seq += 1
+                plan.records.append(ScoreRecord(plan.last_seq, event, received_at, source))
+                plan.routes[plan.last_seq] = windows
+                seen[key] = event.fingerprint
+                results.append(Result(key, Status.ACCEPTED))
+            plan.results.append(results)
+        self._close_due(close_until, plan, closing)
+        return plan
+
+    def _route(self, occurred_at: int, received_at: int, plan: Plan, closing: dict[TableKey, CloseRecord]) -> tuple[Window, ...]:
+        open_windows: list[Window] = []
+        for kind in self.kinds:
+            window = self.calendar.window_at(kind, occurred_at)
+            key = (kind, window.period_id)
+            if key in self.markers or key in closing:
+                continue
+            moment = self.close_moment(window)
+            if moment is not None and received_at >= moment:
+                self._add_marker(window, moment, plan, closing)
+                continue
+            open_windows.append(window)
+        return tuple(open_windows)
+
+    def _close_due(self, until: int, plan: Plan, closing: dict[TableKey, CloseRecord]) -> None:
+        due = []
+        for key, table in self.tables.items():
+            moment = self.close_moment(table.window)
+            if moment is not None and moment <= until and key not in self.markers and key not in closing:
+                due.append((moment, table.window))
+        for moment, window in sorted(due, key=lambda d: (d[0], d[1].kind)):
+            self._add_marker(window, moment, plan, closing)
+
+    @staticmethod
+    def _add_marker(window: Window, moment: int, plan: Plan, closing: dict[TableKey, CloseRecord]) -> None:
+        plan.last_seq += 1
+        marker = CloseRecord(plan.last_seq, window, moment)
+        closing[(window.kind, window.period_id)] = marker
+        plan.records.append(marker)
+
+    def commit(self, plan: Plan) -> None:
+        """Apply a journaled plan. O(accepted events * kinds * log n)."""
+        for record in plan.records:
+            if isinstance(record, ScoreRecord):
+                event = record.event
+                for window in plan.routes[record.seq]:
+                    self._table(window).apply(event.member, event.value, event.occurred_at, event.idempotency_key)
+            elif isinstance(record, CloseRecord):
+                self.close(record)
+        self.last_seq = plan.last_seq
+
+    def _table(self, window: Window) -> RankedTable:
+        key = (window.kind, window.period_id)
+        table = self.tables.get(key)
+        if table is None:
+            table = self.tables[key] = RankedTable(self.rule, window)
+        return table
+
+    def close(self, marker: CloseRecord) -> None:
+        """Install a close marker; the table stays queryable until `rotate` retires it. O(1)."""
+        window = marker.window
+        key = (window.kind, window.period_id)
+        self.markers[key] = marker
+        table = self.tables.get(key)
+        if table is not None:
+            table.closed_seq = marker.seq
+            table.closed_at = marker.closed_at
+
+    def rotate(self, now: int) -> None:
+        """Open the current window's table of every loaded kind, and retire closed tables older
+        than the retention. Call when `next_deadline` passes. O(tables + kinds * keep_closed)."""
+        floors = {kind: self.retention_floor(kind, now) for kind in self.kinds}
+        for key, table in list(self.tables.items()):
+            floor = floors[key[0]]
+            if table.closed and floor is not None and (table.window.start_ms or 0) < floor:
+                del self.tables[key]
+        for kind in self.ready:
+            window = self.calendar.window_at(kind, now)
+            if (kind, window.period_id) not in self.markers:
+                self._table(window)
+
+    # -- voids -------------------------------------------------------------------------------
+
+    def applied_windows(self, seq: int, occurred_at: int) -> list[Window]:
+        """The windows a journaled score record was applied to (by the routing invariant)."""
+        windows = []
+        for kind in self.kinds:
+            window = self.calendar.window_at(kind, occurred_at)
+            marker = self.markers.get((kind, window.period_id))
+            if marker is None or seq < marker.seq:
+                windows.append(window)
+        return windows
+
+    def count_void(self, target_seq: int, occurred_at: int) -> list[Window]:
+        """Count a void as a dispute of every window its event was applied to."""
+        windows = self.applied_windows(target_seq, occurred_at)
+        for window in windows:
+            key = (window.kind, window.period_id)
+            self.disputes[key] = self.disputes.get(key, 0) + 1
+        return windows
+
+    def recompute_member(self, member: str, windows: Iterable[Window], events: Sequence[StoredEvent]) -> None:
+        """Re-fold a member's standing in the given loaded tables from its remaining events,
+        exactly as a rebuild would. O(len(events) * tables)."""
+        for window in windows:
+            table = self.tables.get((window.kind, window.period_id))
+            if table is None:
+                continue
+            limit = table.closed_seq if table.closed_seq is not None else math.inf
+            start = window.start_ms
+            end = window.end_ms
+            remaining = [
+                (e.value, e.occurred_at, e.idempotency_key)
+                for e in events
+                if not e.voided
+                and e.seq < limit
+                and (start is None or end is None or start <= e.occurred_at < end)
+            ]
+            table.set_standing(member, self.rule.fold_all(remaining))
+
+    # -- queries -------------------------------------------------------------------------------
+
+    def retention_floor(self, kind: PeriodKind, now: int) -> int | None:
+        """Start of the oldest window of a kind still queryable: past the open windows, the
+        last ``keep_closed`` closed ones are kept. None for alltime. O(keep_closed)."""
+        window = self.calendar.window_at(kind, now)
+        if window.start_ms is None:
+            return None
+        closed = 0
+        while closed < self.spec.keep_closed:
+            window = self.calendar.previous(window)
+            if self.window_closed(window, now):
+                closed += 1
+        return window.start_ms
+
+    def listed_windows(self, kind: PeriodKind, now: int) -> list[Window]:
+        """Open and retained windows of a kind, newest first (the periods route)."""
+        current = self.calendar.window_at(kind, now)
+        floor = self.retention_floor(kind, now)
+        if floor is None:
+            return [current]
+        later = {t.window for k, t in self.tables.items() if k[0] is kind and (t.window.start_ms or 0) > (current.start_ms or 0)}
+        windows = sorted(later, key=lambda w: w.start_ms or 0, reverse=True)
+        window = current
+        windows.append(window)
+        while (window.start_ms or 0) > floor:
+            window = self.calendar.previous(window)
+            windows.append(window)
+        return windows
+
+    def window_closed(self, window: Window, now: int) -> bool:
+        if (window.kind, window.period_id) in self.markers:
+            return True
+        moment = self.close_moment(window)
+        return moment is not None and now >= moment
+
+    def view(self, kind: PeriodKind, period_id: str | None, now: int) -> RankedTable:
+        """The table a query names (current window when ``period_id`` is None).
+
+        Raises QueryError: unknown_period, period_not_retained, not_ready. O(keep_closed).
+        """
+        if kind not in self.kinds:
+            raise not_found("unknown_period", f"board {self.spec.name!r} has no {kind.value} table")
+        if kind not in self.ready:
+            raise not_ready(self.spec.name)
+        if period_id is None:
+            window = self.calendar.window_at(kind, now)
+        else:
+            try:
+                window = self.calendar.window_by_id(kind, period_id)
+            except UnknownPeriod as exc:
+                raise not_found("unknown_period", f"{period_id!r} is not a {kind.value} period id") from exc
+        key = (kind, window.period_id)
+        table = self.tables.get(key)
+        if table is not None:
+            return table
+        floor = self.retention_floor(kind, now)
+        if window.start_ms is not None and window.start_ms > now:
+            raise not_found("unknown_period", f"{kind.value} period {window.period_id} has not begun")
+        if floor is not None and window.start_ms is not None and window.start_ms < floor:
+            raise not_found("period_not_retained", f"{kind.value} period {window.period_id} is no longer retained")
+        empty = RankedTable(self.rule, window)
+        marker = self.markers.get(key)
+        if marker is not None:
+            empty.closed_seq, empty.closed_at = marker.seq, marker.closed_at
+        return empty
+
+
+class _Target:
+    """The last window a replay pass saw for one kind, and where its events go."""
+
+    __slots__ = ("start", "end", "standings", "limit", "applied")
+
+    def __init__(
+        self, start: float, end: float, standings: dict[str, Standing] | None, limit: float, applied: list[int]
+    ) -> None:
+        self.start = start
+        self.end = end
+        self.standings = standings
+        self.limit = limit
+        self.applied = applied  # shared per table: [events applied]
+
+
+class Loader:
+    """Replays journaled score records into the tables one pass includes.
+
+    Standings accumulate in plain dicts (one fold per event and table) and each table is sorted
+    once at `finish`, which is what makes a rebuild fast.
+    """
+
+    def __init__(self, engine: BoardEngine, include: Callable[[Window], bool], voided: set[int]) -> None:
+        self.engine = engine
+        self.include = include
+        self.voided = voided
+        self.events = 0
+        self._standings: dict[TableKey, dict[str, Standing]] = {}
+        self._windows: dict[TableKey, Window] = {}
+        self.applied: dict[TableKey, list[int]] = {}
+        self._last = [_Target(0, -1, None, 0, [0]) for _ in engine.kinds]
+
+    def _target(self, kind: PeriodKind, occurred_at: int) -> _Target:
+        window = self.engine.calendar.window_at(kind, occurred_at)
+        standings: dict[str, Standing] | None = None
+        limit = math.inf
+        applied = [0]
+        if self.include(window):
+            key = (window.kind, window.period_id)
+            marker = self.engine.markers.get(key)
+            standings = self._standings.setdefault(key, {})
+            applied = self.applied.setdefault(key, [0])
+            self._windows[key] = window
+            limit = marker.seq if marker is not None else math.inf
+        start = window.start_ms if window.start_ms is not None else -math.inf
+        end = window.end_ms if window.end_ms is not None else math.inf
+        return _Target(start, end, standings, limit, applied)
+
+    def feed(self, rows: Iterable[tuple[int, str, int, int, str]]) -> None:
+        """Apply rows (seq, member, value, occurred_at, key), in seq order. O(rows * kinds)."""
+        fold = self.engine.rule.fold
+        kinds = list(enumerate(self.engine.kinds))
+        last = self._last
+        voided = self.voided
+        count = 0
+        for seq, member, value, occurred_at, key in rows:
+            if seq in voided:
+                continue
+            count += 1
+            for i, kind in kinds:
+                target = last[i]
+                if not target.start <= occurred_at < target.end:
+                    target = last[i] = self._target(kind, occurred_at)
+                standings = target.standings
+                if standings is None or seq >= target.limit:
+                    continue
+                target.applied[0] += 1
+                new = fold(standings.get(member), value, occurred_at, key)
+                if new is not None:
+                    standings[member] = new
+        self.events += count
+
+    def finish(self, tables: Iterable[Window] = ()) -> list[RankedTable]:
+        """Build and install the pass's tables (plus empty ones for ``tables``). O(n log n)."""
+        engine = self.engine
+        built = []
+        for window in tables:
+            key = (window.kind, window.period_id)
+            self._windows.setdefault(key, window)
+            self._standings.setdefault(key, {})
+        for key, standings in self._standings.items():
+            table = RankedTable.from_standings(engine.rule, self._windows[key], standings)
+            marker = engine.markers.get(key)
+            if marker is not None:
+                table.closed_seq, table.closed_at = marker.seq, marker.closed_at
+            engine.tables[key] = table
+            built.append(table)
+        return built

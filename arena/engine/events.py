@@ -1,0 +1,136 @@
+"""Score events as sent, and the shape checks of the contract (validation steps 1-3).
+
+Steps 4-7 (duplicates, bounds, skew, closed windows) need the board's state and live in
+`arena.engine.board`; the order of all steps is the contract's and is fixed here and there.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Container
+from dataclasses import dataclass
+from enum import StrEnum
+
+import orjson
+
+from arena.engine.times import parse_rfc3339_ms
+
+MAX_MEMBER_CHARS = 128
+MAX_KEY_CHARS = 128
+MAX_META_BYTES = 1024
+
+# Unicode category Cc is exactly U+0000-U+001F and U+007F-U+009F.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+class Reason(StrEnum):
+    """Why an event was rejected; the values are the wire codes."""
+
+    INVALID_EVENT = "invalid_event"
+    UNKNOWN_BOARD = "unknown_board"
+    FORBIDDEN = "forbidden"
+    IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
+    VALUE_OUT_OF_RANGE = "value_out_of_range"
+    OCCURRED_IN_FUTURE = "occurred_in_future"
+    PERIOD_CLOSED = "period_closed"
+    UNAVAILABLE = "unavailable"
+
+
+class Status(StrEnum):
+    ACCEPTED = "accepted"
+    DUPLICATE = "duplicate"
+    REJECTED = "rejected"
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """The answer for one submitted event, in submit order."""
+
+    idempotency_key: str | None
+    status: Status
+    reason: Reason | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """An event that passed the shape checks. ``meta`` is compact JSON text or None."""
+
+    board: str
+    member: str
+    value: int
+    occurred_at: int
+    idempotency_key: str
+    meta: str | None = None
+
+    @property
+    def fingerprint(self) -> Fingerprint:
+        return (self.member, self.value, self.occurred_at)
+
+
+Fingerprint = tuple[str, int, int]
+"""(member, value, occurred_at): what must match for a retry to be a duplicate."""
+
+
+def _echo_key(raw: dict[str, object]) -> str | None:
+    key = raw.get("idempotency_key")
+    return key if isinstance(key, str) else None
+
+
+def _occurred_at_ms(value: object) -> int | None:
+    if type(value) is int:
+        return value if value >= 0 else None
+    if isinstance(value, str):
+        try:
+            return parse_rfc3339_ms(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _meta_text(raw: dict[str, object]) -> str | None:
+    """Compact JSON of meta, None when absent; ValueError when not an object or too big."""
+    meta = raw.get("meta")
+    if meta is None:
+        return None
+    if not isinstance(meta, dict):
+        raise ValueError("meta must be an object")
+    try:
+        encoded = orjson.dumps(meta)
+    except TypeError as exc:
+        raise ValueError("meta is not JSON") from exc
+    if len(encoded) > MAX_META_BYTES:
+        raise ValueError("meta is too big")
+    return encoded.decode()
+
+
+def parse_event(
+    raw: object,
+    boards: Container[str],
+    may_write: Callable[[str], bool],
+) -> Event | Result:
+    """Validation steps 1-3: an `Event`, or the rejecting `Result`. O(size of the event)."""
+    if not isinstance(raw, dict):
+        return Result(None, Status.REJECTED, Reason.INVALID_EVENT)
+    key = _echo_key(raw)
+    board = raw.get("board")
+    if not isinstance(board, str) or board not in boards:
+        return Result(key, Status.REJECTED, Reason.UNKNOWN_BOARD)
+    if not may_write(board):
+        return Result(key, Status.REJECTED, Reason.FORBIDDEN)
+    invalid = Result(key, Status.REJECTED, Reason.INVALID_EVENT)
+    if key is None or not 1 <= len(key) <= MAX_KEY_CHARS:
+        return invalid
+    member = raw.get("member")
+    if not isinstance(member, str) or not 1 <= len(member) <= MAX_MEMBER_CHARS or _CONTROL.search(member):
+        return invalid
+    value = raw.get("value")
+    if type(value) is not int:  # bool is an int subclass and is invalid, like floats
+        return invalid
+    occurred_at = _occurred_at_ms(raw.get("occurred_at"))
+    if occurred_at is None:
+        return invalid
+    try:
+        meta = _meta_text(raw)
+    except ValueError:
+        return invalid
+    return Event(board, member, value, occurred_at, key, meta)

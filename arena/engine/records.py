@@ -1,0 +1,56 @@
+"""What a board journals. Score events, close markers and voids share one seq order per board,
+so replaying the records in seq order is the whole truth."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from arena.engine.events import Event
+from arena.engine.periods import Window
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreRecord:
+    seq: int
+    event: Event
+    received_at: int
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class CloseRecord:
+    """The close marker of one table: records with a greater seq are never applied to it."""
+
+    seq: int
+    window: Window
+    closed_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class VoidRecord:
+    """An admin void of one journaled score event (``target_seq``)."""
+
+    seq: int
+    target_seq: int
+    idempotency_key: str
+    reason: str
+    admin: str
+    voided_at: int
+
+
+Record = ScoreRecord | CloseRecord | VoidRecord
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """A journaled score event as the audit route shows it."""
+
+    seq: int
+    member: str
+    value: int
+    occurred_at: int
+    received_at: int
+    source: str
+    idempotency_key: str
+    meta: str | None
+    voided: bool

@@ -1,0 +1,118 @@
+"""How a board turns a member's events into one score, and how scores are ordered.
+
+Everything here is a pure function chosen once per board (`ScoringRule.for_board`), so the live
+actor and `arena rebuild` share one definition of a standing.
+
+A standing is ``(score, reached_at, latest_key)``: ``latest_key`` is only used by the ``latest``
+aggregation, where equal ``occurred_at`` instants are decided by the greater idempotency key.
+Each standing maps to one packed integer sort key, so a table orders ``(sort_key, member)``
+tuples: score first, then the tie rule on ``reached_at``, then the member string.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Aggregation(StrEnum):
+    BEST = "best"
+    SUM = "sum"
+    LATEST = "latest"
+
+
+class Order(StrEnum):
+    DESC = "desc"
+    ASC = "asc"
+
+
+class Tie(StrEnum):
+    EARLIEST = "earliest"
+    LATEST = "latest"
+
+
+Standing = tuple[int, int, str]
+"""(score, reached_at_ms, latest_key) — latest_key is "" except for the latest aggregation."""
+
+Fold = Callable[[Standing | None, int, int, str], Standing | None]
+"""fold(current, value, occurred_at, key) -> the new standing, or None when it does not change."""
+
+_SHIFT = 64
+_OFFSET = 1 << 63
+_MASK = (1 << 64) - 1
+
+
+def _fold_best_high(cur: Standing | None, value: int, occurred_at: int, key: str) -> Standing | None:
+    if cur is None or value > cur[0] or (value == cur[0] and occurred_at < cur[1]):
+        return (value, occurred_at, "")
+    return None
+
+
+def _fold_best_low(cur: Standing | None, value: int, occurred_at: int, key: str) -> Standing | None:
+    if cur is None or value < cur[0] or (value == cur[0] and occurred_at < cur[1]):
+        return (value, occurred_at, "")
+    return None
+
+
+def _fold_sum(cur: Standing | None, value: int, occurred_at: int, key: str) -> Standing | None:
+    if cur is None:
+        return (value, occurred_at, "")
+    return (cur[0] + value, occurred_at if occurred_at > cur[1] else cur[1], "")
+
+
+def _fold_latest(cur: Standing | None, value: int, occurred_at: int, key: str) -> Standing | None:
+    if cur is None or occurred_at > cur[1] or (occurred_at == cur[1] and key > cur[2]):
+        return (value, occurred_at, key)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class ScoringRule:
+    """The aggregation, order and tie rule of one board.
+
+    ``fold`` folds one event into a member's standing; ``sort_key`` packs a standing into an
+    integer whose ascending order is the rank order (ties left to the member string).
+    """
+
+    aggregation: Aggregation
+    order: Order
+    tie: Tie
+    fold: Fold
+    score_sign: int
+    reached_sign: int
+
+    @classmethod
+    def for_board(cls, aggregation: Aggregation, order: Order, tie: Tie) -> ScoringRule:
+        if aggregation is Aggregation.BEST:
+            fold: Fold = _fold_best_high if order is Order.DESC else _fold_best_low
+        elif aggregation is Aggregation.SUM:
+            fold = _fold_sum
+        else:
+            fold = _fold_latest
+        return cls(
+            aggregation=aggregation,
+            order=order,
+            tie=tie,
+            fold=fold,
+            score_sign=-1 if order is Order.DESC else 1,
+            reached_sign=1 if tie is Tie.EARLIEST else -1,
+        )
+
+    def sort_key(self, score: int, reached_at: int) -> int:
+        """Pack a standing into one int ordered like the ranks. O(1)."""
+        return ((score * self.score_sign) << _SHIFT) + reached_at * self.reached_sign + _OFFSET
+
+    def unpack(self, sort_key: int) -> tuple[int, int]:
+        """The (score, reached_at) a sort key was packed from. O(1)."""
+        return (
+            (sort_key >> _SHIFT) * self.score_sign,
+            ((sort_key & _MASK) - _OFFSET) * self.reached_sign,
+        )
+
+    def fold_all(self, events: list[tuple[int, int, str]]) -> Standing | None:
+        """A member's standing from scratch: events are (value, occurred_at, key). O(len)."""
+        standing: Standing | None = None
+        for value, occurred_at, key in events:
+            standing = self.fold(standing, value, occurred_at, key) or standing
+        return standing

@@ -1,0 +1,67 @@
+"""Arena's error tree.
+
+ArenaError
+ ├── ConfigError          config.toml is missing, malformed or inconsistent (one line, names the key)
+ ├── JournalError         a journal cannot be opened, read or written
+ │    ├── JournalCorrupt      the file is not a readable Arena journal (names the file)
+ │    ├── BoardDefinitionChanged  the board's aggregation/order/tie/timezone/periods differ from its journal
+ │    └── JournalWriteFailed  a write was refused (disk full, read-only); the batch was not journaled
+ ├── DataDirLocked        another `arena serve` holds the data directory
+ └── QueryError           a query that cannot be answered; ``code`` is the wire code, ``status`` the HTTP hint
+"""
+
+from __future__ import annotations
+
+
+class ArenaError(Exception):
+    """Root of every error Arena raises on purpose."""
+
+
+class ConfigError(ArenaError):
+    pass
+
+
+class JournalError(ArenaError):
+    pass
+
+
+class JournalCorrupt(JournalError):
+    pass
+
+
+class BoardDefinitionChanged(JournalError):
+    pass
+
+
+class JournalWriteFailed(JournalError):
+    pass
+
+
+class DataDirLocked(ArenaError):
+    pass
+
+
+class QueryError(ArenaError):
+    """A query the service answers with an error body; the edge maps ``status`` to HTTP."""
+
+    def __init__(self, code: str, message: str, status: int) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.status = status
+
+
+def invalid_request(message: str) -> QueryError:
+    return QueryError("invalid_request", message, 400)
+
+
+def not_found(code: str, message: str) -> QueryError:
+    return QueryError(code, message, 404)
+
+
+def not_ready(board: str) -> QueryError:
+    return QueryError("not_ready", f"board {board!r} is still loading its tables", 503)
+
+
+def unavailable(board: str) -> QueryError:
+    return QueryError("unavailable", f"board {board!r} is unavailable", 503)

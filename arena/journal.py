@@ -1,0 +1,302 @@
+"""The event journal: the source of truth of a board, one sqlite file per board.
+
+`Journal` is the whole interface the actor and `arena rebuild` use, so a journal on a shared
+distributed store can replace `SqliteJournal` without touching either. Score events, close
+markers and voids share one seq order; the actor assigns seqs (it is the only writer).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator, Iterable, Sequence
+from pathlib import Path
+from typing import Protocol
+
+import aiosqlite
+import orjson
+
+from arena.engine.board import BoardSpec
+from arena.engine.events import Fingerprint
+from arena.engine.periods import PeriodKind, Window
+from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
+from arena.errors import BoardDefinitionChanged, JournalCorrupt, JournalError, JournalWriteFailed
+
+ScoreRow = tuple[int, str, int, int, str]
+"""(seq, member, value, occurred_at, idempotency_key): what replay needs of a score event."""
+
+SCHEMA_VERSION = "1"
+
+
+class Journal(Protocol):
+    """What a board needs from its journal. Every method may raise JournalError."""
+
+    path: str
+    last_seq: int
+
+    async def lookup(self, keys: Sequence[str]) -> dict[str, Fingerprint]:
+        """Fingerprints of the given idempotency keys that are journaled (UNIQUE index)."""
+
+    async def append(self, records: Sequence[Record]) -> None:
+        """Journal records in one transaction; raises JournalWriteFailed when nothing was written."""
+
+    async def committed_seq(self) -> int:
+        """The greatest seq durably journaled (to settle a write whose outcome is unknown)."""
+
+    def scan(self, upto_seq: int | None = None, min_occurred_at: int | None = None) -> AsyncIterator[list[ScoreRow]]:
+        """Score events in seq order, in chunks."""
+
+    async def close_markers(self, upto_seq: int | None = None) -> list[CloseRecord]: ...
+
+    async def voids(self, upto_seq: int | None = None) -> list[tuple[VoidRecord, int]]:
+        """Every void with the occurred_at of the event it voids, in seq order."""
+
+    async def event_by_key(self, key: str) -> StoredEvent | None: ...
+
+    async def member_events(self, member: str, limit: int | None = None, before_seq: int | None = None) -> list[StoredEvent]:
+        """A member's events, newest first."""
+
+    async def close(self) -> None: ...
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS board_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS score_event (
+    seq INTEGER PRIMARY KEY,
+    board TEXT NOT NULL,
+    member TEXT NOT NULL,
+    value INTEGER NOT NULL,
+    occurred_at INTEGER NOT NULL,
+    received_at INTEGER NOT NULL,
+    source TEXT NOT NULL,
+    idempotency_key TEXT NOT NULL UNIQUE,
+    meta TEXT
+);
+CREATE INDEX IF NOT EXISTS score_event_occurred_at ON score_event (occurred_at);
+CREATE INDEX IF NOT EXISTS score_event_member ON score_event (member, seq);
+CREATE TABLE IF NOT EXISTS board_period (
+    id TEXT PRIMARY KEY,
+    period TEXT NOT NULL,
+    period_id TEXT NOT NULL,
+    period_start INTEGER,
+    period_end INTEGER,
+    aggregation TEXT NOT NULL,
+    tie_rule TEXT NOT NULL,
+    closed_at INTEGER NOT NULL,
+    closed_seq INTEGER NOT NULL UNIQUE
+);
+CREATE TABLE IF NOT EXISTS score_void (
+    seq INTEGER PRIMARY KEY,
+    target_seq INTEGER NOT NULL UNIQUE REFERENCES score_event (seq),
+    idempotency_key TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    admin TEXT NOT NULL,
+    voided_at INTEGER NOT NULL
+);
+"""
+
+_STORED = (
+    "SELECT e.seq, e.member, e.value, e.occurred_at, e.received_at, e.source, e.idempotency_key, e.meta,"
+    " v.seq IS NOT NULL FROM score_event e LEFT JOIN score_void v ON v.target_seq = e.seq"
+)
+_LOOKUP_CHUNK = 500
+_SCAN_CHUNK = 20_000
+
+
+class SqliteJournal:
+    """A board's journal in one WAL-mode sqlite file, driven through aiosqlite's thread."""
+
+    def __init__(self, db: aiosqlite.Connection, path: str, spec: BoardSpec, last_seq: int) -> None:
+        self._db = db
+        self.path = path
+        self._spec = spec
+        self.last_seq = last_seq
+
+    @classmethod
+    async def open(cls, path: Path, spec: BoardSpec, *, durability: str = "full", readonly: bool = False) -> SqliteJournal:
+        """Open (or create) a board's journal and check it belongs to this board definition.
+
+        Raises JournalCorrupt (unreadable file, named), BoardDefinitionChanged.
+        """
+        name = str(path)
+        try:
+            if readonly:
+                db = await aiosqlite.connect(f"file:{path}?mode=ro", uri=True)
+            else:
+                db = await aiosqlite.connect(name)
+        except sqlite3.Error as exc:
+            raise JournalCorrupt(f"{name}: cannot open journal: {exc}") from exc
+        try:
+            if not readonly:
+                await db.execute("PRAGMA journal_mode=WAL")
+                await db.execute(f"PRAGMA synchronous={'FULL' if durability == 'full' else 'NORMAL'}")
+                await db.executescript(_SCHEMA)
+            await db.execute("PRAGMA cache_size=-65536")
+            journal = cls(db, name, spec, 0)
+            await journal._check_definition(readonly)
+            journal.last_seq = await journal.committed_seq()
+            return journal
+        except JournalError:
+            await db.close()
+            raise
+        except sqlite3.Error as exc:
+            await db.close()
+            raise JournalCorrupt(f"{name}: not a readable Arena journal: {exc}") from exc
+
+    async def _check_definition(self, readonly: bool) -> None:
+        wanted = orjson.dumps(self._spec.definition(), option=orjson.OPT_SORT_KEYS).decode()
+        rows = await self._db.execute_fetchall("SELECT key, value FROM board_meta")
+        meta = dict(rows)  # type: ignore[arg-type]
+        stored = meta.get("definition")
+        if stored == wanted or readonly:
+            if readonly and stored is not None and stored != wanted:
+                raise BoardDefinitionChanged(self._changed_message(stored, wanted))
+            return
+        if stored is not None:
+            has_events = await self._db.execute_fetchall("SELECT 1 FROM score_event LIMIT 1")
+            if has_events:
+                raise BoardDefinitionChanged(self._changed_message(stored, wanted))
+        await self._db.execute("INSERT OR REPLACE INTO board_meta VALUES ('definition', ?)", (wanted,))
+        await self._db.execute("INSERT OR REPLACE INTO board_meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
+        await self._db.commit()
+
+    def _changed_message(self, stored: str, wanted: str) -> str:
+        old = orjson.loads(stored)
+        new = orjson.loads(wanted)
+        changed = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in new if old.get(k) != new.get(k))
+        return (
+            f"board {self._spec.name!r}: definition changed while its journal {self.path} holds events "
+            f"({changed}); use a new board name"
+        )
+
+    async def lookup(self, keys: Sequence[str]) -> dict[str, Fingerprint]:
+        found: dict[str, Fingerprint] = {}
+        try:
+            for i in range(0, len(keys), _LOOKUP_CHUNK):
+                chunk = keys[i : i + _LOOKUP_CHUNK]
+                marks = ",".join("?" * len(chunk))
+                rows = await self._db.execute_fetchall(
+                    f"SELECT idempotency_key, member, value, occurred_at FROM score_event WHERE idempotency_key IN ({marks})",
+                    chunk,
+                )
+                for key, member, value, occurred_at in rows:
+                    found[key] = (member, value, occurred_at)
+        except sqlite3.Error as exc:
+            raise JournalError(f"{self.path}: key lookup failed: {exc}") from exc
+        return found
+
+    async def append(self, records: Sequence[Record]) -> None:
+        if not records:
+            return
+        board = self._spec.name
+        events = []
+        markers = []
+        voids = []
+        for r in records:
+            if isinstance(r, ScoreRecord):
+                e = r.event
+                events.append((r.seq, board, e.member, e.value, e.occurred_at, r.received_at, r.source, e.idempotency_key, e.meta))
+            elif isinstance(r, CloseRecord):
+                w = r.window
+                markers.append((
+                    f"{w.kind.value}/{w.period_id}", w.kind.value, w.period_id, w.start_ms, w.end_ms,
+                    self._spec.aggregation.value, self._spec.tie.value, r.closed_at, r.seq,
+                ))
+            else:
+                voids.append((r.seq, r.target_seq, r.idempotency_key, r.reason, r.admin, r.voided_at))
+        db = self._db
+        try:
+            if events:
+                await db.executemany("INSERT INTO score_event VALUES (?,?,?,?,?,?,?,?,?)", events)
+            if markers:
+                await db.executemany("INSERT INTO board_period VALUES (?,?,?,?,?,?,?,?,?)", markers)
+            if voids:
+                await db.executemany("INSERT INTO score_void VALUES (?,?,?,?,?,?)", voids)
+            await db.commit()
+        except sqlite3.Error as exc:
+            try:
+                await db.rollback()
+            except sqlite3.Error:
+                pass
+            raise JournalWriteFailed(f"{self.path}: write failed: {exc}") from exc
+        self.last_seq = records[-1].seq
+
+    async def committed_seq(self) -> int:
+        try:
+            rows = await self._db.execute_fetchall(
+                "SELECT max(m) FROM (SELECT max(seq) AS m FROM score_event"
+                " UNION ALL SELECT max(closed_seq) FROM board_period UNION ALL SELECT max(seq) FROM score_void)"
+            )
+        except sqlite3.Error as exc:
+            raise JournalError(f"{self.path}: cannot read: {exc}") from exc
+        value = list(rows)[0][0]
+        return int(value) if value is not None else 0
+
+    async def scan(self, upto_seq: int | None = None, min_occurred_at: int | None = None) -> AsyncIterator[list[ScoreRow]]:
+        sql = "SELECT seq, member, value, occurred_at, idempotency_key FROM score_event WHERE seq <= ?"
+        params: list[int] = [upto_seq if upto_seq is not None else self.last_seq]
+        if min_occurred_at is not None:
+            sql += " AND occurred_at >= ?"
+            params.append(min_occurred_at)
+        try:
+            async with self._db.execute(sql + " ORDER BY seq", params) as cursor:
+                while True:
+                    rows = await cursor.fetchmany(_SCAN_CHUNK)
+                    if not rows:
+                        break
+                    yield rows  # type: ignore[misc]
+        except sqlite3.Error as exc:
+            raise JournalCorrupt(f"{self.path}: journal unreadable: {exc}") from exc
+
+    async def close_markers(self, upto_seq: int | None = None) -> list[CloseRecord]:
+        rows = await self._read(
+            "SELECT period, period_id, period_start, period_end, closed_at, closed_seq FROM board_period"
+            " WHERE closed_seq <= ? ORDER BY closed_seq",
+            (self._upto(upto_seq),),
+        )
+        return [
+            CloseRecord(seq, Window(PeriodKind(period), period_id, start, end), closed_at)
+            for period, period_id, start, end, closed_at, seq in rows
+        ]
+
+    async def voids(self, upto_seq: int | None = None) -> list[tuple[VoidRecord, int]]:
+        rows = await self._read(
+            "SELECT v.seq, v.target_seq, v.idempotency_key, v.reason, v.admin, v.voided_at, e.occurred_at"
+            " FROM score_void v JOIN score_event e ON e.seq = v.target_seq WHERE v.seq <= ? ORDER BY v.seq",
+            (self._upto(upto_seq),),
+        )
+        return [(VoidRecord(*row[:6]), row[6]) for row in rows]
+
+    async def event_by_key(self, key: str) -> StoredEvent | None:
+        rows = await self._read(_STORED + " WHERE e.idempotency_key = ?", (key,))
+        return _stored(rows[0]) if rows else None
+
+    async def member_events(self, member: str, limit: int | None = None, before_seq: int | None = None) -> list[StoredEvent]:
+        sql = _STORED + " WHERE e.member = ?"
+        params: list[object] = [member]
+        if before_seq is not None:
+            sql += " AND e.seq < ?"
+            params.append(before_seq)
+        sql += " ORDER BY e.seq DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [_stored(row) for row in await self._read(sql, params)]
+
+    async def close(self) -> None:
+        try:
+            await self._db.close()
+        except sqlite3.Error:
+            pass
+
+    def _upto(self, upto_seq: int | None) -> int:
+        return upto_seq if upto_seq is not None else self.last_seq
+
+    async def _read(self, sql: str, params: Iterable[object]) -> list[tuple[object, ...]]:
+        try:
+            return list(await self._db.execute_fetchall(sql, tuple(params)))  # type: ignore[arg-type]
+        except sqlite3.Error as exc:
+            raise JournalCorrupt(f"{self.path}: journal unreadable: {exc}") from exc
+
+
+def _stored(row: tuple[object, ...]) -> StoredEvent:
+    return StoredEvent(*row[:8], voided=bool(row[8]))  # type: ignore[arg-type]

@@ -1,0 +1,111 @@
+"""A board actor's mailbox: FIFO submissions and admin commands, bounded in events.
+
+Frames are stamped and put here in one synchronous step, so mailbox order is received_at
+order; that is what lets the actor close a table exactly at its close moment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from arena.engine.events import Event, Result
+
+
+@dataclass(slots=True, eq=False)
+class Submission:
+    """One frame's events for one board; ``future`` gets their results in order."""
+
+    events: Sequence[Event]
+    received_at: int
+    source: str
+    future: asyncio.Future[list[Result]] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+
+
+@dataclass(slots=True, eq=False)
+class Command:
+    """An admin operation run by the actor between batches (so it sees a consistent board)."""
+
+    run: Callable[..., Awaitable[Any]]
+    future: asyncio.Future[Any] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+
+
+class Mailbox:
+    """Bounded by ``limit`` queued events: producers check `has_room` / `wait_room` before they
+    read their next frame (backpressure); `put` itself never blocks, to keep stamp order."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.depth = 0
+        self._items: deque[Submission | Command] = deque()
+        self._wakeup = asyncio.Event()
+        self._room = asyncio.Event()
+        self._room.set()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def put(self, item: Submission | Command) -> None:
+        self._items.append(item)
+        if isinstance(item, Submission):
+            self.depth += len(item.events)
+            if self.depth >= self.limit:
+                self._room.clear()
+        self._wakeup.set()
+
+    def has_room(self) -> bool:
+        return self.depth < self.limit
+
+    async def wait_room(self) -> None:
+        await self._room.wait()
+
+    def poke(self) -> None:
+        """Wake the actor without a message (clock changed, stop requested)."""
+        self._wakeup.set()
+
+    async def wait(self, timeout: float | None) -> None:
+        """Until something is queued, `poke` is called or ``timeout`` seconds pass."""
+        if self._items:
+            return
+        self._wakeup.clear()
+        try:
+            await asyncio.wait_for(self._wakeup.wait(), timeout)
+        except TimeoutError:
+            pass
+
+    def first_received_at(self) -> int | None:
+        for item in self._items:
+            if isinstance(item, Submission):
+                return item.received_at
+        return None
+
+    def take(self, max_events: int) -> list[Submission] | Command | None:
+        """The next command alone, or submissions up to ``max_events`` (at least one)."""
+        if not self._items:
+            return None
+        if isinstance(self._items[0], Command):
+            return self._items.popleft()  # type: ignore[return-value]
+        batch: list[Submission] = []
+        events = 0
+        while self._items and isinstance(self._items[0], Submission):
+            n = len(self._items[0].events)
+            if batch and events + n > max_events:
+                break
+            item = self._items.popleft()
+            assert isinstance(item, Submission)
+            batch.append(item)
+            events += n
+        self.depth -= events
+        if self.depth < self.limit:
+            self._room.set()
+        return batch
+
+    def take_all(self) -> list[Submission | Command]:
+        items = list(self._items)
+        self._items.clear()
+        self.depth = 0
+        self._room.set()
+        return items

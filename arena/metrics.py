@@ -1,0 +1,56 @@
+"""Prometheus metrics of one Arena process (own registry, so tests can run several)."""
+
+from __future__ import annotations
+
+from collections import Counter as Tally
+from collections.abc import Callable, Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from arena.engine.events import Result
+
+_LAG_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
+_QUERY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 1.0)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.events = Counter(
+            "arena_events", "Submitted events by outcome", ["board", "status", "reason"], registry=r
+        )
+        self.visibility = Histogram(
+            "arena_event_visibility_seconds",
+            "From reading the frame to the events being applied (queryable)",
+            ["board"],
+            buckets=_LAG_BUCKETS,
+            registry=r,
+        )
+        self.queries = Histogram(
+            "arena_query_seconds", "Query latency inside the server", ["route"], buckets=_QUERY_BUCKETS, registry=r
+        )
+        self.mailbox = Gauge("arena_mailbox_events", "Events waiting in a board's mailbox", ["board"], registry=r)
+        self.rebuild = Gauge("arena_rebuild_seconds", "Duration of the last replay of a board", ["board"], registry=r)
+        self.replayed = Gauge("arena_rebuild_events", "Events applied by the last replay of a board", ["board"], registry=r)
+        self.restarts = Counter("arena_actor_restarts", "Board actor restarts after a crash", ["board"], registry=r)
+        self.disputes = Counter("arena_disputes", "Admin voids by table", ["board", "period"], registry=r)
+        self.journal_failures = Counter(
+            "arena_journal_write_failures", "Batches rejected because the journal write failed", ["board"], registry=r
+        )
+        self.board_state = Gauge(
+            "arena_board_ready", "1 when the board answers, 0 while loading, -1 when failed", ["board"], registry=r
+        )
+        self.connections = Gauge("arena_connections", "Open game-server WebSocket connections", registry=r)
+
+    def count_results(self, board: str, results: Iterable[Result]) -> None:
+        """Count a batch's results with one increment per outcome (cheap on the hot path)."""
+        tally = Tally((r.status.value, r.reason.value if r.reason else "") for r in results)
+        for (status, reason), n in tally.items():
+            self.events.labels(board, status, reason).inc(n)
+
+    def watch_mailbox(self, board: str, depth: Callable[[], float]) -> None:
+        self.mailbox.labels(board).set_function(depth)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

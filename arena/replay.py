@@ -1,0 +1,115 @@
+"""Rebuilding a board's tables from its journal: the one replay used by a starting actor, a
+restarted actor and `arena rebuild`.
+
+Current hourly/daily/weekly tables load first (a pass over recent events only) so they answer
+while the alltime, monthly and retained closed tables load in the second, full pass.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from arena.engine.board import SHORT_KINDS, BoardEngine, Loader
+from arena.engine.periods import PeriodKind, Window
+from arena.engine.table import RankedTable
+from arena.journal import Journal
+
+
+@dataclass(frozen=True, slots=True)
+class TableReport:
+    table: RankedTable
+    events: int
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayReport:
+    board: str
+    events: int
+    seconds: float
+    tables: list[TableReport]
+
+
+def _open_windows(engine: BoardEngine, kind: PeriodKind, now: int) -> list[Window]:
+    """The current window of a kind and the earlier ones still inside their grace."""
+    window = engine.calendar.window_at(kind, now)
+    windows = [window]
+    while True:
+        window = engine.calendar.previous(window)
+        if engine.window_closed(window, now):
+            return windows
+        windows.append(window)
+
+
+async def replay(
+    engine: BoardEngine,
+    journal: Journal,
+    now: int,
+    *,
+    upto_seq: int | None = None,
+    everything: bool = False,
+    on_ready: Callable[[frozenset[PeriodKind]], None] | None = None,
+) -> ReplayReport:
+    """Load ``engine`` (fresh, empty) from ``journal`` as of ``now``, up to ``upto_seq``.
+
+    ``everything`` loads every closed table, not only the retained ones. ``on_ready`` is told
+    each time a set of kinds becomes queryable. Raises JournalError (JournalCorrupt names the file).
+    """
+    started = time.perf_counter()
+    upto = upto_seq if upto_seq is not None else journal.last_seq
+    for marker in await journal.close_markers(upto):
+        engine.close(marker)
+    voids = await journal.voids(upto)
+    voided = {void.target_seq for void, _occurred_at in voids}
+    reports: list[TableReport] = []
+    events = 0
+
+    short = [kind for kind in engine.kinds if kind in SHORT_KINDS]
+    first: dict[PeriodKind, list[Window]] = {kind: _open_windows(engine, kind, now) for kind in short}
+    first_windows = {w for windows in first.values() for w in windows}
+    if short:
+        pass_started = time.perf_counter()
+        loader = Loader(engine, first_windows.__contains__, voided)
+        since = min(w.start_ms or 0 for w in first_windows)
+        async for rows in journal.scan(upto, min_occurred_at=since):
+            loader.feed(rows)
+        tables = loader.finish(first_windows)
+        elapsed = time.perf_counter() - pass_started
+        reports += _reports(loader, tables, elapsed)
+        engine.ready.update(short)
+        if on_ready:
+            on_ready(frozenset(short))
+
+    rest = [kind for kind in engine.kinds if kind not in SHORT_KINDS]
+    floors = {kind: engine.retention_floor(kind, now) for kind in engine.kinds}
+
+    def include(window: Window) -> bool:
+        if window in first_windows:
+            return False
+        floor = floors[window.kind]
+        return everything or floor is None or window.start_ms is None or window.start_ms >= floor
+
+    pass_started = time.perf_counter()
+    loader = Loader(engine, include, voided)
+    async for rows in journal.scan(upto):
+        loader.feed(rows)
+    events = loader.events
+    tables = loader.finish(engine.calendar.window_at(kind, now) for kind in rest)
+    elapsed = time.perf_counter() - pass_started
+    reports += _reports(loader, tables, elapsed)
+    for void, occurred_at in voids:
+        engine.count_void(void.target_seq, occurred_at)
+    engine.last_seq = upto
+    engine.ready.update(engine.kinds)
+    if on_ready:
+        on_ready(frozenset(engine.kinds))
+    engine.rotate(now)
+    return ReplayReport(engine.spec.name, events, time.perf_counter() - started, reports)
+
+
+def _reports(loader: Loader, tables: list[RankedTable], seconds: float) -> list[TableReport]:
+    return [
+        TableReport(t, loader.applied.get((t.window.kind, t.window.period_id), [0])[0], seconds) for t in tables
+    ]

@@ -1,0 +1,95 @@
+"""Running Arena under uvicorn, with a shutdown that acks what it took before closing.
+
+On SIGTERM/SIGINT: connections stop reading, finish and ack their in-flight frames, close with
+1012; then uvicorn stops, the actors drain their mailboxes and the journals close. A second
+signal forces the exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from types import FrameType
+
+import uvicorn
+
+from arena.api.app import create_app
+from arena.service import Arena
+
+log = logging.getLogger("arena.server")
+
+DRAIN_TIMEOUT_SECONDS = 15.0
+
+
+def uvicorn_config(arena: Arena, host: str, port: int, access_log: bool = False) -> uvicorn.Config:
+    s = arena.settings
+    return uvicorn.Config(
+        create_app(arena),
+        host=host,
+        port=port,
+        http="httptools",
+        ws="websockets-sansio",
+        ws_max_size=s.max_frame_bytes,
+        ws_ping_interval=s.ping_interval_seconds,
+        ws_ping_timeout=s.ping_timeout_seconds,
+        lifespan="off",
+        log_config=None,
+        access_log=access_log,
+        timeout_graceful_shutdown=int(DRAIN_TIMEOUT_SECONDS),
+    )
+
+
+class ArenaServer(uvicorn.Server):
+    """uvicorn.Server whose exit first drains Arena's connections."""
+
+    def __init__(self, arena: Arena, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.arena = arena
+        self._draining: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        await super().serve(sockets)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        # Called from a signal handler: hop onto the loop; never re-raise the signal afterwards.
+        if self._draining is not None or self._loop is None:
+            self.force_exit = True
+            self.should_exit = True
+            return
+        log.info("signal %d: draining connections", sig)
+        self._loop.call_soon_threadsafe(self.begin_shutdown)
+
+    def begin_shutdown(self) -> None:
+        if self._draining is None:
+            self._draining = asyncio.ensure_future(self._drain())
+
+    async def _drain(self) -> None:
+        await self.arena.drain()
+        try:
+            async with asyncio.timeout(DRAIN_TIMEOUT_SECONDS):
+                while self.arena.connections:
+                    await asyncio.sleep(0.02)
+        except TimeoutError:
+            log.warning("%d connections still open after %.0fs; closing them", self.arena.connections, DRAIN_TIMEOUT_SECONDS)
+        self.should_exit = True
+
+    async def shutdown_gracefully(self) -> None:
+        """The signal path, for callers in the same loop (tests)."""
+        self.begin_shutdown()
+        assert self._draining is not None
+        await self._draining
+
+
+async def serve(arena: Arena, host: str, port: int, *, sock: socket.socket | None = None,
+                access_log: bool = False) -> None:
+    """Start the boards, serve until a signal, then stop everything in order."""
+    await arena.start()
+    server = ArenaServer(arena, uvicorn_config(arena, host, port, access_log))
+    try:
+        await server.serve(sockets=[sock] if sock else None)
+    finally:
+        await arena.stop()
+        log.info("arena stopped")

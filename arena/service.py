@@ -1,0 +1,72 @@
+"""One Arena process: settings, clock, metrics and the supervised boards, as the edges see them."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+from arena.actor import BoardHandle
+from arena.auth import identify
+from arena.clock import Clock
+from arena.config import DEV_TOKEN_SHA256, Admin, Config, GameServer
+from arena.errors import not_found
+from arena.metrics import Metrics
+from arena.supervisor import Supervisor
+
+log = logging.getLogger("arena")
+
+
+class Arena:
+    """Composition root of a server. ``fault_injection`` enables the test-only routes."""
+
+    def __init__(self, config: Config, *, data_dir: Path | None = None, clock: Clock | None = None,
+                 fault_injection: bool = False) -> None:
+        self.config = config
+        self.settings = config.server
+        self.clock = clock or Clock()
+        self.metrics = Metrics()
+        self.supervisor = Supervisor(config, self.clock, self.metrics, data_dir)
+        self.boards: dict[str, BoardHandle] = self.supervisor.handles
+        self.fault_injection = fault_injection
+        self.connections = 0
+        self.draining = False
+        self._readers: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        for server in self.config.servers:
+            if server.token_sha256 == DEV_TOKEN_SHA256:
+                log.warning("game server %r uses the public development token; do not expose this server", server.id)
+        if self.fault_injection:
+            log.warning("fault injection routes are enabled (tests only)")
+        await self.supervisor.start()
+
+    def board(self, name: str) -> BoardHandle:
+        handle = self.boards.get(name)
+        if handle is None:
+            raise not_found("unknown_board", f"no board named {name!r}")
+        return handle
+
+    def game_server(self, authorization: str | None) -> GameServer | None:
+        return identify(authorization, self.config.servers)
+
+    def admin(self, authorization: str | None) -> Admin | None:
+        return identify(authorization, self.config.admins)
+
+    @property
+    def ready(self) -> bool:
+        return self.supervisor.ready
+
+    def add_reader(self, task: asyncio.Task[None]) -> None:
+        self._readers.add(task)
+        task.add_done_callback(self._readers.discard)
+
+    async def drain(self) -> None:
+        """Stop reading frames on every connection; they ack what they took and close 1012."""
+        self.draining = True
+        for task in list(self._readers):
+            task.cancel()
+
+    async def stop(self) -> None:
+        await self.supervisor.stop()
+

@@ -1,0 +1,138 @@
+"""Starts one actor per board and restarts a crashed one by replaying its journal.
+
+Restart intensity: more than ``max_restarts`` crashes within ``restart_window_seconds`` marks
+the board failed (queries 503 `unavailable`, /readyz fails) instead of looping. A journal that
+cannot be read fails its board at once; other boards are never affected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from arena.actor import BoardActor, BoardHandle, BoardState, resolve, unavailable_results
+from arena.clock import Clock
+from arena.config import Config
+from arena.datadir import journal_path
+from arena.engine.board import BoardSpec
+from arena.errors import BoardDefinitionChanged, JournalCorrupt, JournalError
+from arena.journal import Journal, SqliteJournal
+from arena.metrics import Metrics
+
+log = logging.getLogger("arena.supervisor")
+
+JournalOpener = Callable[[Path, BoardSpec], Awaitable[Journal]]
+
+
+class Supervisor:
+    def __init__(self, config: Config, clock: Clock, metrics: Metrics, data_dir: Path | None = None) -> None:
+        self.config = config
+        self.clock = clock
+        self.metrics = metrics
+        self.data_dir = data_dir or config.server.data_dir
+        settings = config.server
+        self.handles = {name: BoardHandle(spec, settings.mailbox_events) for name, spec in config.boards.items()}
+        self.actors: dict[str, BoardActor] = {}
+        self.runs: dict[str, int] = {name: 0 for name in self.handles}
+        self._tasks: list[asyncio.Task[None]] = []
+        for name, handle in self.handles.items():
+            metrics.watch_mailbox(name, lambda h=handle: h.mailbox.depth)  # type: ignore[misc]
+        clock.on_change(self._poke_all)
+
+    def _poke_all(self) -> None:
+        for handle in self.handles.values():
+            handle.mailbox.poke()
+
+    async def _open(self, handle: BoardHandle) -> Journal:
+        return await SqliteJournal.open(
+            journal_path(self.data_dir, handle.name), handle.spec, durability=self.config.server.durability
+        )
+
+    async def start(self) -> None:
+        """Open every journal and start the actors (they replay in the background).
+
+        Raises BoardDefinitionChanged: a board's definition no longer matches its journal.
+        """
+        journals: dict[str, Journal] = {}
+        try:
+            for name, handle in self.handles.items():
+                try:
+                    journals[name] = await self._open(handle)
+                except BoardDefinitionChanged:
+                    raise
+                except JournalError as exc:
+                    log.error("board %s failed: %s", name, exc)
+                    self._fail(handle, str(exc))
+        except BoardDefinitionChanged:
+            for journal in journals.values():
+                await journal.close()
+            raise
+        for name, journal in journals.items():
+            self._tasks.append(asyncio.create_task(self._supervise(self.handles[name], journal), name=f"board:{name}"))
+
+    def _fail(self, handle: BoardHandle, message: str) -> None:
+        handle.fail(message)
+        self.metrics.board_state.labels(handle.name).set(-1)
+
+    async def _supervise(self, handle: BoardHandle, journal: Journal) -> None:
+        settings = self.config.server
+        crashes: deque[float] = deque()
+        try:
+            while True:
+                actor = BoardActor(handle, journal, self.clock, self.metrics, settings.key_cache)
+                self.actors[handle.name] = actor
+                self.runs[handle.name] += 1
+                handle.journal = journal
+                try:
+                    await actor.run()
+                    return
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # any crash: fail the batch in flight, then restart or give up
+                    for submission in actor.in_flight:
+                        resolve(submission, unavailable_results(submission.events))
+                    if isinstance(exc, JournalCorrupt):
+                        log.error("board %s failed: %s", handle.name, exc)
+                        self._fail(handle, str(exc))
+                        return
+                    log.exception("board %s actor crashed", handle.name)
+                    self.metrics.restarts.labels(handle.name).inc()
+                    now = time.monotonic()
+                    crashes.append(now)
+                    while crashes and crashes[0] < now - settings.restart_window_seconds:
+                        crashes.popleft()
+                    if len(crashes) > settings.max_restarts:
+                        message = (
+                            f"board {handle.name} crashed {len(crashes)} times within "
+                            f"{settings.restart_window_seconds:g}s; last error: {exc!r}"
+                        )
+                        log.error("%s; marked failed", message)
+                        self._fail(handle, message)
+                        return
+                    await journal.close()
+                    try:
+                        journal = await self._open(handle)
+                    except JournalError as reopen:
+                        log.error("board %s failed: %s", handle.name, reopen)
+                        self._fail(handle, str(reopen))
+                        return
+        finally:
+            await journal.close()
+
+    @property
+    def ready(self) -> bool:
+        return all(h.state is BoardState.READY for h in self.handles.values())
+
+    async def stop(self) -> None:
+        """Let every actor finish its queued batches, then close the journals."""
+        for actor in self.actors.values():
+            actor.stop()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        for handle in self.handles.values():
+            if handle.state is not BoardState.FAILED:
+                handle.fail("server stopped")

@@ -1,0 +1,99 @@
+"""The actor's steps without I/O, for engine tests: shape checks, key lookups in a dict,
+decide, "journal" into a list, commit. The clock is whatever the caller passes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from arena.engine.board import BoardEngine, BoardSpec
+from arena.engine.events import Event, Fingerprint, Result, parse_event
+from arena.engine.records import Record, ScoreRecord
+from arena.engine.table import RankedTable
+from arena.engine.times import format_ms, format_optional_ms
+
+
+class EngineHarness:
+    def __init__(self, boards: Mapping[str, BoardSpec], servers: Mapping[str, Sequence[str]] | None = None) -> None:
+        self.engines = {name: BoardEngine(spec) for name, spec in boards.items()}
+        for engine in self.engines.values():
+            engine.ready.update(engine.kinds)
+        self.servers = {k: list(v) for k, v in (servers or {"gs": ["*"]}).items()}
+        self.journals: dict[str, list[Record]] = {name: [] for name in boards}
+        self.keys: dict[str, dict[str, Fingerprint]] = {name: {} for name in boards}
+
+    def submit(self, server: str, events: Sequence[object], now: int) -> list[Result]:
+        """One frame, received at ``now``, answered in order."""
+        scope = self.servers[server]
+
+        def may_write(board: str) -> bool:
+            return "*" in scope or board in scope
+
+        results: list[Result | None] = [None] * len(events)
+        by_board: dict[str, list[tuple[int, Event]]] = {}
+        for i, raw in enumerate(events):
+            parsed = parse_event(raw, self.engines, may_write)
+            if isinstance(parsed, Result):
+                results[i] = parsed
+            else:
+                by_board.setdefault(parsed.board, []).append((i, parsed))
+        for board, items in by_board.items():
+            answers = self.process(board, [e for _, e in items], now, server)
+            for (i, _), answer in zip(items, answers):
+                results[i] = answer
+        return [r for r in results if r is not None]
+
+    def process(self, board: str, events: Sequence[Event], now: int, source: str = "gs") -> list[Result]:
+        engine = self.engines[board]
+        known = self.keys[board]
+        plan = engine.decide([(events, now, source)], known, now)
+        self.journals[board].extend(plan.records)
+        engine.commit(plan)
+        for record in plan.accepted:
+            known[record.event.idempotency_key] = record.event.fingerprint
+        return plan.results[0]
+
+    def tick(self, board: str, now: int) -> None:
+        """What the actor does when a deadline passes with an empty mailbox."""
+        engine = self.engines[board]
+        plan = engine.decide([], self.keys[board], now)
+        self.journals[board].extend(plan.records)
+        engine.commit(plan)
+        engine.rotate(now)
+
+    def score_records(self, board: str) -> list[ScoreRecord]:
+        return [r for r in self.journals[board] if isinstance(r, ScoreRecord)]
+
+    def standings(self) -> list[dict[str, Any]]:
+        """Every table with an entry, as the conformance files write them."""
+        out = []
+        for board, engine in self.engines.items():
+            for table in engine.tables.values():
+                if len(table):
+                    out.append(standing(board, table))
+        return sorted(out, key=lambda s: (s["board"], s["period"], s["period_id"]))
+
+
+def standing(board: str, table: RankedTable) -> dict[str, Any]:
+    w = table.window
+    return {
+        "board": board,
+        "period": w.kind.value,
+        "period_id": w.period_id,
+        "start": format_optional_ms(w.start_ms),
+        "end": format_optional_ms(w.end_ms),
+        "entries": [
+            {"rank": e.rank, "member": e.member, "score": e.score, "reached_at": format_ms(e.reached_at)}
+            for e in table.entries()
+        ],
+    }
+
+
+def wire_results(results: Sequence[Result]) -> list[dict[str, Any]]:
+    out = []
+    for r in results:
+        d: dict[str, Any] = {"idempotency_key": r.idempotency_key, "status": r.status.value}
+        if r.reason is not None:
+            d["reason"] = r.reason.value
+        out.append(d)
+    return out

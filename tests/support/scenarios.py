@@ -1,0 +1,27 @@
+"""The contract's conformance scenarios (tests/conformance/*.json, copied from ../shared)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from arena.config import parse_board
+from arena.engine.board import BoardSpec
+
+DIR = Path(__file__).resolve().parent.parent / "conformance"
+NAMES = sorted(p.stem for p in DIR.glob("*.json"))
+
+
+def load(name: str) -> dict[str, Any]:
+    scenario: dict[str, Any] = orjson.loads((DIR / f"{name}.json").read_bytes())
+    return scenario
+
+
+def boards(scenario: dict[str, Any]) -> dict[str, BoardSpec]:
+    return {name: parse_board(name, body) for name, body in scenario["boards"].items()}
+
+
+def expected_results(step: dict[str, Any]) -> list[dict[str, Any]]:
+    return [dict(r) for r in step["expect"]]
