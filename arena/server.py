@@ -8,8 +8,10 @@ signal forces the exit.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
+from collections.abc import Iterator
 from types import FrameType
 
 import uvicorn
@@ -43,11 +45,20 @@ def uvicorn_config(arena: Arena, host: str, port: int, access_log: bool = False)
 class ArenaServer(uvicorn.Server):
     """uvicorn.Server whose exit first drains Arena's connections."""
 
-    def __init__(self, arena: Arena, config: uvicorn.Config) -> None:
+    def __init__(self, arena: Arena, config: uvicorn.Config, *, install_signal_handlers: bool = True) -> None:
         super().__init__(config)
         self.arena = arena
+        self.install_signal_handlers = install_signal_handlers
         self._draining: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if not self.install_signal_handlers:
+            yield
+            return
+        with super().capture_signals():
+            yield
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         self._loop = asyncio.get_running_loop()

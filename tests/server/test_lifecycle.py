@@ -1,0 +1,210 @@
+"""Start, restart and stop: identical standings after a restart, a graceful SIGTERM that loses
+no acked event, current tables answering before alltime, the data-dir lock, config errors."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import websockets
+
+from arena.config import load_config
+from arena.datadir import journal_path
+from arena.engine.board import BoardSpec
+from arena.engine.events import Event
+from arena.engine.periods import PeriodKind
+from arena.engine.records import ScoreRecord
+from arena.journal import SqliteJournal
+from support.server import ChildServer, Client, InProcessServer, event, make_config, sha, statuses, token_for
+
+DEV_CONFIG = """
+[server]
+host = "127.0.0.1"
+port = 8080
+data_dir = "data"
+max_in_flight_frames = 16
+
+[[servers]]
+id = "gs"
+token_sha256 = "{sha}"
+boards = ["*"]
+
+[boards.b]
+aggregation = "sum"
+periods = ["alltime", "daily", "hourly"]
+"""
+
+
+def _child(tmp_path: Path) -> ChildServer:
+    config = tmp_path / "config.toml"
+    config.write_text(DEV_CONFIG.format(sha=sha(token_for("gs"))))
+    return ChildServer(config)
+
+
+async def _digests(url: str, board: str, periods: list[str]) -> dict[str, Any]:
+    async with httpx.AsyncClient(base_url=url) as http:
+        return {p: (await http.get(f"/v1/boards/{board}/{p}/digest")).json() for p in periods}
+
+
+async def test_restarting_the_server_rebuilds_identical_standings(tmp_path: Path) -> None:
+    boards = {"b": {"aggregation": "latest", "periods": ["alltime", "daily", "weekly", "monthly", "hourly"]}}
+    config = make_config(tmp_path, boards)
+    now = int(time.time() * 1000)
+    async with InProcessServer(config) as server:
+        client = await Client.connect(server.ws_url, token_for("gs"))
+        for frame in range(20):
+            await client.submit([event("b", f"m{i % 37}", (i * 7919) % 1000, now - i * 1000, f"k{frame}-{i}") for i in range(50)])
+        await client.close()
+        before = await _digests(server.url, "b", boards["b"]["periods"])
+    async with InProcessServer(config) as server:
+        after = await _digests(server.url, "b", boards["b"]["periods"])
+    assert after == before
+    assert before["alltime"]["size"] == 37 and before["alltime"]["seq"] >= 1000
+
+
+async def test_sigterm_with_frames_in_flight_loses_no_acked_event(tmp_path: Path) -> None:
+    server = _child(tmp_path)
+    server.start()
+    now = int(time.time() * 1000)
+    acked: set[str] = set()
+    sent: list[str] = []
+    try:
+        client = await Client.connect(server.ws_url, token_for("gs"))
+        futures = []
+        for frame in range(300):
+            keys = [f"f{frame}-{i}" for i in range(20)]
+            sent += keys
+            futures.append((keys, client.send({"op": "submit", "events": [event("b", f"m{i}", 1, now, k) for i, k in enumerate(keys)]})))
+            if frame == 100:
+                await futures[10][1]  # acks are flowing and many frames are in flight: stop now
+                server.signal(signal.SIGTERM)
+            await asyncio.sleep(0)
+        for keys, future in futures:
+            try:
+                answer = await asyncio.wait_for(future, 10)
+            except (ConnectionError, asyncio.TimeoutError):
+                continue
+            acked |= {r["idempotency_key"] for r in answer["results"] if r["status"] == "accepted"}
+        assert server.wait() == 0
+        close_code = client.ws.close_code
+        await client.close()
+    finally:
+        server.kill()
+    assert acked, "nothing was acked before the shutdown"
+    assert close_code == 1012
+    db = sqlite3.connect(f"file:{tmp_path / 'data' / 'b.journal.sqlite'}?mode=ro", uri=True)
+    journaled = {k for (k,) in db.execute("SELECT idempotency_key FROM score_event")}
+    db.close()
+    assert acked <= journaled
+    assert "arena stopped" in server.log()
+
+
+async def test_current_tables_answer_before_alltime_has_loaded(tmp_path: Path) -> None:
+    spec = BoardSpec("b", periods=(PeriodKind.ALLTIME, PeriodKind.DAILY))
+    now = int(time.time() * 1000)
+    journal = await SqliteJournal.open(journal_path(tmp_path, "b"), spec)
+    old = now - 40 * 86_400_000  # far outside every current window: only alltime replays them
+    seq = 0
+    for chunk in range(30):
+        records = []
+        for i in range(10_000):
+            seq += 1
+            records.append(ScoreRecord(seq, Event("b", f"m{i}", i, old, f"k{seq}"), old, "gs"))
+        await journal.append(records)
+    seq += 1
+    await journal.append([ScoreRecord(seq, Event("b", "today", 1, now, "today"), now, "gs")])
+    await journal.close()
+    async with InProcessServer(make_config(tmp_path, {"b": spec}), wait_ready=False) as server:
+        async with httpx.AsyncClient(base_url=server.url) as http:
+            seen: list[tuple[int, int]] = []
+            while True:
+                daily = await http.get("/v1/boards/b/daily/top")
+                alltime = await http.get("/v1/boards/b/alltime/top")
+                seen.append((daily.status_code, alltime.status_code))
+                if alltime.status_code == 200:
+                    break
+                assert alltime.json()["error"]["code"] == "not_ready"
+            assert (200, 503) in seen
+            assert alltime.json()["size"] == 10_001
+            assert daily.json()["entries"][0]["member"] == "today"
+
+
+def test_a_second_server_on_the_same_data_dir_refuses_to_start(tmp_path: Path) -> None:
+    first = _child(tmp_path)
+    first.start()
+    try:
+        second = subprocess.run(
+            [sys.executable, "-m", "arena", "serve", "--config", str(first.config_path), "--port", "0"],
+            capture_output=True, text=True, timeout=30,
+        )
+        assert second.returncode == 2
+        assert "in use by another arena serve" in second.stderr
+    finally:
+        first.kill()
+
+
+def test_a_changed_board_definition_stops_start_up_with_one_clear_line(tmp_path: Path) -> None:
+    server = _child(tmp_path)
+    server.start()
+    try:
+        async def one() -> None:
+            client = await Client.connect(server.ws_url, token_for("gs"))
+            assert statuses(await client.submit([event("b", "a", 1, int(time.time() * 1000), "x")])) == ["accepted"]
+            await client.close()
+        asyncio.run(one())
+    finally:
+        server.signal(signal.SIGTERM)
+        server.wait()
+    server.config_path.write_text(server.config_path.read_text().replace('aggregation = "sum"', 'aggregation = "best"'))
+    run = subprocess.run([sys.executable, "-m", "arena", "serve", "--config", str(server.config_path), "--port", "0"],
+                         capture_output=True, text=True, timeout=30)
+    assert run.returncode == 2
+    lines = [line for line in run.stderr.splitlines() if line.startswith("arena serve:")]
+    assert len(lines) == 1 and "aggregation: 'sum' -> 'best'" in lines[0] and "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (('aggregation = "sum"', 'aggregation = "max"'), "boards.b.aggregation: must be one of best, sum, latest"),
+        (("max_in_flight_frames = 16", "max_in_flight_frames = 0"), "server.max_in_flight_frames: must be >= 1"),
+        (("max_in_flight_frames = 16", "colour = 1"), "server.colour: unknown key"),
+        (('periods = ["alltime", "daily", "hourly"]', 'periods = ["yearly"]'), "boards.b.periods"),
+        (('boards = ["*"]', 'boards = ["nope"]'), "servers[0].boards: 'nope' is not a configured board"),
+    ],
+)
+def test_a_config_error_names_the_key(tmp_path: Path, edit: tuple[str, str], message: str) -> None:
+    path = tmp_path / "config.toml"
+    text = DEV_CONFIG.format(sha=sha(token_for("gs")))
+    assert edit[0] in text
+    path.write_text(text.replace(*edit))
+    run = subprocess.run([sys.executable, "-m", "arena", "serve", "--config", str(path)], capture_output=True, text=True, timeout=30)
+    assert run.returncode == 2
+    assert message in run.stderr and "Traceback" not in run.stderr
+
+
+def test_the_repository_config_is_a_working_default() -> None:
+    config = load_config(Path(__file__).resolve().parents[2] / "config.toml")
+    assert config.servers and config.admins and config.boards
+
+
+async def test_the_handshake_gets_503_past_max_connections(tmp_path: Path) -> None:
+    config = make_config(tmp_path, {"b": {}}, max_connections=2)
+    async with InProcessServer(config) as server:
+        clients = [await Client.connect(server.ws_url, token_for("gs")) for _ in range(2)]
+        with pytest.raises(websockets.InvalidStatus) as refused:
+            await Client.connect(server.ws_url, token_for("gs"))
+        assert refused.value.response.status_code == 503
+        await clients[0].close()
+        await asyncio.sleep(0.05)
+        third = await Client.connect(server.ws_url, token_for("gs"))
+        for c in (clients[1], third):
+            await c.close()

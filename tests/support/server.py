@@ -1,0 +1,235 @@
+"""Real Arena servers for tests: in-process (uvicorn on a free port, same event loop) or as a
+child process (`python -m arena serve`, for signals). Plus a small WebSocket client."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import itertools
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import websockets
+from websockets.asyncio.client import ClientConnection
+
+from arena.config import Admin, Config, GameServer, ServerSettings, parse_board
+from arena.engine.board import BoardSpec
+from arena.server import ArenaServer, uvicorn_config
+from arena.service import Arena
+
+ADMIN_TOKEN = "admin-token"
+
+
+def sha(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def token_for(server_id: str) -> str:
+    return f"token-{server_id}"
+
+
+def make_config(
+    data_dir: Path,
+    boards: Mapping[str, BoardSpec | Mapping[str, Any]],
+    servers: Mapping[str, Sequence[str]] | None = None,
+    **settings: Any,
+) -> Config:
+    """A config with one token per server (`token_for(id)`) and one admin (`ADMIN_TOKEN`)."""
+    specs = {name: b if isinstance(b, BoardSpec) else parse_board(name, dict(b)) for name, b in boards.items()}
+    game_servers = tuple(
+        GameServer(sid, sha(token_for(sid)), tuple(scope)) for sid, scope in (servers or {"gs": ["*"]}).items()
+    )
+    return Config(
+        server=ServerSettings(data_dir=data_dir, port=0, **settings),
+        servers=game_servers,
+        admins=(Admin("ops", sha(ADMIN_TOKEN)),),
+        boards=specs,
+    )
+
+
+def free_socket() -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+class InProcessServer:
+    """`async with InProcessServer(config) as server:` — uvicorn serving Arena in this loop."""
+
+    def __init__(self, config: Config, *, fault_injection: bool = True, wait_ready: bool = True) -> None:
+        self.config = config
+        self.fault_injection = fault_injection
+        self.wait_ready = wait_ready
+        self.arena: Arena | None = None
+        self._server: ArenaServer | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> InProcessServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        sock = free_socket()
+        self.port = sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.ws_url = f"ws://127.0.0.1:{self.port}/v1/ws"
+        self.arena = Arena(self.config, fault_injection=self.fault_injection)
+        await self.arena.start()
+        self._server = ArenaServer(self.arena, uvicorn_config(self.arena, "127.0.0.1", self.port), install_signal_handlers=False)
+        self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
+        while not self._server.started:
+            await asyncio.sleep(0.005)
+        if self.wait_ready:
+            await self.until_ready()
+
+    async def until_ready(self, timeout: float = 30.0) -> None:
+        assert self.arena is not None
+        deadline = time.monotonic() + timeout
+        while not self.arena.ready:
+            if time.monotonic() > deadline:
+                raise TimeoutError("server not ready")
+            await asyncio.sleep(0.005)
+
+    async def stop(self) -> None:
+        """The SIGTERM path: drain connections, stop uvicorn, stop the actors."""
+        if self._server is None or self._task is None:
+            return
+        await self._server.shutdown_gracefully()
+        await self._task
+        assert self.arena is not None
+        await self.arena.stop()
+        self._server = None
+
+
+class ChildServer:
+    """`arena serve` in a child process, for SIGTERM/SIGKILL tests."""
+
+    def __init__(self, config_path: Path, *, fault_injection: bool = True, env: Mapping[str, str] | None = None) -> None:
+        self.config_path = config_path
+        self.fault_injection = fault_injection
+        self.env = env
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 30.0) -> None:
+        sock = free_socket()
+        self.port = sock.getsockname()[1]
+        sock.close()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.ws_url = f"ws://127.0.0.1:{self.port}/v1/ws"
+        args = [sys.executable, "-m", "arena", "serve", "--config", str(self.config_path), "--port", str(self.port)]
+        if self.fault_injection:
+            args.append("--fault-injection")
+        self.log_path = self.config_path.parent / f"serve-{self.port}.log"
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ, **(self.env or {})})
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"arena serve exited {self.proc.returncode}:\n{self.log()}")
+            try:
+                if httpx.get(self.url + "/readyz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        raise TimeoutError(f"arena serve not ready:\n{self.log()}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def wait(self, timeout: float = 30.0) -> int:
+        assert self.proc is not None
+        code = self.proc.wait(timeout)
+        self._log.close()
+        return code
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.wait()
+
+
+def write_config(path: Path, config_toml: str) -> Path:
+    path.write_text(config_toml)
+    return path
+
+
+class Client:
+    """A game server's WebSocket connection: numbered frames, answers matched by id."""
+
+    _ids = itertools.count(1)
+
+    def __init__(self, ws: ClientConnection) -> None:
+        self.ws = ws
+        self._waiting: dict[object, asyncio.Future[dict[str, Any]]] = {}
+        self.unmatched: list[dict[str, Any]] = []
+        self._reader = asyncio.create_task(self._read())
+
+    @classmethod
+    async def connect(cls, ws_url: str, token: str, **kwargs: Any) -> Client:
+        ws = await websockets.connect(ws_url, additional_headers={"Authorization": f"Bearer {token}"}, **kwargs)
+        return cls(ws)
+
+    async def _read(self) -> None:
+        try:
+            async for message in self.ws:
+                frame = orjson.loads(message)
+                future = self._waiting.pop(frame.get("id"), None)
+                if future is not None and not future.done():
+                    future.set_result(frame)
+                else:
+                    self.unmatched.append(frame)
+        except websockets.ConnectionClosed:
+            pass
+        finally:
+            for future in self._waiting.values():
+                if not future.done():
+                    future.set_exception(ConnectionError("connection closed"))
+
+    def send(self, frame: dict[str, Any]) -> asyncio.Future[dict[str, Any]]:
+        """Send a frame (an id is assigned if missing); the future gets its answer."""
+        frame = dict(frame)
+        frame.setdefault("id", next(self._ids))
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._waiting[frame["id"]] = future
+        asyncio.ensure_future(self.ws.send(orjson.dumps(frame).decode()))
+        return future
+
+    async def request(self, frame: dict[str, Any], timeout: float = 10.0) -> dict[str, Any]:
+        return await asyncio.wait_for(self.send(frame), timeout)
+
+    async def submit(self, events: Sequence[Any], timeout: float = 10.0) -> list[dict[str, Any]]:
+        answer = await self.request({"op": "submit", "events": list(events)}, timeout)
+        assert answer["op"] == "ack", answer
+        results: list[dict[str, Any]] = answer["results"]
+        return results
+
+    async def close(self) -> None:
+        await self.ws.close()
+        await self._reader
+
+
+def event(board: str, member: str, value: int, occurred_at: int | str, key: str, **extra: Any) -> dict[str, Any]:
+    return {"board": board, "member": member, "value": value, "occurred_at": occurred_at, "idempotency_key": key, **extra}
+
+
+def statuses(results: Sequence[Mapping[str, Any]]) -> list[str]:
+    return [r["status"] if r["status"] != "rejected" else f"rejected:{r['reason']}" for r in results]
+
