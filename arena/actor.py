@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -49,6 +50,7 @@ class KeyCache:
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self._keys: dict[str, Fingerprint] = {}
+        self._order: deque[str] = deque()  # a dict's oldest key is O(n) to find after deletes
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -57,12 +59,12 @@ class KeyCache:
         return self._keys.get(key)
 
     def add(self, key: str, fingerprint: Fingerprint) -> None:
-        if self.capacity <= 0:
+        if self.capacity <= 0 or key in self._keys:
             return
-        keys = self._keys
-        keys[key] = fingerprint
-        if len(keys) > self.capacity:
-            del keys[next(iter(keys))]
+        self._keys[key] = fingerprint
+        self._order.append(key)
+        if len(self._order) > self.capacity:
+            del self._keys[self._order.popleft()]
 
 
 class BoardHandle:
@@ -285,15 +287,19 @@ class BoardActor:
         records = [
             VoidRecord(engine.last_seq + i + 1, t.seq, t.idempotency_key, reason, admin, now) for i, t in enumerate(targets)
         ]
+        member = targets[0].member
+        voided = {t.seq for t in targets}
+        # Read before the append and apply after it with no await between: a query (a digest!)
+        # never sees the void's seq without its effect, and a failed read changes nothing.
+        remaining = [e for e in await self.journal.member_events(member) if e.seq not in voided]
         await self.journal.append(records)
         engine.last_seq = records[-1].seq
-        member = targets[0].member
         touched = []
         for target in targets:
             for window in engine.count_void(target.seq, target.occurred_at):
                 self.metrics.disputes.labels(self.handle.name, window.kind.value).inc()
                 touched.append(window)
-        engine.recompute_member(member, set(touched), await self.journal.member_events(member))
+        engine.recompute_member(member, set(touched), remaining)
 
 
 def _unavailable_if_accepted(results: list[Result]) -> list[Result]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
+import re
 import secrets
 from collections.abc import Sequence
 from typing import TypeVar
@@ -42,3 +44,18 @@ def identify(authorization: str | None, principals: Sequence[T]) -> T | None:
         if hmac.compare_digest(digest, principal.token_sha256.encode()):
             found = principal
     return found
+
+
+_SECRET = re.compile(r"(?i)(authorization\W+|bearer\s+|basic\s+)\S[^\r\n]*")
+
+
+class RedactTokens(logging.Filter):
+    """A handler filter that blanks credentials in any record: at DEBUG, websockets logs every
+    handshake header (``< authorization: Bearer ...``) through uvicorn's logger."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        redacted = _SECRET.sub(r"\1[redacted]", message)
+        if redacted != message:
+            record.msg, record.args = redacted, None
+        return True

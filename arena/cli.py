@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from arena.auth import new_token, token_sha256
+from arena.auth import RedactTokens, new_token, token_sha256
 from arena.clock import Clock
 from arena.config import Config, load_config
 from arena.datadir import DataDirLock, journal_path
@@ -221,7 +221,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--host", help="override [server].host")
     p.add_argument("--port", type=int, help="override [server].port")
     p.add_argument("--access-log", action="store_true", help="log every HTTP request")
-    p.add_argument("--fault-injection", action="store_true", help="enable the /v1/_test routes (clock, actor crashes); tests only")
+    p.add_argument("--fault-injection", action="store_true", help="enable the /v1/_test routes (clock, actor crashes, journal write faults); tests only")
     p.set_defaults(run=cmd_serve)
 
     p = sub.add_parser("rebuild", help="rebuild tables offline from the journals",
@@ -253,6 +253,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         args.id = args.id or args.admin
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RedactTokens())
     started = time.monotonic()
     try:
         return int(args.run(args))

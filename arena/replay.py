@@ -105,7 +105,8 @@ async def replay(
     engine.ready.update(engine.kinds)
     if on_ready:
         on_ready(frozenset(engine.kinds))
-    engine.rotate(now)
+    if not everything:  # rotating would retire the older closed tables just loaded on purpose
+        engine.rotate(now)
     return ReplayReport(engine.spec.name, events, time.perf_counter() - started, reports)
 
 

@@ -33,6 +33,7 @@ def uvicorn_config(arena: Arena, host: str, port: int, access_log: bool = False)
         http="httptools",
         ws="websockets-sansio",
         ws_max_size=s.max_frame_bytes,
+        ws_per_message_deflate=False,  # loopback/LAN game servers: compression costs more CPU than it saves
         ws_ping_interval=s.ping_interval_seconds,
         ws_ping_timeout=s.ping_timeout_seconds,
         lifespan="off",

@@ -100,7 +100,6 @@ class Supervisor:
                         self._fail(handle, str(exc))
                         return
                     log.exception("board %s actor crashed", handle.name)
-                    self.metrics.restarts.labels(handle.name).inc()
                     now = time.monotonic()
                     crashes.append(now)
                     while crashes and crashes[0] < now - settings.restart_window_seconds:
@@ -113,6 +112,7 @@ class Supervisor:
                         log.error("%s; marked failed", message)
                         self._fail(handle, message)
                         return
+                    self.metrics.restarts.labels(handle.name).inc()  # restarts, not crashes: the last one failed it
                     await journal.close()
                     try:
                         journal = await self._open(handle)

@@ -47,7 +47,16 @@ def percent_param(request: Request, name: str) -> Fraction:
         raise invalid_request(f"{name} must be a number") from None
     if not value.is_finite():
         raise invalid_request(f"{name} must be a number")
+    # Fraction(Decimal) costs about 10**|exponent| ("1e-9999999" took seconds of the event loop,
+    # "1e99999999" forever): clamp first, which changes no answer. Outside (0, 100] stays outside
+    # (the range check is the query's), and below 1e-30 every table (< 10**28 entries) gives rank 1.
+    value = min(max(value, _PERCENT_FLOOR), _PERCENT_CEILING)
+    if 0 < value < _PERCENT_TINY:
+        value = _PERCENT_TINY
     return Fraction(value)
+
+
+_PERCENT_FLOOR, _PERCENT_CEILING, _PERCENT_TINY = Decimal(-1), Decimal(101), Decimal("1e-30")
 
 
 def _route(path: str, name: str, answer: Callable[[Arena, Request], Body]) -> Route:
@@ -124,7 +133,11 @@ async def healthz(request: Request) -> Response:
 async def readyz(request: Request) -> Response:
     arena: Arena = request.app.state.arena
     boards = {name: h.state.value for name, h in arena.boards.items()}
-    return json_response({"ready": arena.ready, "boards": boards}, 200 if arena.ready else 503)
+    body: Body = {"ready": arena.ready, "boards": boards}
+    failures = {name: h.failure for name, h in arena.boards.items() if h.failure is not None}
+    if failures:  # why a board failed (e.g. which journal file is corrupt), for the operator
+        body["failures"] = failures
+    return json_response(body, 200 if arena.ready else 503)
 
 
 async def metrics(request: Request) -> Response:

@@ -1,4 +1,5 @@
-"""Fault-injection routes, mounted only with `arena serve --fault-injection` (tests)."""
+"""Fault-injection routes, mounted only with `arena serve --fault-injection` (tests): pin the clock,
+crash a board's actor, make a board's journal writes fail."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from starlette.routing import Route
 
 from arena.api.admin import _json_object
 from arena.api.http import error_response, json_response
-from arena.errors import QueryError, invalid_request
+from arena.errors import QueryError, invalid_request, unavailable
+from arena.journal import SqliteJournal
 from arena.service import Arena
 
 
@@ -40,7 +42,26 @@ async def crash_board(request: Request) -> Response:
     return json_response({"board": handle.name, "crashes_pending": times})
 
 
+async def journal_fault(request: Request) -> Response:
+    """Make a board's journal writes fail like a full disk or a read-only file, or heal it:
+    {"fault": "full" | "readonly" | null}. Reads and queries keep working."""
+    arena: Arena = request.app.state.arena
+    try:
+        handle = arena.board(request.path_params["board"])
+        fault = (await _json_object(request)).get("fault")
+        if fault not in ("full", "readonly", None):
+            raise invalid_request('fault must be "full", "readonly" or null')
+        journal = handle.journal
+        if not isinstance(journal, SqliteJournal):
+            raise unavailable(handle.name)
+    except QueryError as exc:
+        return error_response(exc)
+    await journal.inject_write_fault(fault)
+    return json_response({"board": handle.name, "fault": fault})
+
+
 routes = [
     Route("/v1/_test/clock", set_clock, methods=["POST"]),
     Route("/v1/_test/boards/{board}/crash", crash_board, methods=["POST"]),
+    Route("/v1/_test/boards/{board}/journal", journal_fault, methods=["POST"]),
 ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 from collections.abc import Callable
 from decimal import Decimal
 from fractions import Fraction
@@ -44,8 +45,8 @@ def _reject_constant(name: str) -> Any:
 
 
 def parse_frame(text: str) -> dict[str, Any]:
-    """A frame as a dict; FrameError bad_frame otherwise. Integers beyond 64 bits (which orjson
-    refuses) are parsed exactly so that the event, not the frame, is rejected."""
+    """A frame as a dict; FrameError bad_frame otherwise. orjson reads an integer literal beyond
+    64 bits as a float: where that changes an answer (`widened`), the caller asks `exact_frame`."""
     try:
         frame = orjson.loads(text)
     except orjson.JSONDecodeError:
@@ -56,6 +57,25 @@ def parse_frame(text: str) -> dict[str, Any]:
     if not isinstance(frame, dict):
         raise FrameError("bad_frame", "frame must be a JSON object")
     return frame
+
+
+_WIDE = 2.0**63
+
+
+def widened(value: object) -> bool:
+    """Whether orjson may have read this from an integer literal it cannot hold (10**30 must be
+    `value_out_of_range`, not a float's `invalid_event`). O(1)."""
+    return type(value) is float and abs(value) >= _WIDE
+
+
+def exact_frame(text: str, frame: dict[str, Any]) -> dict[str, Any]:
+    """``frame`` (already parsed by orjson) parsed again with exact integers: slow, so only for
+    the rare frame with a `widened` number that matters."""
+    try:
+        exact = json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):  # deeper than json's recursion limit, or > 4300 digits
+        return frame
+    return exact if isinstance(exact, dict) else frame
 
 
 def _str(frame: dict[str, Any], name: str, required: bool = True) -> str | None:
@@ -85,7 +105,7 @@ def _table_args(frame: dict[str, Any]) -> tuple[str, str, str | None]:
 
 def _percent(frame: dict[str, Any]) -> Fraction:
     p = frame.get("p")
-    if type(p) not in (int, float):
+    if type(p) not in (int, float) or p in (math.inf, -math.inf):  # 1e400 reads as infinity
         raise invalid_request("p must be a number")
     return Fraction(Decimal(repr(p)))
 
@@ -127,8 +147,20 @@ QUERY_OPS: dict[str, Callable[[Arena, dict[str, Any]], Body]] = {
 }
 
 
+def _dumps(answer: dict[str, Any]) -> bytes:
+    """An answer as JSON text. orjson refuses integers beyond 64 bits, which an echoed id may
+    hold (see `exact_frame`): those few answers go through json."""
+    try:
+        return orjson.dumps(answer)
+    except TypeError:
+        try:
+            return json.dumps(answer, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+        except ValueError:  # an infinity (1e400) in the id as well: no id rather than invalid JSON
+            return orjson.dumps({**answer, "id": None})
+
+
 def _error(frame_id: object, code: str, message: str) -> bytes:
-    return orjson.dumps({"op": "error", "id": frame_id, "code": code, "message": message})
+    return _dumps({"op": "error", "id": frame_id, "code": code, "message": message})
 
 
 class Connection:
@@ -184,25 +216,27 @@ class Connection:
         frame_id: object = None
         try:
             frame = parse_frame(text)
+            if any(widened(v) for v in frame.values()):  # the id or a query's integer field
+                frame = exact_frame(text, frame)
             frame_id = frame.get("id")
             op = frame.get("op")
             if op == "submit":
-                self._submit(frame_id, frame, received_at)
+                self._submit(frame_id, frame, received_at, text)
                 return
             if op == "ping":
-                await self._reply(orjson.dumps({"op": "pong", "id": frame_id}))
+                await self._reply(_dumps({"op": "pong", "id": frame_id}))
                 return
             answer = QUERY_OPS.get(op) if isinstance(op, str) else None
             if answer is None:
                 raise FrameError("unknown_op", f"unknown op {op!r}")
             body = answer(self.arena, frame)
-            await self._reply(orjson.dumps({"op": "result", "id": frame_id, **body}))
+            await self._reply(_dumps({"op": "result", "id": frame_id, **body}))
         except FrameError as exc:
             await self._reply(_error(frame_id, exc.code, exc.message))
         except QueryError as exc:
             await self._reply(_error(frame_id, exc.code, exc.message))
 
-    def _submit(self, frame_id: object, frame: dict[str, Any], received_at: int) -> None:
+    def _submit(self, frame_id: object, frame: dict[str, Any], received_at: int, text: str | None) -> None:
         events = frame.get("events")
         if not isinstance(events, list) or not events:
             raise FrameError("invalid_request", "events must be a non-empty list")
@@ -212,18 +246,24 @@ class Connection:
         results: list[Result | None] = [None] * len(events)
         by_board: dict[str, tuple[BoardHandle, list[int], list[Event]]] = {}
         may_write = self.server.may_write
+        rejected: dict[str, list[Result]] = {}
         for index, raw in enumerate(events):
             parsed = parse_event(raw, arena.boards, may_write)
             if isinstance(parsed, Result):
+                if text is not None and isinstance(raw, dict) and (widened(raw.get("value")) or widened(raw.get("occurred_at"))):
+                    # nothing is queued or counted yet: start over on the exact parse
+                    return self._submit(frame_id, exact_frame(text, frame), received_at, None)
                 results[index] = parsed
                 board = raw.get("board") if isinstance(raw, dict) else None
-                arena.metrics.count_results(board if isinstance(board, str) and board in arena.boards else "", [parsed])
+                rejected.setdefault(board if isinstance(board, str) and board in arena.boards else "", []).append(parsed)
                 continue
             group = by_board.get(parsed.board)
             if group is None:
                 group = by_board[parsed.board] = (arena.boards[parsed.board], [], [])
             group[1].append(index)
             group[2].append(parsed)
+        for board, answers in rejected.items():
+            arena.metrics.count_results(board, answers)
         pending = [(indexes, handle.submit(evs, received_at, self.server.id)) for handle, indexes, evs in by_board.values()]
         task = asyncio.create_task(self._ack(frame_id, results, pending))
         self.tasks.add(task)
@@ -235,7 +275,7 @@ class Connection:
         for indexes, future in pending:
             for index, result in zip(indexes, await future):  # futures always get results, never errors
                 results[index] = result
-        await self._reply(orjson.dumps({"op": "ack", "id": frame_id, "results": [wire.result(r) for r in results]}))  # type: ignore[arg-type]
+        await self._reply(_dumps({"op": "ack", "id": frame_id, "results": [wire.result(r) for r in results]}))  # type: ignore[arg-type]
 
     async def _reply(self, payload: bytes) -> None:
         """Send one answer and free its frame's in-flight slot (even when the peer is gone)."""

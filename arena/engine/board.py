@@ -15,6 +15,7 @@ clock or today's grace.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -100,6 +101,17 @@ class BoardEngine:
     def is_closed(self, key: TableKey) -> bool:
         return key in self.markers
 
+    def window_at(self, kind: PeriodKind, ms: int) -> Window | None:
+        """The window of ``kind`` holding the instant ``ms``, or None when the calendar cannot
+        name it. That happens only in the first hours of 1970 on a board west of UTC (the local
+        date is still 1969): such a window closed decades before any event can arrive, so
+        routing treats it as closed, without a marker, live and in replay alike. O(1) usually.
+        """
+        try:
+            return self.calendar.window_at(kind, ms)
+        except ValueError:
+            return None
+
     def next_deadline(self, now: int) -> int | None:
         """The next instant the actor must wake for: a close moment or a window start."""
         moments: list[int] = []
@@ -123,19 +135,22 @@ class BoardEngine:
         """
         plan = Plan(results=[], last_seq=self.last_seq)
         closing: dict[TableKey, CloseRecord] = {}
+        # Windows this plan routes to that have no table yet: they close with the plan as well.
+        fresh: dict[TableKey, Window] = {}
         seen: dict[str, Fingerprint] = {}
         spec = self.spec
         for events, received_at, source in batch:
-            self._close_due(received_at, plan, closing)
+            self._close_due(received_at, plan, closing, fresh)
             results: list[Result] = []
             for event in events:
                 key = event.idempotency_key
+                fingerprint = event.fingerprint
                 prior = seen.get(key) or known.get(key)
                 if prior is not None:
-                    status = Status.DUPLICATE if prior == event.fingerprint else None
-                    results.append(
-                        Result(key, status) if status else Result(key, Status.REJECTED, Reason.IDEMPOTENCY_KEY_REUSED)
-                    )
+                    if prior == fingerprint:
+                        results.append(Result(key, Status.DUPLICATE))
+                    else:
+                        results.append(Result(key, Status.REJECTED, Reason.IDEMPOTENCY_KEY_REUSED))
                     continue
                 if not spec.min_value <= event.value <= spec.max_value:
                     results.append(Result(key, Status.REJECTED, Reason.VALUE_OUT_OF_RANGE))
@@ -143,23 +158,32 @@ class BoardEngine:
                 if event.occurred_at > received_at + spec.max_future_skew_ms:
                     results.append(Result(key, Status.REJECTED, Reason.OCCURRED_IN_FUTURE))
                     continue
-                windows = self._route(event.occurred_at, received_at, plan, closing)
+                windows = self._route(event.occurred_at, received_at, plan, closing, fresh)
                 if not windows:
                     results.append(Result(key, Status.REJECTED, Reason.PERIOD_CLOSED))
                     continue
                 plan.last_seq += 1
                 plan.records.append(ScoreRecord(plan.last_seq, event, received_at, source))
                 plan.routes[plan.last_seq] = windows
-                seen[key] = event.fingerprint
+                seen[key] = fingerprint
                 results.append(Result(key, Status.ACCEPTED))
             plan.results.append(results)
-        self._close_due(close_until, plan, closing)
+        self._close_due(close_until, plan, closing, fresh)
         return plan
 
-    def _route(self, occurred_at: int, received_at: int, plan: Plan, closing: dict[TableKey, CloseRecord]) -> tuple[Window, ...]:
+    def _route(
+        self,
+        occurred_at: int,
+        received_at: int,
+        plan: Plan,
+        closing: dict[TableKey, CloseRecord],
+        fresh: dict[TableKey, Window],
+    ) -> tuple[Window, ...]:
         open_windows: list[Window] = []
         for kind in self.kinds:
-            window = self.calendar.window_at(kind, occurred_at)
+            window = self.window_at(kind, occurred_at)
+            if window is None:
+                continue
             key = (kind, window.period_id)
             if key in self.markers or key in closing:
                 continue
@@ -167,15 +191,19 @@ class BoardEngine:
             if moment is not None and received_at >= moment:
                 self._add_marker(window, moment, plan, closing)
                 continue
+            if key not in self.tables:
+                fresh[key] = window
             open_windows.append(window)
         return tuple(open_windows)
 
-    def _close_due(self, until: int, plan: Plan, closing: dict[TableKey, CloseRecord]) -> None:
+    def _close_due(
+        self, until: int, plan: Plan, closing: dict[TableKey, CloseRecord], fresh: Mapping[TableKey, Window]
+    ) -> None:
         due = []
-        for key, table in self.tables.items():
-            moment = self.close_moment(table.window)
+        for key, window in itertools.chain(((k, t.window) for k, t in self.tables.items()), fresh.items()):
+            moment = self.close_moment(window)
             if moment is not None and moment <= until and key not in self.markers and key not in closing:
-                due.append((moment, table.window))
+                due.append((moment, window))
         for moment, window in sorted(due, key=lambda d: (d[0], d[1].kind)):
             self._add_marker(window, moment, plan, closing)
 
@@ -187,14 +215,29 @@ class BoardEngine:
         plan.records.append(marker)
 
     def commit(self, plan: Plan) -> None:
-        """Apply a journaled plan. O(accepted events * kinds * log n)."""
+        """Apply a journaled plan. Events of one member in one table are folded first and the
+        table is updated once per member (folds are order-independent, so this equals applying
+        them one by one). O(accepted events * kinds + changed members * log n)."""
+        fold = self.rule.fold
+        changed: dict[RankedTable, dict[str, Standing]] = {}
         for record in plan.records:
             if isinstance(record, ScoreRecord):
                 event = record.event
+                member, value, occurred_at, key = event.member, event.value, event.occurred_at, event.idempotency_key
                 for window in plan.routes[record.seq]:
-                    self._table(window).apply(event.member, event.value, event.occurred_at, event.idempotency_key)
+                    table = self._table(window)
+                    pending = changed.get(table)
+                    if pending is None:
+                        pending = changed[table] = {}
+                    current = pending[member] if member in pending else table.standing(member)
+                    new = fold(current, value, occurred_at, key)
+                    if new is not None:
+                        pending[member] = new
             elif isinstance(record, CloseRecord):
                 self.close(record)
+        for table, standings in changed.items():
+            for member, standing in standings.items():
+                table.set_standing(member, standing)
         self.last_seq = plan.last_seq
 
     def _table(self, window: Window) -> RankedTable:
@@ -233,7 +276,9 @@ class BoardEngine:
         """The windows a journaled score record was applied to (by the routing invariant)."""
         windows = []
         for kind in self.kinds:
-            window = self.calendar.window_at(kind, occurred_at)
+            window = self.window_at(kind, occurred_at)
+            if window is None:
+                continue
             marker = self.markers.get((kind, window.period_id))
             if marker is None or seq < marker.seq:
                 windows.append(window)
@@ -269,17 +314,20 @@ class BoardEngine:
     # -- queries -------------------------------------------------------------------------------
 
     def retention_floor(self, kind: PeriodKind, now: int) -> int | None:
-        """Start of the oldest window of a kind still queryable: past the open windows, the
-        last ``keep_closed`` closed ones are kept. None for alltime. O(keep_closed)."""
+        """Start of the oldest window of a kind still queryable: every open window (the current
+        one and earlier ones still in their grace), then the last ``keep_closed`` closed ones.
+        None for alltime. O(keep_closed + windows in grace)."""
         window = self.calendar.window_at(kind, now)
         if window.start_ms is None:
             return None
         closed = 0
-        while closed < self.spec.keep_closed:
-            window = self.calendar.previous(window)
-            if self.window_closed(window, now):
+        while True:
+            before = self.calendar.previous(window)
+            if self.window_closed(before, now):
+                if closed == self.spec.keep_closed:
+                    return window.start_ms
                 closed += 1
-        return window.start_ms
+            window = before
 
     def listed_windows(self, kind: PeriodKind, now: int) -> list[Window]:
         """Open and retained windows of a kind, newest first (the periods route)."""
@@ -331,6 +379,8 @@ class BoardEngine:
         marker = self.markers.get(key)
         if marker is not None:
             empty.closed_seq, empty.closed_at = marker.seq, marker.closed_at
+        elif self.window_closed(window, now):  # no event ever came: closed by the clock, no marker
+            empty.closed_seq, empty.closed_at = self.last_seq, self.close_moment(window)
         return empty
 
 
@@ -367,7 +417,9 @@ class Loader:
         self._last = [_Target(0, -1, None, 0, [0]) for _ in engine.kinds]
 
     def _target(self, kind: PeriodKind, occurred_at: int) -> _Target:
-        window = self.engine.calendar.window_at(kind, occurred_at)
+        window = self.engine.window_at(kind, occurred_at)
+        if window is None:  # a window the calendar cannot name was never routed to
+            return _Target(occurred_at, occurred_at, None, 0, [0])
         standings: dict[str, Standing] | None = None
         limit = math.inf
         applied = [0]

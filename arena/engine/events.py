@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Container
-from dataclasses import dataclass
 from enum import StrEnum
+from typing import NamedTuple
 
 import orjson
 
@@ -42,8 +42,9 @@ class Status(StrEnum):
     REJECTED = "rejected"
 
 
-@dataclass(frozen=True, slots=True)
-class Result:
+# Events and results are created per event on the hot path: NamedTuples are immutable like
+# frozen dataclasses and three times cheaper to build.
+class Result(NamedTuple):
     """The answer for one submitted event, in submit order."""
 
     idempotency_key: str | None
@@ -51,8 +52,7 @@ class Result:
     reason: Reason | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
+class Event(NamedTuple):
     """An event that passed the shape checks. ``meta`` is compact JSON text or None."""
 
     board: str
@@ -77,14 +77,18 @@ def _echo_key(raw: dict[str, object]) -> str | None:
 
 
 def _occurred_at_ms(value: object) -> int | None:
+    """Epoch ms of an occurred_at as sent, or None when invalid. Before 1970 is invalid in both
+    forms: the engine's calendar starts at 0 ms."""
     if type(value) is int:
-        return value if value >= 0 else None
-    if isinstance(value, str):
+        ms = value
+    elif isinstance(value, str):
         try:
-            return parse_rfc3339_ms(value)
+            ms = parse_rfc3339_ms(value)
         except ValueError:
             return None
-    return None
+    else:
+        return None
+    return ms if ms >= 0 else None
 
 
 def _meta_text(raw: dict[str, object]) -> str | None:

@@ -4,13 +4,13 @@ so replaying the records in seq order is the whole truth."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from arena.engine.events import Event
 from arena.engine.periods import Window
 
 
-@dataclass(frozen=True, slots=True)
-class ScoreRecord:
+class ScoreRecord(NamedTuple):  # one per accepted event: cheap to build
     seq: int
     event: Event
     received_at: int
