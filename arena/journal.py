@@ -123,7 +123,9 @@ class SqliteJournal:
         _check_not_truncated(path)
         try:
             if readonly:
-                db = await aiosqlite.connect(f"file:{path}?mode=ro", uri=True)
+                # as_uri percent-encodes the path: a "#", "?" or "%" in it would otherwise end or
+                # change the URI (and open, even create, another file read-write)
+                db = await aiosqlite.connect(f"{Path(path).absolute().as_uri()}?mode=ro", uri=True)
             else:
                 db = await aiosqlite.connect(name)
         except sqlite3.Error as exc:

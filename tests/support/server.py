@@ -123,10 +123,13 @@ class ChildServer:
         self.env = env
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout: float = 30.0) -> None:
-        sock = free_socket()
-        self.port = sock.getsockname()[1]
-        sock.close()
+    def start(self, timeout: float = 30.0, port: int | None = None) -> None:
+        """Start and wait for /readyz; ``port`` reuses one (a restart on the same address)."""
+        if port is None:
+            sock = free_socket()
+            port = sock.getsockname()[1]
+            sock.close()
+        self.port = port
         self.url = f"http://127.0.0.1:{self.port}"
         self.ws_url = f"ws://127.0.0.1:{self.port}/v1/ws"
         args = [sys.executable, "-m", "arena", "serve", "--config", str(self.config_path), "--port", str(self.port)]
@@ -208,6 +211,9 @@ class Client:
         frame = dict(frame)
         frame.setdefault("id", next(self._ids))
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        if self._reader.done():  # closed: no answer can come any more
+            future.set_exception(ConnectionError("connection closed"))
+            return future
         self._waiting[frame["id"]] = future
         asyncio.ensure_future(self.ws.send(orjson.dumps(frame).decode()))
         return future

@@ -1,0 +1,540 @@
+"""Rebuild from the journal equals the live tables, digest for digest (arena.replay.replay).
+
+The live side is EngineHarness (the actor's steps, clock injected); its journaled records go to
+a MemoryJournal or a real SqliteJournal, and a fresh BoardEngine replays them. Both sides are also
+checked against the from-scratch oracle of support/oracle.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from arena.cli import rebuild_board
+from arena.config import Config, ServerSettings
+from arena.datadir import journal_path
+from arena.engine.board import BoardEngine, BoardSpec
+from arena.engine.events import Event
+from arena.engine.periods import PeriodKind
+from arena.engine.records import Record, VoidRecord
+from arena.engine.scoring import Aggregation, Order, Tie
+from arena.engine.times import parse_rfc3339_ms
+from arena.errors import BoardDefinitionChanged
+from arena.journal import Journal, SqliteJournal
+from arena.replay import ReplayReport, replay
+from support.engine_harness import EngineHarness
+from support.memory_journal import MemoryJournal
+from support.oracle import (
+    Frame,
+    OBoard,
+    OEvent,
+    Oracle,
+    check_engine,
+    drive,
+    engine_rows,
+    frames_for,
+    oboards,
+    rank,
+    spec_of,
+)
+
+PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SQLITE_PROPERTY = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+MIN = 60_000
+HOUR = 3_600_000
+
+
+def ms(text: str) -> int:
+    return parse_rfc3339_ms(text)
+
+
+def ev(member: str, value: int, occurred_at: int | str, key: str, board: str = "b") -> dict[str, Any]:
+    return {"board": board, "member": member, "value": value, "occurred_at": occurred_at, "idempotency_key": key}
+
+
+async def replay_from(journal: Journal, spec: BoardSpec, now: int, **kw: Any) -> tuple[BoardEngine, ReplayReport]:
+    engine = BoardEngine(spec)
+    report = await replay(engine, journal, now, **kw)
+    return engine, report
+
+
+def replay_memory(spec: BoardSpec, records: Sequence[Record], now: int, **kw: Any) -> BoardEngine:
+    async def run() -> BoardEngine:
+        journal = MemoryJournal()
+        await journal.append(list(records))
+        return (await replay_from(journal, spec, now, **kw))[0]
+
+    return asyncio.run(run())
+
+
+async def write_sqlite(path: Path, spec: BoardSpec, batches: Sequence[Sequence[Record]]) -> None:
+    journal = await SqliteJournal.open(path, spec)
+    try:
+        for batch in batches:
+            await journal.append(batch)
+    finally:
+        await journal.close()
+
+
+async def replay_sqlite(path: Path, spec: BoardSpec, now: int, **kw: Any) -> tuple[BoardEngine, ReplayReport]:
+    journal = await SqliteJournal.open(path, spec, readonly=True)
+    try:
+        return await replay_from(journal, spec, now, **kw)
+    finally:
+        await journal.close()
+
+
+def digests(engine: BoardEngine) -> dict[tuple[PeriodKind, str], str]:
+    return {key: t.digest() for key, t in engine.tables.items()}
+
+
+def assert_same_as_live(rebuilt: BoardEngine, live: BoardEngine, *, everything: bool = False) -> None:
+    """Every rebuilt table equals its live twin (digest, close marker). Extra ones are empty, or
+    with ``everything`` closed tables the live engine has retired already."""
+    for key, table in rebuilt.tables.items():
+        twin = live.tables.get(key)
+        if twin is None:
+            assert len(table) == 0 or (everything and table.closed), key
+            continue
+        assert table.digest() == twin.digest(), key
+        assert (table.closed_seq, table.closed_at) == (twin.closed_seq, twin.closed_at), key
+    assert rebuilt.markers == live.markers
+    assert rebuilt.last_seq == live.last_seq
+
+
+@st.composite
+def boards_and_frames(draw: st.DrawFn) -> tuple[OBoard, list[Frame]]:
+    board = draw(oboards())
+    return board, draw(frames_for(board))
+
+
+# -- properties ----------------------------------------------------------------------------------
+
+
+@PROPERTY
+@given(boards_and_frames())
+def test_rebuild_from_a_memory_journal_equals_the_live_tables(case: tuple[OBoard, list[Frame]]) -> None:
+    board, frames = case
+    harness, oracle = drive(board, frames)
+    live = harness.engines["b"]
+    now = frames[-1].now
+    rebuilt = replay_memory(live.spec, harness.journals["b"], now)
+    assert_same_as_live(rebuilt, live)
+    check_engine(rebuilt, oracle, now, rotated_at=now)
+    every = replay_memory(live.spec, harness.journals["b"], now, everything=True)
+    assert_same_as_live(every, live, everything=True)
+    check_engine(every, oracle, now, rotated_at=None, everything=True)
+
+
+@PROPERTY
+@given(boards_and_frames(), st.data())
+def test_a_restart_between_any_two_frames_changes_no_ack_and_no_table(
+    case: tuple[OBoard, list[Frame]], data: st.DataObject
+) -> None:
+    """Run the frames, restarting (replay into a fresh engine) at a random point on the way."""
+    board, frames = case
+    cut = data.draw(st.integers(0, len(frames)), label="cut")
+    spec = spec_of(board)
+    harness = EngineHarness({"b": spec})
+    oracle = Oracle(board)
+    rotated: list[int] = []
+
+    def run(part: list[Frame]) -> None:
+        for frame in part:
+            if frame.tick:
+                harness.tick("b", frame.now)
+                oracle.submit([], frame.now)
+                rotated.append(frame.now)
+            else:
+                got = [(r.status.value, r.reason and r.reason.value)
+                       for r in harness.submit("gs", [e.raw("b") for e in frame.events], frame.now)]
+                assert got == oracle.submit(list(frame.events), frame.now)
+
+    run(frames[:cut])
+    earliest = frames[cut - 1].now if cut else frames[0].now - HOUR
+    latest = frames[cut].now if cut < len(frames) else earliest + 4 * HOUR
+    restart = data.draw(st.integers(earliest, latest), label="restart at")
+    harness.engines["b"] = replay_memory(spec, harness.journals["b"], restart)
+    harness.tick("b", restart)  # what the actor's loop does first if a deadline passed meanwhile
+    oracle.submit([], restart)
+    rotated.append(restart)
+    run(frames[cut:])
+    check_engine(harness.engines["b"], oracle, max(restart, frames[-1].now), rotated_at=max(rotated))
+
+
+@SQLITE_PROPERTY
+@given(boards_and_frames(), st.data())
+def test_rebuild_from_a_sqlite_journal_equals_the_live_tables(
+    case: tuple[OBoard, list[Frame]], data: st.DataObject
+) -> None:
+    board, frames = case
+    harness, oracle = drive(board, frames)
+    live = harness.engines["b"]
+    now = frames[-1].now
+    records = harness.journals["b"]
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(records)), max_size=4), label="transaction cuts"))
+    bounds = [0, *cuts, len(records)]
+    batches = [records[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
+
+    async def run() -> tuple[BoardEngine, BoardEngine]:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "b.journal.sqlite"
+            await write_sqlite(path, live.spec, batches)
+            rebuilt, _ = await replay_sqlite(path, live.spec, now)
+            every, _ = await replay_sqlite(path, live.spec, now, everything=True)
+            return rebuilt, every
+
+    rebuilt, every = asyncio.run(run())
+    assert_same_as_live(rebuilt, live)
+    assert digests(rebuilt) == digests(replay_memory(live.spec, records, now))
+    check_engine(rebuilt, oracle, now, rotated_at=now)
+    assert_same_as_live(every, live, everything=True)
+    check_engine(every, oracle, now, rotated_at=None, everything=True)
+
+
+@PROPERTY
+@given(boards_and_frames(), st.data())
+def test_voids_live_and_on_rebuild_equal_the_oracle_without_the_voided_events(
+    case: tuple[OBoard, list[Frame]], data: st.DataObject
+) -> None:
+    """BoardActor._void's engine steps (count_void, recompute_member) on the live engine, against
+    a replay of the journal with the void records, against the oracle minus the voided keys."""
+    board, frames = case
+    harness, oracle = drive(board, frames)
+    live = harness.engines["b"]
+    accepted = harness.score_records("b")
+    chosen = data.draw(st.lists(st.sampled_from(accepted), unique_by=lambda r: r.seq, max_size=6) if accepted
+                       else st.just([]), label="voided")
+    now = frames[-1].now
+    journal = MemoryJournal()
+
+    async def run() -> None:
+        await journal.append(harness.journals["b"])
+        for target in chosen:
+            await void(live, journal, target.event.idempotency_key, now)
+
+    asyncio.run(run())
+    without = frozenset(r.event.idempotency_key for r in chosen)
+    last_tick = max((f.now for f in frames if f.tick), default=None)
+    check_engine(live, oracle, now, rotated_at=last_tick, without=without)
+    rebuilt = replay_memory(live.spec, journal.records, now, everything=True)
+    check_engine(rebuilt, oracle, now, rotated_at=None, without=without, everything=True)
+    assert_same_as_live(replay_memory(live.spec, journal.records, now), live)
+    assert rebuilt.disputes == live.disputes
+    assert sum(live.disputes.values()) == sum(len(live.applied_windows(r.seq, r.event.occurred_at)) for r in chosen)
+
+
+async def void(engine: BoardEngine, journal: Journal, key: str, now: int) -> None:
+    """What BoardActor.void_key does, minus the actor: journal a VoidRecord, count it as a
+    dispute of every table its event was applied to, re-fold the member there."""
+    target = await journal.event_by_key(key)
+    assert target is not None and not target.voided
+    record = VoidRecord(engine.last_seq + 1, target.seq, key, "cheating", "ops", now)
+    await journal.append([record])
+    engine.last_seq = record.seq
+    windows = engine.count_void(target.seq, target.occurred_at)
+    engine.recompute_member(target.member, set(windows), await journal.member_events(target.member))
+
+
+# -- close markers, late events, retention ------------------------------------------------------
+
+
+def daily_board(**kw: Any) -> BoardSpec:
+    return BoardSpec("b", periods=(PeriodKind.ALLTIME, PeriodKind.DAILY), **kw)
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def rebuild(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """rebuild(spec, records, now, **replay_kw) -> BoardEngine, through either journal."""
+
+    def memory(spec: BoardSpec, records: Sequence[Record], now: int, **kw: Any) -> BoardEngine:
+        return replay_memory(spec, records, now, **kw)
+
+    def sqlite(spec: BoardSpec, records: Sequence[Record], now: int, **kw: Any) -> BoardEngine:
+        path = tmp_path / f"{len(list(tmp_path.iterdir()))}.journal.sqlite"
+
+        async def run() -> BoardEngine:
+            await write_sqlite(path, spec, [records])
+            return (await replay_sqlite(path, spec, now, **kw))[0]
+
+        return asyncio.run(run())
+
+    return memory if request.param == "memory" else sqlite
+
+
+def test_a_closed_table_never_takes_later_journaled_events_on_rebuild(rebuild: Any) -> None:
+    spec = daily_board()
+    h = EngineHarness({"b": spec})
+    day = ms("2026-06-01T12:00:00Z")
+    close = ms("2026-06-02T00:01:00Z")  # end + 60 s grace
+    assert h.submit("gs", [ev("a", 10, day, "1")], day)[0].status.value == "accepted"
+    h.tick("b", close)  # the close marker is journaled
+    late = h.submit("gs", [ev("b", 99, day, "2"), ev("a", 50, day, "3")], close + 5)
+    assert [r.status.value for r in late] == ["accepted", "accepted"]  # by the alltime table only
+    live = h.engines["b"]
+    daily = live.tables[(PeriodKind.DAILY, "2026-06-01")]
+    assert daily.closed and [(e.member, e.score) for e in daily.entries()] == [("a", 10)]
+    rebuilt = rebuild(spec, h.journals["b"], close + 10)
+    assert_same_as_live(rebuilt, live)
+    assert [(e.member, e.score) for e in rebuilt.tables[(PeriodKind.DAILY, "2026-06-01")].entries()] == [("a", 10)]
+    assert [(e.member, e.score) for e in rebuilt.tables[(PeriodKind.ALLTIME, "alltime")].entries()] == [("b", 99), ("a", 50)]
+
+
+def test_the_marker_journaled_by_a_late_event_itself_keeps_it_out(rebuild: Any) -> None:
+    """No tick: the first batch after the close moment journals the marker before the event."""
+    spec = daily_board()
+    h = EngineHarness({"b": spec})
+    day = ms("2026-06-01T12:00:00Z")
+    h.submit("gs", [ev("a", 10, day, "1")], day)
+    h.submit("gs", [ev("a", 20, day, "2")], ms("2026-06-02T00:00:59.999Z"))  # inside the grace
+    h.submit("gs", [ev("a", 30, day, "3")], ms("2026-06-02T00:01:00Z"))  # at the close moment
+    kinds = [type(r).__name__ for r in h.journals["b"]]
+    assert kinds == ["ScoreRecord", "ScoreRecord", "CloseRecord", "ScoreRecord"]
+    rebuilt = rebuild(spec, h.journals["b"], ms("2026-06-02T00:02:00Z"))
+    assert_same_as_live(rebuilt, h.engines["b"])
+    assert rebuilt.tables[(PeriodKind.DAILY, "2026-06-01")].standing("a") == (20, day, "")
+    assert rebuilt.tables[(PeriodKind.ALLTIME, "alltime")].standing("a") == (30, day, "")
+
+
+def test_a_batch_received_before_the_close_is_applied_even_if_decided_after(rebuild: Any) -> None:
+    spec = BoardSpec("b", periods=(PeriodKind.DAILY,))
+    engine = BoardEngine(spec)
+    engine.ready.update(engine.kinds)
+    day = ms("2026-06-01T12:00:00Z")
+    moment = ms("2026-06-02T00:01:00Z")
+    event = Event("b", "a", 7, day, "k")
+    plan = engine.decide([([event], moment - 1, "gs")], {}, close_until=moment + 30_000)
+    assert [r.status.value for r in plan.results[0]] == ["accepted"]
+    assert [type(r).__name__ for r in plan.records] == ["ScoreRecord", "CloseRecord"]
+    engine.commit(plan)
+    rebuilt = rebuild(spec, plan.records, moment + 30_000)
+    assert_same_as_live(rebuilt, engine)
+    assert rebuilt.tables[(PeriodKind.DAILY, "2026-06-01")].closed
+
+
+def five_days(spec: BoardSpec) -> EngineHarness:
+    h = EngineHarness({"b": spec})
+    for d in range(1, 6):
+        t = ms(f"2026-06-0{d}T12:00:00Z")
+        h.submit("gs", [ev(f"m{d}", d, t, f"k{d}")], t)
+    return h
+
+
+@pytest.mark.parametrize("keep_closed", [0, 1, 3, 10])
+def test_rebuild_loads_open_and_retained_tables_and_everything_loads_all(rebuild: Any, keep_closed: int) -> None:
+    spec = BoardSpec("b", periods=(PeriodKind.DAILY,), keep_closed=keep_closed)
+    h = five_days(spec)
+    now = ms("2026-06-05T12:00:00Z")  # 06-05 open, 06-01..06-04 closed
+    live = h.engines["b"]
+    days = [f"2026-06-0{d}" for d in range(1, 6)]
+    retained = days[max(0, 4 - keep_closed):]
+    rebuilt = rebuild(spec, h.journals["b"], now)
+    assert sorted(pid for _k, pid in rebuilt.tables) == retained
+    assert_same_as_live(rebuilt, live)
+    every = rebuild(spec, h.journals["b"], now, everything=True)
+    assert sorted(pid for _k, pid in every.tables) == days
+    assert_same_as_live(every, live, everything=True)
+    assert [len(every.tables[(PeriodKind.DAILY, d)]) for d in days] == [1] * 5
+
+
+def test_keep_closed_zero_still_rebuilds_a_table_inside_its_grace(rebuild: Any) -> None:
+    """Was a bug: with keep_closed = 0 the retention floor was the current window's start, so a
+    restart during the grace of a monthly window dropped its (still open) table."""
+    spec = BoardSpec("b", periods=(PeriodKind.MONTHLY,), keep_closed=0, close_grace_ms=HOUR)
+    h = EngineHarness({"b": spec})
+    may = ms("2026-05-31T23:00:00Z")
+    h.submit("gs", [ev("a", 5, may, "1")], may)
+    in_grace = ms("2026-06-01T00:10:00Z")
+    h.submit("gs", [ev("b", 7, may, "2")], in_grace)
+    rebuilt = rebuild(spec, h.journals["b"], in_grace)
+    table = rebuilt.tables[(PeriodKind.MONTHLY, "2026-05")]
+    assert not table.closed and [(e.member, e.score) for e in table.entries()] == [("b", 7), ("a", 5)]
+    assert_same_as_live(rebuilt, h.engines["b"])
+    assert rebuilt.view(PeriodKind.MONTHLY, "2026-05", in_grace) is table
+
+
+# -- board definition ---------------------------------------------------------------------------
+
+
+CHANGES: dict[str, dict[str, Any]] = {
+    "aggregation": {"aggregation": Aggregation.SUM},
+    "order": {"order": Order.ASC},
+    "tie": {"tie": Tie.LATEST},
+    "timezone": {"timezone": "Asia/Kolkata"},
+    "periods": {"periods": (PeriodKind.ALLTIME,)},
+}
+
+
+async def journal_with_events(path: Path, spec: BoardSpec) -> EngineHarness:
+    h = EngineHarness({"b": spec})
+    t = ms("2026-06-01T12:00:00Z")
+    h.submit("gs", [ev("a", 5, t, "1"), ev("b", 9, t, "2")], t)
+    await write_sqlite(path, spec, [h.journals["b"]])
+    return h
+
+
+@pytest.mark.parametrize("field", sorted(CHANGES))
+@pytest.mark.parametrize("readonly", [False, True], ids=["serve", "rebuild"])
+async def test_a_changed_definition_with_events_stops_with_a_clear_error(
+    tmp_path: Path, field: str, readonly: bool
+) -> None:
+    spec = daily_board()
+    path = tmp_path / "b.journal.sqlite"
+    await journal_with_events(path, spec)
+    with pytest.raises(BoardDefinitionChanged) as raised:
+        await SqliteJournal.open(path, replace(spec, **CHANGES[field]), readonly=readonly)
+    message = str(raised.value)
+    assert "'b'" in message and str(path) in message and "use a new board name" in message
+    assert f"{field}:" in message
+    assert all(f"{other}:" not in message for other in CHANGES if other != field)
+
+
+async def test_a_changed_definition_is_fine_while_the_journal_holds_no_events(tmp_path: Path) -> None:
+    path = tmp_path / "b.journal.sqlite"
+    spec = daily_board()
+    await write_sqlite(path, spec, [])
+    changed = replace(spec, aggregation=Aggregation.SUM)
+    # read-only (arena rebuild) and then serving both take it; serving stores it
+    await (await SqliteJournal.open(path, changed, readonly=True)).close()
+    await (await SqliteJournal.open(path, changed)).close()
+    h = EngineHarness({"b": changed})
+    h.submit("gs", [ev("a", 5, ms("2026-06-01T12:00:00Z"), "1")], ms("2026-06-01T12:00:00Z"))
+    await write_sqlite(path, changed, [h.journals["b"]])
+    with pytest.raises(BoardDefinitionChanged, match="aggregation: 'sum' -> 'best'"):
+        await SqliteJournal.open(path, spec, readonly=True)
+
+
+@pytest.mark.parametrize("change", [
+    {"min_value": 8, "max_value": 8},
+    {"close_grace_ms": 0},
+    {"close_grace_ms": 3 * 86_400_000},
+    {"max_future_skew_ms": 0},
+    {"keep_closed": 0},
+], ids=["bounds", "no-grace", "long-grace", "skew", "keep"])
+async def test_bounds_grace_skew_and_retention_may_change_and_replay_never_revalidates(
+    tmp_path: Path, change: dict[str, Any]
+) -> None:
+    spec = daily_board()
+    path = tmp_path / "b.journal.sqlite"
+    live = (await journal_with_events(path, spec)).engines["b"]
+    changed = replace(spec, **change)
+    await (await SqliteJournal.open(path, changed)).close()  # no BoardDefinitionChanged
+    now = ms("2026-06-01T12:00:30Z")
+    rebuilt, report = await replay_sqlite(path, changed, now)
+    # 5 and 9 are outside the new bounds [8, 8]: journaled events are never judged again
+    assert_same_as_live(rebuilt, live)
+    assert set(live.tables) <= set(rebuilt.tables)
+    assert report.events == 2
+    assert rebuilt.tables[(PeriodKind.ALLTIME, "alltime")].standing("a") == (5, ms("2026-06-01T12:00:00Z"), "")
+
+
+# -- voids ---------------------------------------------------------------------------------------
+
+
+async def test_a_voided_best_score_falls_back_to_the_members_next_best(tmp_path: Path) -> None:
+    spec = daily_board()
+    h = EngineHarness({"b": spec})
+    t = ms("2026-06-01T12:00:00Z")
+    h.submit("gs", [ev("a", 50, t, "1"), ev("a", 90, t + 1, "2"), ev("a", 70, t + 2, "3"), ev("b", 60, t, "4")], t + 5)
+    live = h.engines["b"]
+    path = tmp_path / "b.journal.sqlite"
+    await write_sqlite(path, spec, [h.journals["b"]])
+    journal = await SqliteJournal.open(path, spec)
+    try:
+        await void(live, journal, "2", t + 10)
+        stored = await journal.event_by_key("2")
+        assert stored is not None and stored.voided
+    finally:
+        await journal.close()
+    for table in live.tables.values():
+        assert [(e.member, e.score, e.reached_at) for e in table.entries()] == [("a", 70, t + 2), ("b", 60, t)]
+    assert live.disputes == {(PeriodKind.ALLTIME, "alltime"): 1, (PeriodKind.DAILY, "2026-06-01"): 1}
+    rebuilt, _ = await replay_sqlite(path, spec, t + 20)
+    assert_same_as_live(rebuilt, live)
+    assert rebuilt.disputes == live.disputes
+    # a retry of the voided event is still a duplicate: its key stays journaled
+    assert h.submit("gs", [ev("a", 90, t + 1, "2")], t + 30)[0].status.value == "duplicate"
+    assert digests(h.engines["b"]) == digests(rebuilt)
+
+
+async def test_a_void_in_a_closed_table_recomputes_it_there_and_on_rebuild() -> None:
+    spec = daily_board()
+    h = EngineHarness({"b": spec})
+    day = ms("2026-06-01T12:00:00Z")
+    h.submit("gs", [ev("a", 9, day, "1"), ev("a", 4, day + 1, "2"), ev("b", 5, day, "3")], day)
+    after = ms("2026-06-03T00:00:00Z")
+    h.tick("b", after)
+    h.submit("gs", [ev("a", 1, day, "late")], after)  # alltime only: the daily table is closed
+    live = h.engines["b"]
+    journal = MemoryJournal()
+    await journal.append(h.journals["b"])
+    await void(live, journal, "1", after + 1)
+    daily = live.tables[(PeriodKind.DAILY, "2026-06-01")]
+    assert daily.closed
+    assert [(e.member, e.score) for e in daily.entries()] == [("b", 5), ("a", 4)]
+    assert live.tables[(PeriodKind.ALLTIME, "alltime")].standing("a") == (4, day + 1, "")
+    assert live.disputes[(PeriodKind.DAILY, "2026-06-01")] == 1
+    rebuilt, _ = await replay_from(journal, spec, after + 2)
+    assert_same_as_live(rebuilt, live)
+    # voiding the member's last event in the daily table removes the member there
+    await void(live, journal, "2", after + 3)
+    assert daily.entry("a") is None and len(daily) == 1
+    assert live.tables[(PeriodKind.ALLTIME, "alltime")].standing("a") == (1, day, "")
+    rebuilt, _ = await replay_from(journal, spec, after + 4)
+    assert_same_as_live(rebuilt, live)
+
+
+async def test_replay_skips_voided_events_and_counts_their_disputes() -> None:
+    spec = daily_board(aggregation=Aggregation.SUM)
+    h = EngineHarness({"b": spec})
+    t = ms("2026-06-01T12:00:00Z")
+    h.submit("gs", [ev("a", 3, t, "1"), ev("a", 4, t, "2"), ev("b", 5, t, "3")], t)
+    journal = MemoryJournal()
+    await journal.append(h.journals["b"])
+    await journal.append([VoidRecord(4, 2, "2", "bot", "ops", t + 1), VoidRecord(5, 3, "3", "bot", "ops", t + 1)])
+    rebuilt, report = await replay_from(journal, spec, t + 2)
+    table = rebuilt.tables[(PeriodKind.ALLTIME, "alltime")]
+    assert [(e.member, e.score) for e in table.entries()] == [("a", 3)]
+    assert report.events == 1
+    assert rebuilt.last_seq == 5
+    assert rebuilt.disputes == {(PeriodKind.ALLTIME, "alltime"): 2, (PeriodKind.DAILY, "2026-06-01"): 2}
+    assert rank(OBoard(aggregation="sum"), [OEvent("a", 3, t, "1")]) == engine_rows(table)
+
+
+# -- the command line ----------------------------------------------------------------------------
+
+
+async def test_arena_rebuild_prints_the_live_digest_of_every_table(tmp_path: Path) -> None:
+    spec = BoardSpec("high", periods=(PeriodKind.ALLTIME,))
+    h = EngineHarness({"high": spec})
+    t = ms("2026-06-01T12:00:00Z")
+    h.submit("gs", [ev("a", 5, t, "1", "high"), ev("b", 9, t, "2", "high"), ev("a", 7, t, "3", "high")], t)
+    config = Config(server=ServerSettings(data_dir=tmp_path), servers=(), admins=(), boards={"high": spec})
+    await write_sqlite(journal_path(tmp_path, "high"), spec, [h.journals["high"]])
+    engine, report = await rebuild_board(config, spec, now=t + 1)
+    live = h.engines["high"].tables[(PeriodKind.ALLTIME, "alltime")]
+    assert engine.tables[(PeriodKind.ALLTIME, "alltime")].digest() == live.digest()
+    assert report.events == 3
+
+    (tmp_path / "config.toml").write_text(
+        f'[server]\ndata_dir = "{tmp_path}"\n[boards.high]\naggregation = "best"\nperiods = ["alltime"]\n'
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "arena", "rebuild", "--config", str(tmp_path / "config.toml")],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.splitlines()
+    assert out[0].split("\t") == ["board", "period", "period_id", "events", "members", "seconds", "sha256"]
+    fields = out[1].split("\t")
+    assert fields[:5] == ["high", "alltime", "alltime", "3", "2"] and fields[6] == live.digest()

@@ -1,0 +1,259 @@
+"""RankedTable: queries at and past both ends, the digest's exact text, and a seeded stress test
+that checks the table's internal invariants after random operations."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from arena.engine.periods import ALLTIME_WINDOW
+from arena.engine.scoring import Aggregation, Order, ScoringRule, Standing, Tie
+from arena.engine.table import Entry, RankedTable
+from arena.engine.times import MAX_MS
+
+BEST = ScoringRule.for_board(Aggregation.BEST, Order.DESC, Tie.EARLIEST)
+JSON_SAFE = 2**53 - 1
+
+
+def table_of(scores: dict[str, int], rule: ScoringRule = BEST) -> RankedTable:
+    table = RankedTable(rule, ALLTIME_WINDOW)
+    for member, score in scores.items():
+        table.set_standing(member, (score, 1000, ""))
+    return table
+
+
+def members(entries: list[Entry] | None) -> list[str]:
+    assert entries is not None
+    return [e.member for e in entries]
+
+
+@pytest.fixture
+def ten() -> RankedTable:
+    """m0 (score 100) ranks 1 ... m9 (score 10) ranks 10."""
+    return table_of({f"m{i}": 100 - 10 * i for i in range(10)})
+
+
+# -- top, offsets --------------------------------------------------------------------------------
+
+
+def test_top_returns_ranks_offset_plus_one_onwards(ten: RankedTable) -> None:
+    assert [(e.rank, e.member, e.score) for e in ten.top(3)] == [(1, "m0", 100), (2, "m1", 90), (3, "m2", 80)]
+    assert [e.rank for e in ten.top(3, offset=8)] == [9, 10]
+
+
+def test_top_past_the_end_is_empty(ten: RankedTable) -> None:
+    assert ten.top(10, offset=10) == []
+    assert ten.top(5, offset=1000) == []
+    assert RankedTable(BEST, ALLTIME_WINDOW).top(10) == []
+
+
+def test_top_with_a_limit_beyond_the_size_returns_everything(ten: RankedTable) -> None:
+    assert len(ten.top(1000)) == 10
+
+
+# -- around --------------------------------------------------------------------------------------
+
+
+def test_around_a_member_in_the_middle(ten: RankedTable) -> None:
+    assert members(ten.around_member("m5", 2)) == ["m3", "m4", "m5", "m6", "m7"]
+    assert [e.rank for e in ten.around_member("m5", 2) or []] == [4, 5, 6, 7, 8]
+
+
+def test_around_is_clipped_at_the_top(ten: RankedTable) -> None:
+    assert members(ten.around_member("m0", 3)) == ["m0", "m1", "m2", "m3"]
+    assert members(ten.around_member("m1", 3)) == ["m0", "m1", "m2", "m3", "m4"]
+    assert [e.rank for e in ten.around_rank(1, 2)] == [1, 2, 3]
+
+
+def test_around_is_clipped_at_the_bottom(ten: RankedTable) -> None:
+    assert members(ten.around_member("m9", 3)) == ["m6", "m7", "m8", "m9"]
+    assert [e.rank for e in ten.around_rank(10, 2)] == [8, 9, 10]
+
+
+def test_around_is_clipped_at_both_ends_on_a_small_table() -> None:
+    table = table_of({"a": 3, "b": 2, "c": 1})
+    assert members(table.around_member("b", 100)) == ["a", "b", "c"]
+
+
+def test_around_radius_zero_is_the_entry_alone(ten: RankedTable) -> None:
+    assert members(ten.around_member("m4", 0)) == ["m4"]
+    assert [e.rank for e in ten.around_rank(7, 0)] == [7]
+
+
+def test_around_a_rank_past_the_end_keeps_what_is_within_the_radius(ten: RankedTable) -> None:
+    assert [e.rank for e in ten.around_rank(12, 3)] == [9, 10]
+    assert ten.around_rank(20, 3) == []
+
+
+def test_around_an_unknown_member_is_none(ten: RankedTable) -> None:
+    assert ten.around_member("nobody", 5) is None
+
+
+# -- single lookups ------------------------------------------------------------------------------
+
+
+def test_at_rank_at_both_ends_and_past_them(ten: RankedTable) -> None:
+    assert ten.at_rank(1) == Entry(1, "m0", 100, 1000)
+    assert ten.at_rank(10) == Entry(10, "m9", 10, 1000)
+    assert ten.at_rank(0) is None and ten.at_rank(11) is None and ten.at_rank(-1) is None
+
+
+def test_entry_and_rank_index(ten: RankedTable) -> None:
+    assert ten.entry("m3") == Entry(4, "m3", 70, 1000)
+    assert ten.rank_index("m3") == 3
+    assert ten.entry("nobody") is None and ten.rank_index("nobody") is None
+
+
+def test_set_standing_none_removes_the_member_and_ranks_close_up(ten: RankedTable) -> None:
+    ten.set_standing("m2", None)
+    assert len(ten) == 9 and ten.entry("m2") is None and ten.standing("m2") is None
+    assert ten.entry("m3") == Entry(3, "m3", 70, 1000)
+    assert [e.rank for e in ten.entries()] == list(range(1, 10))
+    ten.set_standing("m2", None)  # removing an absent member is a no-op
+    assert len(ten) == 9
+
+
+def test_set_standing_replaces_and_moves_the_member(ten: RankedTable) -> None:
+    ten.set_standing("m9", (1000, 5, ""))
+    assert ten.entry("m9") == Entry(1, "m9", 1000, 5)
+    assert len(ten) == 10
+
+
+def test_apply_folds_and_says_whether_the_standing_changed() -> None:
+    table = RankedTable(BEST, ALLTIME_WINDOW)
+    assert table.apply("a", 5, 100, "k1")
+    assert not table.apply("a", 4, 50, "k2")  # lower: no change
+    assert not table.apply("a", 5, 200, "k3")  # same score later: keeps the earliest
+    assert table.apply("a", 5, 50, "k4")  # same score earlier: reached_at moves back
+    assert table.standing("a") == (5, 50, "")
+
+
+def test_latest_keeps_the_deciding_key_per_member() -> None:
+    rule = ScoringRule.for_board(Aggregation.LATEST, Order.DESC, Tie.EARLIEST)
+    table = RankedTable(rule, ALLTIME_WINDOW)
+    table.apply("a", 5, 100, "k2")
+    assert not table.apply("a", 9, 100, "k1")  # same instant, smaller key: loses
+    assert table.apply("a", 1, 100, "k3")
+    assert table.standing("a") == (1, 100, "k3")
+    table.set_standing("a", None)
+    assert table.standing("a") is None
+
+
+# -- digest --------------------------------------------------------------------------------------
+
+
+def test_the_digest_of_an_empty_table_is_sha256_of_nothing() -> None:
+    assert RankedTable(BEST, ALLTIME_WINDOW).digest() == hashlib.sha256(b"").hexdigest()
+
+
+def test_the_digest_text_is_one_tab_separated_line_per_entry_in_rank_order() -> None:
+    rule = ScoringRule.for_board(Aggregation.SUM, Order.DESC, Tie.EARLIEST)
+    table = RankedTable(rule, ALLTIME_WINDOW)
+    table.set_standing("zoë/1", (-5, 1_780_000_000_123, ""))
+    table.set_standing("a%b", (12, 0, ""))
+    table.set_standing("b", (12, 7, ""))
+    text = "1\ta%b\t12\t0\n2\tb\t12\t7\n3\tzoë/1\t-5\t1780000000123\n"
+    assert table.digest() == hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def test_the_digest_streams_large_tables_identically() -> None:
+    table = table_of({f"m{i:05d}": i % 97 for i in range(10_000)})
+    text = "".join(f"{e.rank}\t{e.member}\t{e.score}\t{e.reached_at}\n" for e in table.entries())
+    assert table.digest() == hashlib.sha256(text.encode()).hexdigest()
+
+
+# -- sort keys -----------------------------------------------------------------------------------
+
+
+RULES = [ScoringRule.for_board(a, o, t) for a in Aggregation for o in Order for t in Tie]
+SCORES = st.one_of(st.integers(-JSON_SAFE, JSON_SAFE), st.integers(-(2**80), 2**80))  # sums may outgrow 2**53
+INSTANTS = st.integers(0, MAX_MS - 1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(RULES), SCORES, INSTANTS)
+def test_a_sort_key_unpacks_to_its_standing(rule: ScoringRule, score: int, reached_at: int) -> None:
+    assert rule.unpack(rule.sort_key(score, reached_at)) == (score, reached_at)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(RULES), st.tuples(SCORES, INSTANTS), st.tuples(SCORES, INSTANTS))
+def test_sort_keys_order_like_the_contract(rule: ScoringRule, a: tuple[int, int], b: tuple[int, int]) -> None:
+    def contract(s: tuple[int, int]) -> tuple[int, int]:
+        score, reached = s
+        return (-score if rule.order is Order.DESC else score, reached if rule.tie is Tie.EARLIEST else -reached)
+
+    assert (rule.sort_key(*a) < rule.sort_key(*b)) == (contract(a) < contract(b))
+    assert (rule.sort_key(*a) == rule.sort_key(*b)) == (a == b)
+
+
+# -- stress --------------------------------------------------------------------------------------
+
+
+def check_invariants(table: RankedTable, model: dict[str, Standing]) -> None:
+    """The table's two indexes agree with each other and with a plain dict of standings."""
+    items = table._items
+    ordered = list(table._sorted)
+    table._sorted._check()  # sortedcontainers' own structural check
+    assert len(items) == len(ordered) == len(table) == len(model)
+    assert set(items.values()) == set(ordered)
+    assert all(items[m] is item for item in ordered for m in (item[1],))  # shared tuples, no copies
+    assert ordered == sorted(ordered)
+    assert all(a < b for a, b in zip(ordered, ordered[1:]))  # unique members make a strict order
+    if table._keys is not None:
+        assert set(table._keys) == set(items)
+    rule = table.rule
+    expected = sorted(model, key=lambda m: (rule.sort_key(model[m][0], model[m][1]), m))
+    entries = list(table.entries())
+    assert [e.member for e in entries] == expected
+    assert [e.rank for e in entries] == list(range(1, len(model) + 1))
+    for e in entries:
+        score, reached, key = model[e.member]
+        assert (e.score, e.reached_at) == (score, reached)
+        assert table.standing(e.member) == (score, reached, key if rule.aggregation is Aggregation.LATEST else "")
+        assert table.rank_index(e.member) == e.rank - 1
+        assert table.at_rank(e.rank) == e
+
+
+@pytest.mark.parametrize("seed", range(len(RULES)))
+def test_random_operations_keep_the_table_consistent(seed: int) -> None:
+    rnd = random.Random(seed)
+    rule = RULES[seed]  # one seed per aggregation x order x tie
+    table = RankedTable(rule, ALLTIME_WINDOW)
+    model: dict[str, Standing] = {}
+    names = [f"p{i}" for i in range(rnd.choice([5, 50, 400]))]
+    for step in range(3000):
+        member = rnd.choice(names)
+        op = rnd.random()
+        if op < 0.6:  # an event, folded like the live path
+            value, at, key = rnd.randint(-20, 20), rnd.randint(0, 50), f"k{rnd.randint(0, 9)}"
+            changed = table.apply(member, value, at, key)
+            new = rule.fold(model.get(member), value, at, key)
+            assert changed == (new is not None)
+            if new is not None:
+                model[member] = new
+        elif op < 0.85:  # a recompute (void) sets a standing from scratch
+            standing = (rnd.randint(-20, 20), rnd.randint(0, 50), f"k{rnd.randint(0, 9)}")
+            if rule.aggregation is not Aggregation.LATEST:
+                standing = (standing[0], standing[1], "")
+            table.set_standing(member, standing)
+            model[member] = standing
+        else:  # a removal (every event of the member voided)
+            table.set_standing(member, None)
+            model.pop(member, None)
+        if step % 500 == 0:
+            check_invariants(table, model)
+    check_invariants(table, model)
+    rebuilt = RankedTable.from_standings(rule, ALLTIME_WINDOW, model)
+    check_invariants(rebuilt, model)
+    assert rebuilt.digest() == table.digest()
+    radius = rnd.randint(0, 10)
+    for member in rnd.sample(sorted(model), min(20, len(model))):
+        index = table.rank_index(member)
+        assert index is not None
+        around = table.around_member(member, radius)
+        assert around == list(table.entries())[max(0, index - radius) : index + radius + 1]
