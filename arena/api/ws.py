@@ -68,6 +68,21 @@ def widened(value: object) -> bool:
     return type(value) is float and abs(value) >= _WIDE
 
 
+def _widened_inside(value: object) -> bool:
+    """Whether a value echoed as is (the frame id) holds a `widened` number anywhere. Iterative:
+    an id may nest a thousand levels deep."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if type(v) is list:
+            stack.extend(v)
+        elif type(v) is dict:
+            stack.extend(v.values())
+        elif widened(v):
+            return True
+    return False
+
+
 def exact_frame(text: str, frame: dict[str, Any]) -> dict[str, Any]:
     """``frame`` (already parsed by orjson) parsed again with exact integers: slow, so only for
     the rare frame with a `widened` number that matters."""
@@ -152,11 +167,12 @@ def _dumps(answer: dict[str, Any]) -> bytes:
     hold (see `exact_frame`): those few answers go through json."""
     try:
         return orjson.dumps(answer)
-    except TypeError:
-        try:
-            return json.dumps(answer, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
-        except ValueError:  # an infinity (1e400) in the id as well: no id rather than invalid JSON
-            return orjson.dumps({**answer, "id": None})
+    except TypeError:  # an id orjson cannot write: beyond 64 bits, or nested over 255 deep
+        pass
+    try:
+        return json.dumps(answer, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+    except (ValueError, RecursionError):  # too deep for json too, or an infinity (1e400) as well
+        return orjson.dumps({**answer, "id": None})
 
 
 def _error(frame_id: object, code: str, message: str) -> bytes:
@@ -216,7 +232,7 @@ class Connection:
         frame_id: object = None
         try:
             frame = parse_frame(text)
-            if any(widened(v) for v in frame.values()):  # the id or a query's integer field
+            if _widened_inside(frame.get("id")) or any(widened(v) for v in frame.values()):  # a query's integer field
                 frame = exact_frame(text, frame)
             frame_id = frame.get("id")
             op = frame.get("op")

@@ -1,0 +1,172 @@
+"""Torn and corrupt journals: a bad file is detected at start with a clear message naming it (log
+and /readyz), its board is failed, and the other boards start and serve."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from websockets.sync.client import connect
+
+from support.faults import FaultServer, assert_standings_match_rebuild, journal_file, server_digests, write_config
+from support.server import token_for
+
+
+BOARDS: dict[str, dict[str, Any]] = {"good": {"periods": ["alltime", "daily"]}, "bad": {"periods": ["alltime", "daily"]}}
+PERIODS = {name: body["periods"] for name, body in BOARDS.items()}
+
+
+def submit(url: str, events: list[dict[str, Any]]) -> list[str]:
+    with connect(url, additional_headers={"Authorization": f"Bearer {token_for('gs')}"}, max_size=None) as ws:
+        ws.send(orjson.dumps({"op": "submit", "id": 1, "events": events}).decode())
+        answer = orjson.loads(ws.recv(timeout=60))
+    return [r["status"] if r["status"] != "rejected" else f"rejected:{r['reason']}" for r in answer["results"]]
+
+
+def _events(board: str, n: int, prefix: str) -> list[dict[str, Any]]:
+    now = time.time_ns() // 1_000_000
+    return [
+        {"board": board, "member": f"m{i % 300}", "value": i, "occurred_at": now - i, "idempotency_key": f"{prefix}-{i}",
+         "meta": {"match": f"match-{i}"}}
+        for i in range(n)
+    ]
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A data dir whose journals a real server wrote and then closed cleanly (WAL checkpointed)."""
+    root = tmp_path_factory.mktemp("pristine")
+    server = FaultServer(write_config(root, BOARDS))
+    server.start()
+    try:
+        for board in BOARDS:
+            for batch in range(4):
+                assert set(submit(server.ws_url, _events(board, 1000, f"{board}{batch}"))) == {"accepted"}
+        server.signal(signal.SIGTERM)
+        assert server.wait() == 0
+    finally:
+        server.kill()
+    assert not Path(f"{journal_file(root / 'data', 'bad')}-wal").exists()
+    yield root / "data"
+
+
+def _cut_in_half(path: Path) -> None:
+    os.truncate(path, path.stat().st_size // 2)
+
+
+def _cut_the_tail(path: Path) -> None:
+    os.truncate(path, path.stat().st_size - 100)  # inside the last page
+
+
+def _garbage_file(path: Path) -> None:
+    path.write_bytes(random.Random(1).randbytes(path.stat().st_size))
+
+
+def _garbage_page(path: Path) -> None:
+    size = path.stat().st_size
+    with open(path, "r+b") as f:
+        f.seek(size // 2 // 4096 * 4096)
+        f.write(random.Random(2).randbytes(4096))
+
+
+def _not_sqlite(path: Path) -> None:
+    path.write_text("this is not a journal\n" * 100)
+
+
+CORRUPTIONS: dict[str, Callable[[Path], None]] = {
+    "truncated_in_half": _cut_in_half,
+    "truncated_inside_last_page": _cut_the_tail,
+    "garbage_bytes": _garbage_file,
+    "garbage_page": _garbage_page,
+    "not_sqlite": _not_sqlite,
+}
+
+
+@pytest.mark.parametrize("corruption", CORRUPTIONS)
+def test_corrupt_journal_fails_its_board_by_name_and_the_others_serve(
+    corruption: str, pristine: Path, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    shutil.copytree(pristine, data)
+    bad = journal_file(data, "bad")
+    CORRUPTIONS[corruption](bad)
+    config = write_config(tmp_path, BOARDS)
+    server = FaultServer(config)
+    server.start(ready=False)
+    try:
+        while (ready := httpx.get(server.url + "/readyz")).json()["boards"]["good"] != "ready":
+            time.sleep(0.02)
+        body = ready.json()
+        assert ready.status_code == 503
+        assert body["boards"] == {"good": "ready", "bad": "failed"}
+        assert str(bad) in body["failures"]["bad"]
+        assert "good" not in body.get("failures", {})
+        log = server.log()
+        assert f"board bad failed: {bad}" in log, log
+
+        top = httpx.get(server.url + "/v1/boards/bad/alltime/top")
+        assert top.status_code == 503 and top.json()["error"]["code"] == "unavailable"
+        assert submit(server.ws_url, _events("bad", 3, "after")) == ["rejected:unavailable"] * 3
+
+        good = httpx.get(server.url + "/v1/boards/good/alltime/top", params={"limit": 1000}).json()
+        assert good["size"] == 300
+        assert submit(server.ws_url, _events("good", 3, "after")) == ["accepted"] * 3
+        server.signal(signal.SIGTERM)
+        assert server.wait() == 0
+    finally:
+        server.kill()
+    # The offline rebuild refuses the bad journal by name too, and still rebuilds the good one.
+    done = subprocess.run([sys.executable, "-m", "arena", "rebuild", "--config", str(config)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert str(bad) in done.stderr
+    assert any(line.startswith("good\talltime\t") for line in done.stdout.splitlines())
+
+
+def test_torn_wal_after_sigkill_starts_with_a_consistent_prefix(tmp_path: Path) -> None:
+    """A WAL cut mid-frame (a lost tail of writes) is crash recovery, not corruption: the board
+    starts with the transactions before the cut, whole, and its standings equal a rebuild."""
+    config = write_config(tmp_path, BOARDS)
+    data = tmp_path / "data"
+    server = FaultServer(config)
+    server.start()
+    batches = [_events("bad", 50, f"b{batch}") for batch in range(20)]
+    try:
+        for events in batches:
+            assert set(submit(server.ws_url, events)) == {"accepted"}
+        server.kill()  # SIGKILL: the WAL stays
+        wal = Path(f"{journal_file(data, 'bad')}-wal")
+        page = 4096
+        frames = (wal.stat().st_size - 32) // (24 + page)
+        assert 10 < frames < 1000  # not checkpointed yet (SQLite does at 1000 pages)
+        os.truncate(wal, 32 + (frames // 2) * (24 + page) + 24 + page // 2)  # half a frame
+        server.start()
+        db = sqlite3.connect(f"file:{journal_file(data, 'bad')}?mode=ro", uri=True)
+        try:
+            keys = [k for (k,) in db.execute("SELECT idempotency_key FROM score_event ORDER BY seq")]
+            seqs = [s for (s,) in db.execute("SELECT seq FROM score_event ORDER BY seq")]
+        finally:
+            db.close()
+        assert seqs == list(range(1, len(seqs) + 1))
+        assert len(keys) % 50 == 0 and len(keys) < 1000  # whole frames (one per transaction here)
+        assert keys == [f"b{i // 50}-{i % 50}" for i in range(len(keys))]
+        assert_standings_match_rebuild(server.url, config, PERIODS)
+        assert server_digests(server.url, {"good": ["alltime"]})[("good", "alltime", "alltime")][1] == 0
+        # The lost tail can simply be resent.
+        for batch, events in enumerate(batches):
+            expected = "duplicate" if batch * 50 < len(keys) else "accepted"
+            assert set(submit(server.ws_url, events)) == {expected}
+    finally:
+        server.kill()

@@ -1,0 +1,196 @@
+"""SIGKILL under steady ingest: no acked event is ever lost, nothing unacked is half-applied, and
+a resend of the unacked frames (same keys) is told exactly what the journal already holds."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import signal
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from arena.engine.times import parse_rfc3339_ms
+from support.faults import (
+    FaultServer,
+    Fingerprint,
+    Ledger,
+    assert_standings_match_rebuild,
+    journaled,
+    pipelined_writer,
+    rounds,
+    seed,
+    write_config,
+)
+from support.server import ADMIN_TOKEN, Client, token_for
+
+
+BOARDS: dict[str, dict[str, Any]] = {
+    "best": {"aggregation": "best", "periods": ["alltime", "daily"]},
+    "total": {"aggregation": "sum", "periods": ["alltime", "hourly"], "max_value": 1000},
+}
+PERIODS = {name: body["periods"] for name, body in BOARDS.items()}
+WRITERS = 4
+IN_FLIGHT = 4
+MEMBERS = [f"player-{i:02d}" for i in range(40)]
+
+
+def _frames(rng: random.Random, prefix: str) -> Iterator[list[dict[str, Any]]]:
+    """Endless submit frames of 1..40 fresh, valid events over both boards."""
+    for n in range(10**9):
+        now = time.time_ns() // 1_000_000
+        yield [
+            {
+                "board": rng.choice(("best", "total")),
+                "member": rng.choice(MEMBERS),
+                "value": rng.randrange(0, 1001),
+                "occurred_at": now - rng.randrange(0, 5000),
+                "idempotency_key": f"{prefix}-{n}-{i}",
+            }
+            for i in range(rng.randrange(1, 41))
+        ]
+
+
+def _fingerprint(e: dict[str, Any]) -> Fingerprint:
+    return (e["member"], e["value"], e["occurred_at"])
+
+
+def _journal(data_dir: Path) -> dict[str, dict[str, Fingerprint]]:
+    return {board: journaled(data_dir, board) for board in BOARDS}
+
+
+async def _ingest_and_kill(server: FaultServer, rng: random.Random, round_no: int) -> Ledger:
+    """Writers stream until a random moment after the first ack, then the server is SIGKILLed."""
+    ledger = Ledger()
+    stop = asyncio.Event()
+    writers = [
+        asyncio.create_task(pipelined_writer(
+            server.ws_url, token_for("gs"), _frames(random.Random(rng.random()), f"r{round_no}w{w}"), ledger,
+            in_flight=IN_FLIGHT, stop=stop,
+        ))
+        for w in range(WRITERS)
+    ]
+    while not ledger.acked:
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(rng.uniform(0.05, 1.5))
+    server.kill()  # SIGKILL
+    await asyncio.wait_for(asyncio.gather(*writers), 60)
+    return ledger
+
+
+def _check_round(ledger: Ledger, journal: dict[str, dict[str, Fingerprint]]) -> dict[str, int]:
+    """Acked events are journaled as sent; every unacked frame is all-or-nothing per board."""
+    lost = 0
+    for events, results in ledger.acked:
+        assert [r["status"] for r in results] == ["accepted"] * len(events), results
+        for e in events:
+            if journal[e["board"]].get(e["idempotency_key"]) != _fingerprint(e):
+                lost += 1
+    assert lost == 0, f"{lost} acked events are not in the journal"
+    half = 0
+    unacked_journaled = 0
+    for events in ledger.unacked:
+        by_board: dict[str, list[bool]] = defaultdict(list)
+        for e in events:
+            found = journal[e["board"]].get(e["idempotency_key"])
+            assert found in (None, _fingerprint(e))
+            by_board[e["board"]].append(found is not None)
+        for present in by_board.values():
+            if any(present) and not all(present):
+                half += 1
+            unacked_journaled += sum(present)
+    assert half == 0, f"{half} unacked frames are half journaled"
+    return {
+        "acked_events": sum(len(events) for events, _ in ledger.acked),
+        "unacked_frames": len(ledger.unacked),
+        "unacked_events_journaled": unacked_journaled,
+        "unacked_events_not_journaled": sum(len(ev) for ev in ledger.unacked) - unacked_journaled,
+    }
+
+
+def _check_audit(url: str, ledger: Ledger, member: str) -> None:
+    """The admin audit route agrees: a member's acked events are listed, as sent, from "gs"."""
+    acked = {e["idempotency_key"]: e for events, _ in ledger.acked for e in events
+             if e["board"] == "best" and e["member"] == member}
+    answer = httpx.get(f"{url}/v1/boards/best/events", params={"member": member, "limit": 1000},
+                       headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=30)
+    assert answer.status_code == 200, answer.text
+    listed = {e["idempotency_key"]: e for e in answer.json()["events"]}
+    for key, sent in acked.items():
+        e = listed[key]
+        assert (e["member"], e["value"], parse_rfc3339_ms(e["occurred_at"]), e["source"]) == (
+            member, sent["value"], sent["occurred_at"], "gs")
+
+
+async def _resend_unacked(server: FaultServer, ledger: Ledger, journal: dict[str, dict[str, Fingerprint]]) -> None:
+    """The client's retry after reconnecting: duplicate for what was journaled, accepted otherwise."""
+    client = await Client.connect(server.ws_url, token_for("gs"))
+    try:
+        for events in ledger.unacked:
+            expected = ["duplicate" if e["idempotency_key"] in journal[e["board"]] else "accepted" for e in events]
+            results = await client.submit(events, timeout=60)
+            assert [r["status"] for r in results] == expected, results
+    finally:
+        await client.close()
+
+
+def _totals(sent: dict[str, dict[str, Any]]) -> dict[str, int]:
+    totals: dict[str, int] = defaultdict(int)
+    for e in sent.values():
+        if e["board"] == "total":
+            totals[e["member"]] += e["value"]
+    return dict(totals)
+
+
+async def _run(tmp_path: Path, n_rounds: int) -> list[dict[str, int]]:
+    config = write_config(tmp_path, BOARDS)
+    data_dir = tmp_path / "data"
+    rng = random.Random(seed())
+    server = FaultServer(config)
+    await asyncio.to_thread(server.start)
+    sent: dict[str, dict[str, Any]] = {}
+    report = []
+    try:
+        for round_no in range(n_rounds):
+            ledger = await _ingest_and_kill(server, rng, round_no)
+            for events in [ev for ev, _ in ledger.acked] + ledger.unacked:
+                sent.update((e["idempotency_key"], e) for e in events)
+            await asyncio.to_thread(server.start)
+            journal = _journal(data_dir)
+            report.append(_check_round(ledger, journal))
+            _check_audit(server.url, ledger, rng.choice(MEMBERS))
+            assert_standings_match_rebuild(server.url, config, PERIODS)
+            await _resend_unacked(server, ledger, journal)
+        # Everything ever sent is journaled exactly once, and the standings add up.
+        journal = _journal(data_dir)
+        assert sum(len(j) for j in journal.values()) == len(sent)
+        for key, e in sent.items():
+            assert journal[e["board"]][key] == _fingerprint(e)
+        assert_standings_match_rebuild(server.url, config, PERIODS)
+        top = httpx.get(server.url + "/v1/boards/total/alltime/top", params={"limit": 1000}).json()
+        assert {x["member"]: x["score"] for x in top["entries"]} == _totals(sent)
+        server.signal(signal.SIGTERM)
+        assert await asyncio.to_thread(server.wait) == 0
+    finally:
+        server.kill()
+    return report
+
+
+async def test_sigkill_during_ingest_loses_no_acked_event(tmp_path: Path) -> None:
+    report = await _run(tmp_path, 1)
+    assert report[0]["acked_events"] > 0
+
+
+@pytest.mark.slow
+async def test_sigkill_rounds_lose_no_acked_event(tmp_path: Path) -> None:
+    n = rounds(10)
+    report = await _run(tmp_path, n)
+    print(f"\nSIGKILL rounds: {n}")
+    for i, r in enumerate(report):
+        print(f"  round {i}: {r}")
+    assert sum(r["acked_events"] for r in report) > 0

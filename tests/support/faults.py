@@ -1,0 +1,289 @@
+"""Helpers of the fault-injection tests (tests/faults): config files for child servers, a child
+server that may start with failed boards or inside a private tmpfs, and read-only looks at what
+the server journaled and answers (sqlite journal, digests, offline rebuild, metrics, memory)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import websockets
+
+from support.server import ADMIN_TOKEN, ChildServer, sha, token_for
+
+Fingerprint = tuple[str, int, int]
+TableId = tuple[str, str, str]
+"""(board, period, period_id)"""
+
+
+def rounds(default: int) -> int:
+    """How many rounds a long fault test runs: ``$ARENA_FAULT_ROUNDS`` or ``default``."""
+    return int(os.environ.get("ARENA_FAULT_ROUNDS", default))
+
+
+def seed() -> int:
+    return int(os.environ.get("ARENA_FAULT_SEED", "20261202"))
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str | Path):
+        return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    raise TypeError(f"cannot write {value!r} as TOML")
+
+
+def write_config(
+    directory: Path,
+    boards: Mapping[str, Mapping[str, Any]],
+    servers: Mapping[str, Sequence[str]] | None = None,
+    *,
+    data_dir: Path | None = None,
+    **settings: Any,
+) -> Path:
+    """``directory/config.toml`` for a child server: tokens are `token_for(id)` and `ADMIN_TOKEN`."""
+    lines = ["[server]", f"data_dir = {_toml(data_dir or directory / 'data')}"]
+    lines += [f"{key} = {_toml(value)}" for key, value in settings.items()]
+    for sid, scope in (servers or {"gs": ["*"]}).items():
+        lines += ["", "[[servers]]", f"id = {_toml(sid)}", f"token_sha256 = {_toml(sha(token_for(sid)))}",
+                  f"boards = {_toml(list(scope))}"]
+    lines += ["", "[[admins]]", 'id = "ops"', f"token_sha256 = {_toml(sha(ADMIN_TOKEN))}"]
+    for name, body in boards.items():
+        lines += ["", f"[boards.{name}]"] + [f"{key} = {_toml(value)}" for key, value in body.items()]
+    path = directory / "config.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+class FaultServer(ChildServer):
+    """A ChildServer that can start with failed boards (wait for /healthz instead of /readyz)
+    and run under a command prefix (e.g. ``unshare --mount`` for a private tmpfs)."""
+
+    def __init__(self, config_path: Path, *, prefix: Sequence[str] = (), log_level: str = "INFO",
+                 serve_args: Sequence[str] = (), **kwargs: Any) -> None:
+        super().__init__(config_path, **kwargs)
+        self.prefix = list(prefix)
+        self.log_level = log_level
+        self.serve_args = list(serve_args)
+
+    def start(self, timeout: float = 60.0, *, ready: bool = True) -> None:  # type: ignore[override]
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.ws_url = f"ws://127.0.0.1:{self.port}/v1/ws"
+        args = [sys.executable, "-m", "arena", "--log-level", self.log_level, "serve", "--config", str(self.config_path),
+                "--port", str(self.port), *self.serve_args]
+        if self.fault_injection:
+            args.append("--fault-injection")
+        self.log_path = self.config_path.parent / f"serve-{self.port}.log"
+        self._log = open(self.log_path, "wb")
+        env = {**os.environ, **(self.env or {})}
+        self.proc = subprocess.Popen(self.prefix + args, stdout=self._log, stderr=subprocess.STDOUT, env=env)
+        path = "/readyz" if ready else "/healthz"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"arena serve exited {self.proc.returncode}:\n{self.log()}")
+            try:
+                if httpx.get(self.url + path, timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        raise TimeoutError(f"arena serve not ready:\n{self.log()}")
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+# -- what the journal holds (read-only, like `arena verify`) -------------------------------------
+
+
+def journal_file(data_dir: Path, board: str) -> Path:
+    return data_dir / f"{board}.journal.sqlite"
+
+
+def open_readonly(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+
+
+def journaled(data_dir: Path, board: str) -> dict[str, Fingerprint]:
+    """idempotency_key -> (member, value, occurred_at) of every score event in a board's journal."""
+    db = open_readonly(journal_file(data_dir, board))
+    try:
+        rows = db.execute("SELECT idempotency_key, member, value, occurred_at FROM score_event").fetchall()
+    finally:
+        db.close()
+    return {key: (member, value, occurred_at) for key, member, value, occurred_at in rows}
+
+
+# -- what the server answers ------------------------------------------------------------------
+
+
+def server_digests(url: str, boards: Mapping[str, Sequence[str]]) -> dict[TableId, tuple[str, int]]:
+    """(board, period, period_id) -> (sha256, size) of every table the server retains."""
+    found: dict[TableId, tuple[str, int]] = {}
+    with httpx.Client(base_url=url, timeout=30) as http:
+        for board, periods in boards.items():
+            for period in periods:
+                listing = http.get(f"/v1/boards/{board}/{period}/periods")
+                assert listing.status_code == 200, listing.text
+                for p in listing.json()["periods"]:
+                    d = http.get(f"/v1/boards/{board}/{period}/digest", params={"period_id": p["period_id"]}).json()
+                    found[(board, period, p["period_id"])] = (d["sha256"], d["size"])
+    return found
+
+
+def rebuild_digests(config_path: Path) -> dict[TableId, tuple[str, int]]:
+    """`arena rebuild --config` (offline, read-only): (board, period, period_id) -> (sha256, members)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "arena", "rebuild", "--config", str(config_path)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    found: dict[TableId, tuple[str, int]] = {}
+    for line in done.stdout.splitlines()[1:]:
+        board, period, period_id, _events, members, _seconds, digest = line.split("\t")
+        found[(board, period, period_id)] = (digest, int(members))
+    return found
+
+
+def assert_standings_match_rebuild(url: str, config_path: Path, boards: Mapping[str, Sequence[str]]) -> None:
+    """Every table the server serves equals the offline rebuild of its journal (and vice versa for
+    tables with entries)."""
+    served = server_digests(url, boards)
+    rebuilt = rebuild_digests(config_path)
+    for table, (digest, size) in served.items():
+        if size:
+            assert rebuilt.get(table) == (digest, size), f"{table}: server {digest}/{size}, rebuild {rebuilt.get(table)}"
+    for table, (digest, size) in rebuilt.items():
+        if size:
+            assert served.get(table) == (digest, size), f"{table}: rebuild {digest}/{size}, server {served.get(table)}"
+
+
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)$")
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def metric(url: str, name: str, **labels: str) -> float:
+    """`parse_metric` of a child server's /metrics (blocking: not for an InProcessServer)."""
+    return parse_metric(httpx.get(url + "/metrics", timeout=30).text, name, **labels)
+
+
+def parse_metric(text: str, name: str, **labels: str) -> float:
+    """The sum of a Prometheus sample over the series whose labels include ``labels``."""
+    total = 0.0
+    for line in text.splitlines():
+        m = _SAMPLE.match(line)
+        if m is None or m.group(1) != name:
+            continue
+        have = dict(_LABEL.findall(m.group(2) or ""))
+        if all(have.get(k) == v for k, v in labels.items()):
+            total += float(m.group(3))
+    return total
+
+
+def memory_kib(pid: int) -> dict[str, int]:
+    """VmRSS and VmHWM (peak RSS) of a process, in KiB."""
+    found = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            found[key] = int(value.split()[0])
+    return found
+
+
+# -- steady ingest that remembers what was acked --------------------------------------------------
+
+
+class Ledger:
+    """Every submit frame a test sent, and the ack of those that got one."""
+
+    def __init__(self) -> None:
+        self.acked: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]] = []
+        self.unacked: list[list[dict[str, Any]]] = []
+
+
+async def pipelined_writer(
+    ws_url: str,
+    token: str,
+    frames: Iterator[list[dict[str, Any]]],
+    ledger: Ledger,
+    *,
+    in_flight: int,
+    stop: asyncio.Event,
+    on_ack: Callable[[list[dict[str, Any]], list[dict[str, Any]]], None] | None = None,
+) -> None:
+    """Send the frames of ``frames`` (lists of events) on one connection, keeping up to
+    ``in_flight`` unanswered, until ``stop`` is set, ``frames`` ends or the connection dies; then
+    wait for the outstanding acks (unless the connection died). Frames left without an ack go to
+    ``ledger.unacked``. ``on_ack(events, results)`` runs the moment an ack is read."""
+    try:
+        ws = await websockets.connect(ws_url, additional_headers={"Authorization": f"Bearer {token}"}, max_size=None)
+    except (OSError, websockets.InvalidHandshake, TimeoutError):
+        return
+    slots = asyncio.Semaphore(in_flight)
+    closed = asyncio.Event()
+    pending: dict[int, list[dict[str, Any]]] = {}
+
+    async def read() -> None:
+        try:
+            async for message in ws:
+                answer = orjson.loads(message)
+                assert answer["op"] == "ack", answer
+                events = pending.pop(answer["id"])
+                if on_ack is not None:
+                    on_ack(events, answer["results"])
+                ledger.acked.append((events, answer["results"]))
+                slots.release()
+        except websockets.ConnectionClosed:
+            pass
+        finally:
+            closed.set()
+            for _ in range(in_flight):
+                slots.release()
+
+    reader = asyncio.create_task(read())
+    try:
+        for frame_id, events in enumerate(frames, 1):
+            await slots.acquire()
+            if closed.is_set() or stop.is_set():
+                slots.release()
+                break
+            pending[frame_id] = events
+            try:
+                await ws.send(orjson.dumps({"op": "submit", "id": frame_id, "events": events}).decode())
+            except websockets.ConnectionClosed:
+                break
+        for _ in range(in_flight):  # every slot back: every ack read, or the connection is gone
+            await slots.acquire()
+    finally:
+        await ws.close()
+        await reader
+        ledger.unacked += pending.values()
