@@ -78,8 +78,8 @@ async def _audit(arena: Arena, admin: Admin, request: Request) -> Body:
     member = request.query_params.get("member")
     if not member:
         raise invalid_request("member is required")
-    limit = int_param(request, "limit", 100)
-    before = int_param(request, "before_seq")
+    limit = int_param(request.query_params.get("limit"), "limit", 100)
+    before = int_param(request.query_params.get("before_seq"), "before_seq")
     assert limit is not None
     if not 1 <= limit <= MAX_AUDIT_LIMIT:
         raise invalid_request(f"limit must be between 1 and {MAX_AUDIT_LIMIT}")

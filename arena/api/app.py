@@ -3,17 +3,29 @@
 from __future__ import annotations
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.routing import BaseRoute, WebSocketRoute
+from starlette.types import ASGIApp
 
 from arena.api import admin, http, testing, ws
+from arena.api.http import json_response
 from arena.service import Arena
 
 
-def create_app(arena: Arena) -> Starlette:
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own 404/405 answers in the contract's error shape."""
+    assert isinstance(exc, HTTPException)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "invalid_request")
+    return json_response({"error": {"code": code, "message": str(exc.detail)}}, exc.status_code)
+
+
+def create_app(arena: Arena) -> ASGIApp:
     """Routes only; the caller starts and stops ``arena`` around the server (see arena.server)."""
     routes: list[BaseRoute] = [*http.routes, *admin.routes, WebSocketRoute("/v1/ws", ws.ingest)]
     if arena.fault_injection:
         routes += testing.routes
-    app = Starlette(routes=routes)
+    app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
     app.state.arena = arena
-    return app
+    return http.QueryRoutes(arena, app)
