@@ -1,0 +1,1039 @@
+"""A client for game servers: stream score events to Arena over one WebSocket and read standings.
+
+    async with ArenaClient("http://127.0.0.1:8080", token) as arena:
+        result = await arena.submit("high_score", "alice", 1200)    # SubmitResult (accepted)
+        table = await arena.top("high_score", "daily", limit=10)    # Table with .entries
+
+For scripts without an event loop, `connect_sync` (or `ArenaClientSync`) gives the same methods,
+blocking, over a private event loop in a thread.
+
+What the client does for you:
+
+- **Auto-batching.** `submit` calls made within ``linger`` seconds (default 2 ms) of each other
+  travel in one submit frame (at most ``max_batch`` events and ``max_frame_bytes`` bytes).
+- **Pipelining.** Up to ``max_in_flight`` frames are sent before their answers arrive; past that
+  new calls wait in the client's queue (the server applies its own backpressure the same way).
+- **Safe retries.** Every event gets an idempotency key when it is submitted (a time-ordered
+  UUIDv7 unless you pass one) and keeps it for its whole life. When the connection drops (the
+  server restarts, the network fails), the client reconnects with exponential backoff and jitter
+  and resends every event that was not acked, with the same keys. An event the server journaled
+  before the drop comes back ``duplicate``: `SubmitResult.recorded` is True for both ``accepted``
+  and ``duplicate``, and `SubmitResult.status` says which one it was.
+- **`unavailable` is retried.** An event the server answers ``rejected/unavailable`` (nothing was
+  journaled: the board failed or its disk refused the write) is resent with the same key after a
+  backoff, for up to ``retry_unavailable_for`` seconds; only then does it surface as rejected.
+
+Errors: every error the client raises on purpose derives from `ArenaClientError`.
+
+    ArenaClientError
+     ├── AuthenticationError   the handshake was refused (HTTP 401/403): missing or unknown token.
+     │                         Never retried; raised by connect, and by every waiting call when a
+     │                         reconnect is refused.
+     ├── ConnectionFailed      no connection could be made for ``give_up_after`` seconds; waiting
+     │                         calls fail with it (``idempotency_keys`` names the dropped events, so
+     │                         they can be resent later with the same keys, safely).
+     ├── ClientClosed          the client is closed (or not connected yet); nothing more is sent.
+     ├── EventRejected         the server rejected an event (``reason``, ``idempotency_key``), e.g.
+     │                         value_out_of_range, period_closed. ``unavailable`` is raised only
+     │                         after the retries above.
+     └── QueryFailed           the server answered an error frame (``code``, ``message``):
+                               member_not_found, unknown_period, period_not_retained, not_ready...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+import random
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Coroutine, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from enum import StrEnum
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import orjson
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+
+__all__ = [
+    "ArenaClient",
+    "ArenaClientError",
+    "ArenaClientSync",
+    "AuthenticationError",
+    "ClientClosed",
+    "ClientStats",
+    "ConnectionFailed",
+    "Entry",
+    "EventRejected",
+    "Percentile",
+    "QueryFailed",
+    "ScoreAtPercentile",
+    "ScoreEvent",
+    "Standing",
+    "SubmitResult",
+    "SubmitStatus",
+    "Table",
+    "TableInfo",
+    "connect_sync",
+    "new_idempotency_key",
+]
+
+log = logging.getLogger("arena.client")
+
+T = TypeVar("T")
+OccurredAt = int | str | datetime
+"""Epoch milliseconds, an RFC 3339 string with an offset, or an aware `datetime`."""
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MS = timedelta(milliseconds=1)
+MAX_ANSWER_BYTES = 16 * 1_048_576  # a top(limit=1000) of long member names is well under this
+STABLE_SECONDS = 5.0  # a connection that lasted this long resets the reconnect backoff
+_FRAME_OVERHEAD = 64  # bytes of a submit frame around its events: {"op":"submit","id":N,"events":[...]}
+
+
+# -- errors -------------------------------------------------------------------------------------
+
+
+class ArenaClientError(Exception):
+    """Root of every error the client raises on purpose (the tree is in the module docstring)."""
+
+
+class AuthenticationError(ArenaClientError):
+    """The server refused the token (HTTP ``status`` 401 or 403). Not retried: fix the token."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(f"the server refused the token (HTTP {status})")
+        self.status = status
+
+
+class ConnectionFailed(ArenaClientError):
+    """No connection for ``give_up_after`` seconds. ``idempotency_keys`` lists the events of the
+    failed calls: resending them later with the same keys is safe (journaled ones come back
+    ``duplicate``)."""
+
+    def __init__(self, message: str, idempotency_keys: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.idempotency_keys = idempotency_keys
+
+
+class ClientClosed(ArenaClientError):
+    """The client is closed or not connected: use ``async with ArenaClient(...)`` or `connect`."""
+
+
+class EventRejected(ArenaClientError):
+    """The server rejected an event. ``reason`` is the wire code (value_out_of_range,
+    period_closed, idempotency_key_reused, forbidden, invalid_event, ...)."""
+
+    def __init__(self, reason: str, idempotency_key: str | None) -> None:
+        super().__init__(f"event {idempotency_key!r} rejected: {reason}")
+        self.reason = reason
+        self.idempotency_key = idempotency_key
+
+
+class QueryFailed(ArenaClientError):
+    """The server answered an error frame: ``code`` (member_not_found, unknown_period,
+    period_not_retained, unknown_board, invalid_request, not_ready, unavailable...) and ``message``."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+# -- values -------------------------------------------------------------------------------------
+
+
+class SubmitStatus(StrEnum):
+    ACCEPTED = "accepted"
+    DUPLICATE = "duplicate"
+    REJECTED = "rejected"
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitResult:
+    """The server's answer for one event. ``duplicate`` means it was already journaled (a retry
+    of an event the server had recorded): as good as ``accepted``."""
+
+    idempotency_key: str
+    status: SubmitStatus
+    reason: str | None = None
+
+    @property
+    def recorded(self) -> bool:
+        """True when the event is in the journal: accepted now, or before (duplicate)."""
+        return self.status is not SubmitStatus.REJECTED
+
+    def raise_for_status(self) -> SubmitResult:
+        """Return self, or raise `EventRejected` when the event was rejected."""
+        if self.status is SubmitStatus.REJECTED:
+            raise EventRejected(self.reason or "rejected", self.idempotency_key)
+        return self
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreEvent:
+    """One event for `ArenaClient.submit_many`. ``occurred_at`` defaults to now and
+    ``idempotency_key`` to a new UUIDv7, both fixed when the event is submitted."""
+
+    board: str
+    member: str
+    value: int
+    occurred_at: OccurredAt | None = None
+    idempotency_key: str | None = None
+    meta: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One row of a table."""
+
+    rank: int
+    member: str
+    score: int
+    reached_at: datetime  # aware, UTC, millisecond precision
+
+    @property
+    def reached_at_ms(self) -> int:
+        return _to_ms(self.reached_at)
+
+
+@dataclass(frozen=True, slots=True)
+class TableInfo:
+    """Which table answered: one window of one period kind of a board."""
+
+    board: str
+    period: str
+    period_id: str
+    start: datetime | None  # None for alltime
+    end: datetime | None
+    closed: bool
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class Table(TableInfo):
+    """A slice of standings (`ArenaClient.top`, `ArenaClient.around`)."""
+
+    entries: tuple[Entry, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Standing(TableInfo):
+    """One member's row (`ArenaClient.rank`)."""
+
+    entry: Entry
+
+
+@dataclass(frozen=True, slots=True)
+class Percentile(TableInfo):
+    """One member's row and ``top_percent`` = 100 * rank / size (rank 1 of 1000: 0.1)."""
+
+    entry: Entry
+    top_percent: float
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreAtPercentile(TableInfo):
+    """The entry at rank ceil(p / 100 * size); None on an empty table."""
+
+    p: float
+    entry: Entry | None
+
+
+@dataclass(frozen=True, slots=True)
+class ClientStats:
+    """Counters since the client was created (a snapshot)."""
+
+    frames_sent: int  # submit frames
+    events_sent: int  # events in those frames, resends included
+    events_resent: int  # after a reconnect or an `unavailable` answer
+    queries_sent: int
+    connections: int  # successful handshakes
+    peak_in_flight: int  # most frames sent and not yet answered at one time
+
+
+def new_idempotency_key() -> str:
+    """A new UUIDv7 string: 48 bits of epoch milliseconds, then 74 random bits. Unique (the
+    random part) and time-ordered, which keeps the journal's key index append-mostly."""
+    ms = time.time_ns() // 1_000_000
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (ms & ((1 << 48) - 1)) << 80 | 0x7 << 76 | (rand >> 68 & 0xFFF) << 64 | 0b10 << 62 | (rand & ((1 << 62) - 1))
+    return str(uuid.UUID(int=value))
+
+
+def _to_ms(moment: datetime) -> int:
+    if moment.tzinfo is None:
+        raise ValueError("occurred_at must be an aware datetime (with a timezone)")
+    return (moment - _EPOCH) // _MS
+
+
+def _from_rfc3339(text: str) -> datetime:
+    return datetime.fromisoformat(text)
+
+
+def _optional_time(text: str | None) -> datetime | None:
+    return None if text is None else _from_rfc3339(text)
+
+
+def _entry(body: Mapping[str, Any]) -> Entry:
+    return Entry(body["rank"], body["member"], body["score"], _from_rfc3339(body["reached_at"]))
+
+
+def _info(body: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "board": body["board"],
+        "period": body["period"],
+        "period_id": body["period_id"],
+        "start": _optional_time(body["start"]),
+        "end": _optional_time(body["end"]),
+        "closed": body["closed"],
+        "size": body["size"],
+    }
+
+
+def ws_url(url: str) -> str:
+    """``http://host:port`` (or ``ws://``) to the ingest endpoint ``ws://host:port/v1/ws``."""
+    parts = urlsplit(url)
+    scheme = {"http": "ws", "https": "wss"}.get(parts.scheme, parts.scheme)
+    if scheme not in ("ws", "wss"):
+        raise ValueError(f"not an http(s) or ws(s) URL: {url!r}")
+    path = parts.path if parts.path not in ("", "/") else "/v1/ws"
+    return urlunsplit((scheme, parts.netloc, path, parts.query, ""))
+
+
+# -- the asyncio client ---------------------------------------------------------------------------
+
+
+@dataclass(slots=True, eq=False)
+class _Pending:
+    """An event on its way: serialised once, so every resend is byte-identical."""
+
+    key: str
+    data: bytes
+    future: asyncio.Future[SubmitResult]
+    unavailable_since: float | None = None
+    unavailable_answers: int = 0
+
+
+@dataclass(slots=True, eq=False)
+class _Query:
+    frame: dict[str, Any]
+    future: asyncio.Future[dict[str, Any]]
+
+
+@dataclass(slots=True)
+class _Counters:
+    frames_sent: int = 0
+    events_sent: int = 0
+    events_resent: int = 0
+    queries_sent: int = 0
+    connections: int = 0
+    peak_in_flight: int = 0
+
+
+@dataclass(slots=True)
+class _Backoff:
+    """Exponential backoff with equal jitter: attempt n waits in [d/2, d], d = min(cap, base * 2**n)."""
+
+    base: float
+    cap: float
+    attempt: int = 0
+    rng: random.Random = field(default_factory=random.Random)
+
+    def next(self) -> float:
+        delay = min(self.cap, self.base * (1 << min(self.attempt, 30)))
+        self.attempt += 1
+        jitter: float = self.rng.random()
+        return delay / 2 + jitter * delay / 2
+
+    def reset(self) -> None:
+        self.attempt = 0
+
+
+class ArenaClient:
+    """One game server's connection to Arena (see the module docstring for batching, retries
+    and errors). Use it as ``async with ArenaClient(url, token) as client:``, or call `connect`
+    and `close` yourself. Not thread-safe: use it from one event loop (or use `ArenaClientSync`).
+
+    ``url`` is the server's base URL (``http://host:port``) or its WebSocket URL
+    (``ws://host:port/v1/ws``). Options:
+
+    - ``linger`` (s, default 0.002): how long a submitted event may wait for others to share its frame.
+    - ``max_batch`` (default 500) and ``max_frame_bytes`` (default 1 MiB, the server's default limit):
+      the most events and bytes in one frame. If the server answers batch_too_large the client
+      halves ``max_batch`` and resends.
+    - ``max_in_flight`` (default 16): frames sent and not yet answered.
+    - ``reconnect_base`` / ``reconnect_max`` (s, 0.05 / 2.0): the backoff between connection attempts.
+    - ``give_up_after`` (s, default 30; None = never): after this long without a connection every
+      waiting call fails with `ConnectionFailed`; the client keeps trying when new calls arrive.
+    - ``retry_unavailable_for`` (s, default 30): how long an event answered ``unavailable`` is retried.
+    - ``open_timeout`` (s, default 10): one handshake's timeout.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        *,
+        linger: float = 0.002,
+        max_batch: int = 500,
+        max_frame_bytes: int = 1_048_576,
+        max_in_flight: int = 16,
+        reconnect_base: float = 0.05,
+        reconnect_max: float = 2.0,
+        give_up_after: float | None = 30.0,
+        retry_unavailable_for: float = 30.0,
+        open_timeout: float = 10.0,
+    ) -> None:
+        if max_batch < 1 or max_in_flight < 1 or max_frame_bytes < 1024:
+            raise ValueError("max_batch and max_in_flight must be >= 1, max_frame_bytes >= 1024")
+        self.url = ws_url(url)
+        self._token = token
+        self.linger = linger
+        self.max_batch = max_batch
+        self.max_frame_bytes = max_frame_bytes
+        self.max_in_flight = max_in_flight
+        self.give_up_after = give_up_after
+        self.retry_unavailable_for = retry_unavailable_for
+        self.open_timeout = open_timeout
+        self._reconnect = _Backoff(reconnect_base, reconnect_max)
+        self._retry = _Backoff(reconnect_base, reconnect_max)
+        self._ids = itertools.count(1)
+        self._queue: deque[_Pending] = deque()
+        self._queued_since: float | None = None  # loop time the queue became non-empty
+        self._queries: deque[_Query] = deque()
+        self._in_flight: dict[int, list[_Pending] | _Query] = {}
+        self._delayed: set[_Pending] = set()  # waiting out an `unavailable` backoff
+        self._waiters: set[asyncio.Future[Any]] = set()
+        self._wakeup: asyncio.Event | None = None
+        self._runner: asyncio.Task[None] | None = None
+        self._first: asyncio.Future[None] | None = None
+        self._ws: ClientConnection | None = None
+        self._fatal: ArenaClientError | None = None
+        self._flushing = False
+        self._closing = False
+        self._counters = _Counters()
+
+    # -- life ---------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> ArenaClient:
+        return await self.connect()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def connect(self) -> ArenaClient:
+        """Open the connection; returns self. Raises `AuthenticationError` (token refused) or
+        `ConnectionFailed` (nothing answered for ``give_up_after`` seconds)."""
+        if self._runner is not None:
+            raise ClientClosed("connect() was already called")
+        loop = asyncio.get_running_loop()
+        self._wakeup = asyncio.Event()
+        self._first = loop.create_future()
+        self._runner = asyncio.create_task(self._run(), name="arena-client")
+        try:
+            await asyncio.shield(self._first)
+        except BaseException:
+            await self._stop_runner()
+            raise
+        return self
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Flush (wait until every submitted event and query is answered, at most ``timeout``
+        seconds), then close the connection. Calls still waiting after that fail with
+        `ClientClosed`. Safe to call twice."""
+        if self._runner is None or self._closing:
+            return
+        self._flushing = True
+        self._wake()
+        await self._flush(timeout)
+        await self._stop_runner()
+        self._fail_all(self._fatal or ClientClosed("the client was closed"))
+
+    async def _flush(self, timeout: float | None) -> None:
+        assert self._runner is not None
+        deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
+        while self._waiters and not self._runner.done():
+            left = None if deadline is None else deadline - asyncio.get_running_loop().time()
+            if left is not None and left <= 0:
+                return
+            await asyncio.wait([*self._waiters, self._runner], timeout=left, return_when=asyncio.FIRST_COMPLETED)
+
+    async def _stop_runner(self) -> None:
+        self._closing = True
+        self._wake()
+        runner = self._runner
+        if runner is not None:
+            if not runner.done():
+                runner.cancel()
+            await asyncio.wait([runner])
+
+    @property
+    def connected(self) -> bool:
+        """True while a connection is open (events flow)."""
+        return self._ws is not None
+
+    @property
+    def stats(self) -> ClientStats:
+        c = self._counters
+        return ClientStats(c.frames_sent, c.events_sent, c.events_resent, c.queries_sent, c.connections, c.peak_in_flight)
+
+    # -- submitting -----------------------------------------------------------------------------
+
+    async def submit(
+        self,
+        board: str,
+        member: str,
+        value: int,
+        *,
+        occurred_at: OccurredAt | None = None,
+        idempotency_key: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> SubmitResult:
+        """Submit one event and wait until it is journaled. Concurrent calls share frames.
+
+        Returns the result (``accepted``, or ``duplicate`` when this key was journaled before).
+        Raises `EventRejected` (reason, key), `ConnectionFailed`, `AuthenticationError`,
+        `ClientClosed`; TypeError/ValueError at once for a value that cannot be sent (a naive
+        datetime, an object orjson cannot serialise)."""
+        [future] = self._enqueue([ScoreEvent(board, member, value, occurred_at, idempotency_key, meta)])
+        result = await future
+        return result.raise_for_status()
+
+    async def submit_many(self, events: Iterable[ScoreEvent | Mapping[str, Any]]) -> list[SubmitResult]:
+        """Submit events (in order; ``max_batch`` per frame) and wait for all their results.
+
+        Rejected events do not raise: look at each `SubmitResult` (or call its
+        `SubmitResult.raise_for_status`). Raises `ConnectionFailed`, `AuthenticationError`,
+        `ClientClosed`; TypeError/ValueError at once for an event that cannot be sent. A mapping
+        takes the `ScoreEvent` field names."""
+        futures = self._enqueue([e if isinstance(e, ScoreEvent) else ScoreEvent(**e) for e in events])
+        return list(await asyncio.gather(*futures))
+
+    def _enqueue(self, events: list[ScoreEvent]) -> list[asyncio.Future[SubmitResult]]:
+        """Serialise every event first (so a bad one queues none), then queue them all."""
+        self._check_open()
+        prepared = [self._serialise(e) for e in events]
+        loop = asyncio.get_running_loop()
+        futures: list[asyncio.Future[SubmitResult]] = []
+        for key, data in prepared:
+            future: asyncio.Future[SubmitResult] = loop.create_future()
+            self._track(future)
+            if not self._queue:
+                self._queued_since = loop.time()
+            self._queue.append(_Pending(key, data, future))
+            futures.append(future)
+            if len(self._queue) == 1 or len(self._queue) >= self.max_batch:
+                self._wake()  # the first event starts the writer's linger timer; a full batch ends it
+        return futures
+
+    def _serialise(self, event: ScoreEvent) -> tuple[str, bytes]:
+        key = event.idempotency_key if event.idempotency_key is not None else new_idempotency_key()
+        occurred_at = event.occurred_at
+        if occurred_at is None:
+            occurred_at = time.time_ns() // 1_000_000
+        elif isinstance(occurred_at, datetime):
+            occurred_at = _to_ms(occurred_at)
+        wire: dict[str, Any] = {
+            "board": event.board,
+            "member": event.member,
+            "value": event.value,
+            "occurred_at": occurred_at,
+            "idempotency_key": key,
+        }
+        if event.meta is not None:
+            wire["meta"] = event.meta
+        data = orjson.dumps(wire)
+        if len(data) + _FRAME_OVERHEAD > self.max_frame_bytes:
+            raise ValueError(f"event {key!r} is larger than one frame ({len(data)} bytes)")
+        return key, data
+
+    # -- queries ----------------------------------------------------------------------------------
+
+    async def top(self, board: str, period: str, *, limit: int = 10, offset: int = 0, period_id: str | None = None) -> Table:
+        """Ranks offset+1 .. offset+limit (limit 1..1000). Raises `QueryFailed` (unknown_board,
+        unknown_period, period_not_retained, invalid_request, not_ready...)."""
+        body = await self._query("top", board=board, period=period, limit=limit, offset=offset, period_id=period_id)
+        return Table(**_info(body), entries=tuple(_entry(e) for e in body["entries"]))
+
+    async def rank(self, board: str, period: str, member: str, *, period_id: str | None = None) -> Standing:
+        """A member's rank, score and reached_at. Raises `QueryFailed` (member_not_found, ...)."""
+        body = await self._query("rank", board=board, period=period, member=member, period_id=period_id)
+        return Standing(**_info(body), entry=_entry(body["entry"]))
+
+    async def around(
+        self,
+        board: str,
+        period: str,
+        member: str | None = None,
+        *,
+        rank: int | None = None,
+        radius: int = 5,
+        period_id: str | None = None,
+    ) -> Table:
+        """The entries within ``radius`` (0..100) ranks of a member, or of ``rank``; clipped at
+        both ends. Give exactly one of member and rank. Raises `QueryFailed`."""
+        if (member is None) == (rank is None):
+            raise ValueError("give exactly one of member or rank")
+        body = await self._query("around", board=board, period=period, member=member, rank=rank, radius=radius,
+                                 period_id=period_id)
+        return Table(**_info(body), entries=tuple(_entry(e) for e in body["entries"]))
+
+    async def percentile(self, board: str, period: str, member: str, *, period_id: str | None = None) -> Percentile:
+        """A member's entry and top_percent (100 * rank / size). Raises `QueryFailed`."""
+        body = await self._query("percentile", board=board, period=period, member=member, period_id=period_id)
+        return Percentile(**_info(body), entry=_entry(body["entry"]), top_percent=body["top_percent"])
+
+    async def score_at_percentile(self, board: str, period: str, p: float, *, period_id: str | None = None) -> ScoreAtPercentile:
+        """The entry at rank ceil(p / 100 * size), 0 < p <= 100 (None on an empty table).
+        Raises `QueryFailed` (invalid_request for p out of range, ...)."""
+        body = await self._query("score_at_percentile", board=board, period=period, p=p, period_id=period_id)
+        found = body["entry"]
+        return ScoreAtPercentile(**_info(body), p=body["p"], entry=_entry(found) if found is not None else None)
+
+    async def ping(self) -> None:
+        """A round trip to the server (waits for a connection). Raises `ConnectionFailed`, `ClientClosed`."""
+        await self._query("ping")
+
+    async def _query(self, op: str, **fields: Any) -> dict[str, Any]:
+        self._check_open()
+        frame = {"op": op, **{k: v for k, v in fields.items() if v is not None}}
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._track(future)
+        self._queries.append(_Query(frame, future))
+        self._wake()
+        return await future
+
+    # -- internals ----------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._fatal is not None:
+            raise self._fatal
+        if self._runner is None or self._closing or self._flushing:
+            raise ClientClosed("the client is not connected (use `async with ArenaClient(...)`) or is closing")
+
+    def _track(self, future: asyncio.Future[Any]) -> None:
+        self._waiters.add(future)
+        future.add_done_callback(self._waiters.discard)
+
+    def _wake(self) -> None:
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    async def _run(self) -> None:
+        assert self._first is not None
+        try:
+            await self._connection_loop(self._first)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug: fail loudly, never leave a caller waiting
+            log.exception("arena client: connection loop failed")
+            self._fatal = ClientClosed(f"the client failed: {exc!r}")
+            if not self._first.done():
+                self._first.set_exception(self._fatal)
+            self._fail_all(self._fatal)
+
+    async def _connection_loop(self, first: asyncio.Future[None]) -> None:
+        """Connect, serve the connection until it drops, put back what it did not answer,
+        reconnect with backoff. Ends on close or on a refused token."""
+        loop = asyncio.get_running_loop()
+        down_since: float | None = None
+        while not self._closing:
+            try:
+                ws = await connect(
+                    self.url,
+                    additional_headers={"Authorization": f"Bearer {self._token}"},
+                    open_timeout=self.open_timeout,
+                    max_size=MAX_ANSWER_BYTES,
+                    compression=None,
+                    proxy=None,
+                )
+            except InvalidStatus as exc:
+                status = exc.response.status_code
+                if status in (401, 403):
+                    self._fatal = AuthenticationError(status)
+                    log.error("arena client: %s", self._fatal)
+                    if not first.done():
+                        first.set_exception(self._fatal)
+                    self._fail_all(self._fatal)
+                    return
+                error: Exception = exc
+            except (OSError, TimeoutError, InvalidHandshake) as exc:
+                error = exc
+            else:
+                self._ws = ws
+                self._counters.connections += 1
+                down_since = None
+                opened = loop.time()
+                if not first.done():
+                    first.set_result(None)
+                elif self._counters.connections > 1:
+                    log.info("arena client: reconnected to %s", self.url)
+                try:
+                    await self._session(ws)
+                finally:
+                    self._ws = None
+                    self._requeue_in_flight()
+                if self._closing:
+                    break
+                log.warning("arena client: connection to %s lost (code %s); reconnecting", self.url, ws.close_code)
+                if loop.time() - opened >= STABLE_SECONDS:
+                    self._reconnect.reset()
+                # even after a drop: a server that accepts and closes at once must not be hammered
+                await asyncio.sleep(self._reconnect.next())
+                continue
+            now = loop.time()
+            down_since = now if down_since is None else down_since
+            if self.give_up_after is not None and now - down_since >= self.give_up_after:
+                failure = ConnectionFailed(f"could not connect to {self.url} for {now - down_since:.1f}s: {error}")
+                if not first.done():
+                    first.set_exception(failure)
+                    return
+                self._fail_all(failure)
+                down_since = None
+                self._reconnect.reset()
+                await self._wait_for_work()
+                continue
+            log.debug("arena client: connect failed (%s); retrying", error)
+            await asyncio.sleep(self._reconnect.next())
+
+    async def _wait_for_work(self) -> None:
+        assert self._wakeup is not None
+        while not (self._queue or self._queries or self._delayed or self._closing):
+            self._wakeup.clear()
+            await self._wakeup.wait()
+
+    async def _session(self, ws: ClientConnection) -> None:
+        reader = asyncio.create_task(self._read(ws))
+        writer = asyncio.create_task(self._write(ws))
+        try:
+            await asyncio.wait([reader, writer], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (reader, writer):
+                task.cancel()
+            for task in (reader, writer):
+                try:
+                    await task
+                except (asyncio.CancelledError, ConnectionClosed):
+                    pass
+            await ws.close()
+
+    async def _write(self, ws: ClientConnection) -> None:
+        while True:
+            text = await self._next_frame()
+            await ws.send(text)
+
+    async def _next_frame(self) -> str:
+        """The next frame to send: a query, or a batch once it is full, has lingered, or the
+        client is flushing. Waits for an in-flight slot."""
+        wakeup = self._wakeup
+        assert wakeup is not None
+        loop = asyncio.get_running_loop()
+        while True:
+            timeout: float | None = None
+            if len(self._in_flight) < self.max_in_flight:
+                if self._queries:
+                    return self._query_frame(self._queries.popleft())
+                if self._queue:
+                    since = self._queued_since if self._queued_since is not None else loop.time()
+                    due = since + self.linger
+                    if len(self._queue) >= self.max_batch or self._flushing or loop.time() >= due:
+                        frame = self._submit_frame()
+                        if frame is not None:
+                            return frame
+                        continue  # every queued event was cancelled by its caller
+                    timeout = due - loop.time()
+            wakeup.clear()
+            if timeout is None:
+                await wakeup.wait()
+            else:
+                try:
+                    async with asyncio.timeout(timeout):
+                        await wakeup.wait()
+                except TimeoutError:
+                    pass
+
+    def _query_frame(self, query: _Query) -> str:
+        frame_id = next(self._ids)
+        self._in_flight[frame_id] = query
+        self._counters.queries_sent += 1
+        self._counters.peak_in_flight = max(self._counters.peak_in_flight, len(self._in_flight))
+        return orjson.dumps({**query.frame, "id": frame_id}).decode()
+
+    def _submit_frame(self) -> str | None:
+        queue = self._queue
+        items: list[_Pending] = []
+        parts: list[bytes] = []
+        size = _FRAME_OVERHEAD
+        while queue and len(items) < self.max_batch:
+            pending = queue[0]
+            if pending.future.done():  # the caller gave up (cancelled): nothing to send
+                queue.popleft()
+                continue
+            if items and size + len(pending.data) + 1 > self.max_frame_bytes:
+                break
+            queue.popleft()
+            items.append(pending)
+            parts.append(pending.data)
+            size += len(pending.data) + 1
+        if not queue:
+            self._queued_since = None
+        if not items:
+            return None
+        frame_id = next(self._ids)
+        self._in_flight[frame_id] = items
+        self._counters.frames_sent += 1
+        self._counters.peak_in_flight = max(self._counters.peak_in_flight, len(self._in_flight))
+        self._counters.events_sent += len(items)
+        return '{"op":"submit","id":%d,"events":[%s]}' % (frame_id, b",".join(parts).decode())
+
+    async def _read(self, ws: ClientConnection) -> None:
+        async for message in ws:
+            try:
+                frame = orjson.loads(message)
+            except orjson.JSONDecodeError:
+                log.warning("arena client: the server sent a frame that is not JSON")
+                continue
+            if not isinstance(frame, dict):
+                continue
+            frame_id = frame.get("id")
+            waiting = self._in_flight.pop(frame_id, None) if isinstance(frame_id, int) else None
+            if waiting is None:
+                if frame.get("op") == "error":
+                    log.warning("arena client: server error %s: %s", frame.get("code"), frame.get("message"))
+                continue
+            self._wake()  # a slot is free
+            if isinstance(waiting, _Query):
+                if frame.get("op") == "error":
+                    _settle(waiting.future, exception=QueryFailed(str(frame.get("code")), str(frame.get("message"))))
+                else:
+                    _settle(waiting.future, frame)
+            elif frame.get("op") == "ack":
+                self._on_ack(waiting, frame.get("results") or [])
+            else:
+                self._on_submit_error(waiting, frame)
+
+    def _on_ack(self, items: list[_Pending], results: list[dict[str, Any]]) -> None:
+        now = asyncio.get_running_loop().time()
+        retry: list[_Pending] = []
+        for pending, result in zip(items, results):
+            status = result.get("status")
+            reason = result.get("reason")
+            if status == "rejected" and reason == "unavailable" and not pending.future.done():
+                if pending.unavailable_since is None:
+                    pending.unavailable_since = now
+                if now - pending.unavailable_since < self.retry_unavailable_for:
+                    retry.append(pending)
+                    continue
+            _settle(pending.future, SubmitResult(pending.key, SubmitStatus(str(status)), reason))
+        if len(results) < len(items):  # never from a conforming server
+            for pending in items[len(results):]:
+                _settle(pending.future, exception=QueryFailed("bad_ack", "the ack has fewer results than events"))
+        if retry:
+            self._delay(retry)
+
+    def _delay(self, items: list[_Pending]) -> None:
+        """Resend events answered `unavailable` after a backoff, with the same keys."""
+        attempt = max(p.unavailable_answers for p in items)
+        for p in items:
+            p.unavailable_answers += 1
+            self._delayed.add(p)
+        backoff = _Backoff(self._retry.base, self._retry.cap, attempt, self._retry.rng)
+        delay = backoff.next()
+        log.info("arena client: %d events answered unavailable; resending in %.2fs", len(items), delay)
+
+        def resend() -> None:
+            again = [p for p in items if p in self._delayed and not p.future.done()]
+            self._delayed.difference_update(items)
+            self._requeue(again)
+
+        asyncio.get_running_loop().call_later(delay, resend)
+
+    def _on_submit_error(self, items: list[_Pending], frame: dict[str, Any]) -> None:
+        code = str(frame.get("code"))
+        if code == "batch_too_large" and len(items) > 1:
+            self.max_batch = max(1, len(items) // 2)
+            log.warning("arena client: server refused a batch of %d; max_batch is now %d", len(items), self.max_batch)
+            self._requeue(items, resent=False)
+            return
+        error = QueryFailed(code, str(frame.get("message")))
+        for pending in items:
+            _settle(pending.future, exception=error)
+
+    def _requeue(self, items: list[_Pending], resent: bool = True) -> None:
+        """Put events back at the head of the queue, to go out at once."""
+        items = [p for p in items if not p.future.done()]
+        if not items:
+            return
+        if resent:
+            self._counters.events_resent += len(items)
+        self._queue.extendleft(reversed(items))
+        self._queued_since = -float("inf")
+        self._wake()
+
+    def _requeue_in_flight(self) -> None:
+        """After a drop: every unanswered frame goes back, oldest first, keys unchanged."""
+        frames = [self._in_flight[i] for i in sorted(self._in_flight)]
+        self._in_flight.clear()
+        events = [p for f in frames if isinstance(f, list) for p in f]
+        queries = [f for f in frames if isinstance(f, _Query) and not f.future.done()]
+        self._queries.extendleft(reversed(queries))
+        self._requeue(events)
+
+    def _fail_all(self, error: ArenaClientError) -> None:
+        """Fail every waiting call (queued, in flight, delayed) with ``error``."""
+        events = [*self._queue, *self._delayed]
+        queries = list(self._queries)
+        for waiting in self._in_flight.values():
+            if isinstance(waiting, _Query):
+                queries.append(waiting)
+            else:
+                events.extend(waiting)
+        self._queue.clear()
+        self._queued_since = None
+        self._queries.clear()
+        self._in_flight.clear()
+        self._delayed.clear()
+        keys = tuple(p.key for p in events if not p.future.done())
+        if isinstance(error, ConnectionFailed):
+            error = ConnectionFailed(str(error), keys)
+        for p in events:
+            _settle(p.future, exception=error)
+        for q in queries:
+            _settle(q.future, exception=error)
+
+
+def _settle(future: asyncio.Future[T], result: T | None = None, *, exception: BaseException | None = None) -> None:
+    if future.done():
+        return
+    if exception is not None:
+        future.set_exception(exception)
+    else:
+        future.set_result(result)  # type: ignore[arg-type]
+
+
+# -- the synchronous wrapper --------------------------------------------------------------------
+
+
+class ArenaClientSync:
+    """`ArenaClient` for code without an event loop (scripts, threads): the same methods,
+    blocking. It runs a private event loop in a daemon thread; calls from several threads at once
+    are safe and share frames. Use as ``with connect_sync(url, token) as client:``; `close` flushes.
+
+    Raises what the async methods raise (connect: `AuthenticationError`, `ConnectionFailed`).
+    """
+
+    def __init__(self, url: str, token: str, **options: Any) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="arena-client-sync", daemon=True)
+        self._thread.start()
+        self._closed = False
+        try:
+            self._client: ArenaClient = self._call(self._open(url, token, options))
+        except BaseException:
+            self._stop_loop()
+            raise
+
+    @staticmethod
+    async def _open(url: str, token: str, options: dict[str, Any]) -> ArenaClient:
+        return await ArenaClient(url, token, **options).connect()
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self._closed:
+            coro.close()
+            raise ClientClosed("the client was closed")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def __enter__(self) -> ArenaClientSync:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush (as `ArenaClient.close`), close the connection and stop the thread. Idempotent."""
+        if self._closed:
+            return
+        try:
+            self._call(self._client.close(timeout))
+        finally:
+            self._closed = True
+            self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        async def finish() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await self._loop.shutdown_asyncgens()
+
+        asyncio.run_coroutine_threadsafe(finish(), self._loop).result()
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+
+    @property
+    def stats(self) -> ClientStats:
+        return self._client.stats
+
+    @property
+    def connected(self) -> bool:
+        return self._client.connected
+
+    def submit(
+        self,
+        board: str,
+        member: str,
+        value: int,
+        *,
+        occurred_at: OccurredAt | None = None,
+        idempotency_key: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> SubmitResult:
+        """As `ArenaClient.submit` (raises `EventRejected` for a rejected event)."""
+        return self._call(self._client.submit(board, member, value, occurred_at=occurred_at,
+                                              idempotency_key=idempotency_key, meta=meta))
+
+    def submit_many(self, events: Iterable[ScoreEvent | Mapping[str, Any]]) -> list[SubmitResult]:
+        """As `ArenaClient.submit_many` (rejections are in the results, not raised)."""
+        return self._call(self._client.submit_many(list(events)))
+
+    def top(self, board: str, period: str, *, limit: int = 10, offset: int = 0, period_id: str | None = None) -> Table:
+        """As `ArenaClient.top`."""
+        return self._call(self._client.top(board, period, limit=limit, offset=offset, period_id=period_id))
+
+    def rank(self, board: str, period: str, member: str, *, period_id: str | None = None) -> Standing:
+        """As `ArenaClient.rank`."""
+        return self._call(self._client.rank(board, period, member, period_id=period_id))
+
+    def around(self, board: str, period: str, member: str | None = None, *, rank: int | None = None, radius: int = 5,
+               period_id: str | None = None) -> Table:
+        """As `ArenaClient.around`."""
+        return self._call(self._client.around(board, period, member, rank=rank, radius=radius, period_id=period_id))
+
+    def percentile(self, board: str, period: str, member: str, *, period_id: str | None = None) -> Percentile:
+        """As `ArenaClient.percentile`."""
+        return self._call(self._client.percentile(board, period, member, period_id=period_id))
+
+    def score_at_percentile(self, board: str, period: str, p: float, *, period_id: str | None = None) -> ScoreAtPercentile:
+        """As `ArenaClient.score_at_percentile`."""
+        return self._call(self._client.score_at_percentile(board, period, p, period_id=period_id))
+
+    def ping(self) -> None:
+        """As `ArenaClient.ping`."""
+        self._call(self._client.ping())
+
+
+def connect_sync(url: str, token: str, **options: Any) -> ArenaClientSync:
+    """A connected `ArenaClientSync` (options as `ArenaClient`). Raises `AuthenticationError`,
+    `ConnectionFailed`."""
+    return ArenaClientSync(url, token, **options)
+

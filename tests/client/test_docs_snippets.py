@@ -1,0 +1,49 @@
+"""The client quick starts in docs/client.md run as written against a real server built from the
+repository's config.toml (its development token and its high_score board)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from arena.config import load_config
+from support.server import InProcessServer
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "client.md"
+SNIPPETS = re.findall(r"^```python\n(.*?)^```$", DOC.read_text(), re.S | re.M)
+DOC_URL = "http://127.0.0.1:8080"
+
+
+def test_the_doc_has_an_async_and_a_sync_quick_start_of_15_lines_at_most() -> None:
+    assert len(SNIPPETS) == 2
+    assert "asyncio.run" in SNIPPETS[0] and "connect_sync" in SNIPPETS[1]
+    for snippet in SNIPPETS:
+        assert len(snippet.splitlines()) <= 15, snippet
+        assert DOC_URL in snippet
+
+
+@pytest.mark.parametrize(
+    ("index", "expected"),
+    [
+        (0, ["accepted", "rejected: value_out_of_range", "1 alice 1200", "2 bot99 99"]),
+        (1, ["duplicate True", "50 recorded", "1 of ", "Entry(rank="]),
+    ],
+    ids=["async", "sync"],
+)
+async def test_the_quick_start_runs(tmp_path: Path, index: int, expected: list[str]) -> None:
+    config = load_config(ROOT / "config.toml")
+    config = replace(config, server=replace(config.server, data_dir=tmp_path))
+    async with InProcessServer(config) as server:
+        code = SNIPPETS[index].replace(DOC_URL, server.url)
+        proc = await asyncio.create_subprocess_exec(sys.executable, "-c", code, cwd=tmp_path,
+                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    for line in expected:
+        assert line in out.decode(), out.decode()
