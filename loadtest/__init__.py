@@ -1,0 +1,14 @@
+"""Load generators and peer benchmarks for Arena.
+
+Run ``python -m loadtest --help``. Modules:
+
+* ``workload``    the seeded event stream (pure)
+* ``ingest``      the game-server simulator's driver: frames in flight, every ack checked
+* ``arena_client`` start/stop ``arena serve``; the pipelining WebSocket client
+* ``httpclient``  a tiny keep-alive HTTP/1.1 client on a raw asyncio Protocol
+* ``query``       query phases (HTTP and WS), latency per request
+* ``arena_run``   prefill, ingest, queries, lag probe against Arena
+* ``ceiling``     a bare uvicorn ASGI app: the HTTP ceiling
+* ``redis_peer``  the same work against Redis 7 (Lua per frame, AOF fsync always)
+* ``compare``     all of it, one table; ``rebuild`` times ``arena rebuild``
+"""

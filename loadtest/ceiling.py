@@ -1,0 +1,118 @@
+"""The HTTP "ceiling" peer: a bare ASGI app that answers every GET with one fixed
+JSON body, served by uvicorn exactly as Arena is (1 process, uvloop, httptools,
+no access log). Whatever Arena does above that — routing, the actor round
+trip, serialising a real answer — shows as the gap to this app's req/s.
+
+Run as ``python -m uvicorn loadtest.ceiling:app``; ``LOADTEST_CEILING_BYTES``
+sets the body size (default: the size of a typical ``members/{member}`` answer).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Awaitable, Callable, MutableMapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+
+DEFAULT_BODY_BYTES = 330
+
+
+def make_body(size: int) -> bytes:
+    """A JSON body shaped like a rank answer, padded to ``size`` bytes."""
+    doc: dict[str, Any] = {
+        "board": "bench", "period": "alltime", "period_id": "alltime", "start": None, "end": None,
+        "closed": False, "size": 1000000,
+        "entry": {"rank": 123456, "member": "p0123456", "score": 876543210,
+                  "reached_at": "2026-12-02T13:00:00.000Z"},
+        "pad": "",
+    }
+    base = len(orjson.dumps(doc))
+    doc["pad"] = "x" * max(0, size - base)
+    return orjson.dumps(doc)
+
+
+BODY = make_body(int(os.environ.get("LOADTEST_CEILING_BYTES", DEFAULT_BODY_BYTES)))
+_HEADERS = [(b"content-type", b"application/json"), (b"content-length", str(len(BODY)).encode())]
+_START = {"type": "http.response.start", "status": 200, "headers": _HEADERS}
+_BODY = {"type": "http.response.body", "body": BODY}
+
+
+async def app(scope: Scope, receive: Callable[[], Awaitable[Message]],
+              send: Callable[[Message], Awaitable[None]]) -> None:
+    if scope["type"] == "lifespan":
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+    if scope["type"] != "http":
+        return
+    await send(_START)
+    await send(_BODY)
+
+
+class CeilingServer:
+    """The ceiling app in its own uvicorn process on a free loopback port."""
+
+    def __init__(self, body_bytes: int = DEFAULT_BODY_BYTES) -> None:
+        from loadtest.arena_client import free_port
+
+        self.port = free_port()
+        self.body_bytes = body_bytes
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._tmp = tempfile.TemporaryDirectory(prefix="arena-ceiling-")
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> str:
+        root = str(Path(__file__).resolve().parent.parent)
+        env = dict(os.environ, LOADTEST_CEILING_BYTES=str(self.body_bytes),
+                   PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        cmd = [sys.executable, "-m", "uvicorn", "loadtest.ceiling:app", "--host", "127.0.0.1",
+               "--port", str(self.port), "--loop", "uvloop", "--http", "httptools",
+               "--no-access-log", "--log-level", "warning", "--lifespan", "off"]
+        err_path = Path(self._tmp.name) / "stderr.log"
+        with open(err_path, "wb") as err:
+            self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env,
+                                         stdin=subprocess.DEVNULL)
+        t_end = time.monotonic() + timeout
+        while time.monotonic() < t_end:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"ceiling app exited: {err_path.read_text(errors='replace')[-2000:]}")
+            try:
+                with urllib.request.urlopen(self.base_url + "/", timeout=1) as resp:
+                    if resp.status == 200:
+                        return self.base_url
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("ceiling app did not answer in time")
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+        self._tmp.cleanup()

@@ -1,0 +1,418 @@
+"""``python -m loadtest <command>``: the sub-commands and their options."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+from loadtest.common import RunConfig
+from loadtest.stats import fmt_int, fmt_ms, progress
+
+T = TypeVar("T")
+
+EPILOG = """\
+Everything runs on loopback; every loop is bounded in count and time. Progress
+lines go to stderr, the result table to stdout. Exit code 0 when every check
+passed, 1 when a check failed, 2 when something needed is missing.
+See loadtest/README.md for the method and its caveats."""
+
+
+def _run(coro: Coroutine[Any, Any, T]) -> T:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency of uvicorn[standard]
+        return asyncio.run(coro)
+    return uvloop.run(coro)
+
+
+def _common(p: argparse.ArgumentParser, *, ingest: bool = True, query: bool = True, server: bool = True) -> None:
+    g = p.add_argument_group("workload")
+    g.add_argument("--members", type=int, default=1_000_000, help="members on the board (default 1,000,000)")
+    g.add_argument("--seed", type=int, default=20261202, help="fixed seed of the workload (default 20261202)")
+    g.add_argument("--zipf", type=float, default=1.0, help="zipf exponent of member activity, 0 = uniform (default 1.0)")
+    g.add_argument("--warmup", type=float, default=2.0, help="seconds before each measured phase (default 2)")
+    g.add_argument("--windows", "--repeats", type=int, default=3, dest="windows",
+                   help="measured time is split in this many windows: rates as min/median/max (default 3)")
+    g.add_argument("--progress-every", type=float, default=2.0, help="seconds between progress lines (default 2)")
+    if ingest:
+        g = p.add_argument_group("ingest (game-server simulator)")
+        g.add_argument("--seconds", type=float, default=30.0, help="measured ingest seconds (default 30)")
+        g.add_argument("--connections", type=int, default=4, help="WebSocket connections N (default 4)")
+        g.add_argument("--batch", type=int, default=100, help="events per streaming frame B (default 100)")
+        g.add_argument("--inflight", type=int, default=8, help="frames in flight per connection K (default 8)")
+        g.add_argument("--max-batch", type=int, default=1000,
+                       help="events per prefill frame = the server's max_batch (default 1000)")
+        g.add_argument("--retry-share", type=float, default=0.05,
+                       help="share of events that resend an acked event, must ack duplicate (default 0.05)")
+        g.add_argument("--ingest-rate", type=float, default=None,
+                       help="pace ingest to this many events/s (default: flat out)")
+        g.add_argument("--lag-probes", type=int, default=200, help="lag probes (default 200)")
+        g.add_argument("--lag-share", type=float, default=0.5,
+                       help="background ingest during the lag probe, share of the measured max (default 0.5)")
+        g.add_argument("--lag-via", choices=("ws", "http"), default="ws",
+                       help="how the lag probe polls: WS rank op or HTTP members/{member} (default ws)")
+    if query:
+        g = p.add_argument_group("queries")
+        g.add_argument("--query-seconds", type=float, default=None,
+                       help="measured seconds of each query phase (default: seconds/3, at least 1)")
+        g.add_argument("--query-connections", type=int, default=16, help="query connections C (default 16)")
+        g.add_argument("--query-rate", type=float, default=None,
+                       help="total req/s over all query connections (default: flat out)")
+        g.add_argument("--period", default="alltime", help="period queried (default alltime)")
+    if server:
+        g = p.add_argument_group("arena server")
+        g.add_argument("--url", default=None,
+                       help="use an already running Arena at this http://host:port instead of starting one")
+        g.add_argument("--token", default=None, help="game-server bearer token for --url")
+        g.add_argument("--board", default="bench",
+                       help="board for --url (best, desc, earliest, alltime+weekly+daily, values 0..1e9; default bench)")
+        g.add_argument("--durability", choices=("full", "normal"), default="full",
+                       help="durability of the generated config (default full)")
+        g.add_argument("--keep", action="store_true", help="keep the server's temp dir (data, logs, config)")
+
+
+def _config(a: argparse.Namespace) -> RunConfig:
+    seconds = getattr(a, "seconds", 30.0)
+    qs = getattr(a, "query_seconds", None)
+    if qs is None:
+        qs = max(1.0, seconds / 3)
+    kw: dict[str, Any] = {
+        "members": a.members, "seed": a.seed, "zipf": a.zipf, "warmup": a.warmup, "windows": max(1, a.windows),
+        "progress_every": a.progress_every, "seconds": seconds, "query_seconds": qs,
+    }
+    for name in ("connections", "batch", "inflight", "max_batch", "retry_share", "ingest_rate",
+                 "lag_probes", "query_connections", "query_rate", "period"):
+        if hasattr(a, name):
+            kw[name] = getattr(a, name)
+    if hasattr(a, "lag_share"):
+        kw["lag_rate_share"] = a.lag_share
+    cfg = RunConfig(**kw)
+    if cfg.members < 1 or cfg.connections < 1 or cfg.batch < 1 or cfg.inflight < 1:
+        raise SystemExit("members, connections, batch and inflight must be >= 1")
+    if cfg.batch > cfg.max_batch:
+        raise SystemExit(f"--batch {cfg.batch} is larger than --max-batch {cfg.max_batch}")
+    return cfg
+
+
+def build_parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="python -m loadtest",
+        description="Load generators and peer benchmarks for Arena (WebSocket ingest, HTTP/WS queries).",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    fmt = argparse.RawDescriptionHelpFormatter
+
+    p = sub.add_parser("compare", formatter_class=fmt, epilog=EPILOG,
+                       help="Arena vs bare-uvicorn ceiling vs Redis, same work, one table",
+                       description="Start Arena on a temp config, prefill M members, ingest flat out for --seconds,\n"
+                                   "run the query phases (HTTP and WS rank/top/around), probe event->visibility lag\n"
+                                   "at half the measured ingest rate; then the same HTTP rank load against a bare\n"
+                                   "uvicorn app (the ceiling); then the same work against Redis 7 (Lua per frame,\n"
+                                   "AOF fsync always). Prints one table and writes it as JSON.")
+    _common(p)
+    p.add_argument("--json", type=Path, default=None,
+                   help="write results here (default loadtest/results/compare-<timestamp>.json)")
+    p.add_argument("--no-redis", action="store_true", help="skip the Redis peer")
+
+    p = sub.add_parser("ingest", formatter_class=fmt, epilog=EPILOG, help="the game-server simulator alone",
+                       description="Prefill the board to M members (frames of --max-batch events, every member one\n"
+                                   "event), then stream zipf-skewed frames of B events with K in flight on N\n"
+                                   "connections for --seconds, 5% retries. Every ack is checked: id, one result\n"
+                                   "per event in order, accepted for new events, duplicate for retries.")
+    _common(p, query=False)
+    p.add_argument("--no-prefill", action="store_true", help="skip the prefill (e.g. with --url)")
+    p.add_argument("--json", type=Path, default=None, help="write results as JSON here")
+
+    p = sub.add_parser("query", formatter_class=fmt, epilog=EPILOG, help="query load alone (after a prefill)",
+                       description="Prefill M members, then run query phases with C connections, one request in\n"
+                                   "flight each: HTTP top?limit=10, members/{member}, around/{member}?radius=5 (tiny\n"
+                                   "raw-asyncio HTTP/1.1 keep-alive client) and the WS ops rank, top, around.\n"
+                                   "Latency per request: p50/p90/p99/max; req/s min/median/max over windows.")
+    _common(p, ingest=False)
+    p.add_argument("--seconds", type=float, default=30.0, help=argparse.SUPPRESS)
+    p.add_argument("--connections", type=int, default=4, help="connections for the prefill (default 4)")
+    p.add_argument("--max-batch", type=int, default=1000, help="events per prefill frame (default 1000)")
+    p.add_argument("--inflight", type=int, default=8, help="prefill frames in flight per connection (default 8)")
+    p.add_argument("--ops", default="http-rank,http-top,http-around,ws-rank,ws-top,ws-around",
+                   help="comma-separated phases (default all six)")
+    p.add_argument("--no-prefill", action="store_true", help="skip the prefill (e.g. with --url)")
+    p.add_argument("--json", type=Path, default=None, help="write results as JSON here")
+
+    p = sub.add_parser("lag", formatter_class=fmt, epilog=EPILOG, help="event->visibility lag probe",
+                       description="Prefill, measure the max ingest rate for --seconds (unless --ingest-rate),\n"
+                                   "then stream at --lag-share of it while a probe submits one event of a new\n"
+                                   "member and polls rank on another connection until visible; p50/p99 of\n"
+                                   "--lag-probes probes. Queries sent after the ack that miss count as violations.")
+    _common(p, query=False)
+    p.add_argument("--period", default="alltime", help="period queried (default alltime)")
+    p.add_argument("--json", type=Path, default=None, help="write results as JSON here")
+
+    p = sub.add_parser("redis", formatter_class=fmt, epilog=EPILOG, help="the Redis peer alone",
+                       description="Start a private redis-server (loopback, temp dir, appendonly yes, appendfsync\n"
+                                   "always) and run the same work as Arena: prefill, ingest (one Lua script per\n"
+                                   "frame: idempotency hash, best on alltime/weekly/daily ZSETs, XADD journal),\n"
+                                   "ZREVRANK+ZSCORE / ZREVRANGE queries, lag probe, used_memory per member.\n"
+                                   "See loadtest/redis_peer.py for the tie encoding and its precision limit.")
+    _common(p, server=False)
+    p.add_argument("--json", type=Path, default=None, help="write results as JSON here")
+
+    p = sub.add_parser("ceiling", formatter_class=fmt, epilog=EPILOG, help="bare uvicorn app, HTTP ceiling",
+                       description="Serve a fixed JSON body from a bare ASGI app (uvicorn, 1 process, uvloop,\n"
+                                   "httptools, no access log) and measure it with the same query client and\n"
+                                   "members/{member} paths: the most any single-process uvicorn app gets here.")
+    _common(p, ingest=False, server=False)
+    p.add_argument("--seconds", type=float, default=30.0, help=argparse.SUPPRESS)
+    p.add_argument("--body-bytes", type=int, default=330, help="size of the fixed body (default 330)")
+    p.add_argument("--json", type=Path, default=None, help="write results as JSON here")
+
+    p = sub.add_parser("rebuild", formatter_class=fmt, epilog=EPILOG, help="time `arena rebuild` over a journal",
+                       description="Write a journal of --events events by running Arena and ingesting (prefill to\n"
+                                   "--members, then the stream), stop the server, count score_event rows with\n"
+                                   "sqlite3, then time `arena rebuild --config CFG` (subprocess) --rebuild-repeats\n"
+                                   "times. With --config, reuse that config's data dir (e.g. from compare --keep).")
+    _common(p, query=False)
+    p.add_argument("--events", type=int, default=1_000_000, help="events in the journal (default 1,000,000)")
+    p.add_argument("--config", type=Path, default=None, help="reuse this config.toml and its journal")
+    p.add_argument("--rebuild-repeats", type=int, default=3, help="rebuild runs (default 3)")
+    p.add_argument("--json", type=Path, default=None, help="write results as JSON here")
+    return top
+
+
+def _target(a: argparse.Namespace, server: Any) -> Any:
+    from loadtest.arena_client import ArenaTarget
+
+    if a.url:
+        return ArenaTarget(base_url=a.url.rstrip("/"), token=a.token or "", max_batch=getattr(a, "max_batch", 1000),
+                           board=a.board)
+    return server.start()
+
+
+async def _with_arena(a: argparse.Namespace, body: Any) -> Any:
+    from loadtest.arena_client import ArenaServer
+
+    if a.url:
+        return await body(_target(a, None))
+    server = ArenaServer(durability=a.durability, max_batch=getattr(a, "max_batch", 1000), keep=a.keep)
+    try:
+        target = server.start()
+        progress(f"arena serving on {target.base_url} (pid {target.pid}), workdir {server.workdir}")
+        return await body(target)
+    finally:
+        rc = server.stop()
+        progress(f"arena stopped (exit code {rc})")
+        server.cleanup()
+
+
+def _print_ingest(name: str, r: dict[str, Any]) -> None:
+    c = r["counts"]
+    lat = r["ack_latency"]
+    print(f"{name:<16} {fmt_int(r['events_per_s']):>10} ev/s  windows {fmt_int(r['rate']['min'])}/"
+          f"{fmt_int(r['rate']['median'])}/{fmt_int(r['rate']['max'])}  ack p50/p99/max ms "
+          f"{fmt_ms(lat['p50_ms'])}/{fmt_ms(lat['p99_ms'])}/{fmt_ms(lat['max_ms'])}  "
+          f"sent={fmt_int(c['events_sent'])} checked={fmt_int(c['results_checked'])} accepted={fmt_int(c['accepted'])}"
+          f" duplicate={fmt_int(c['duplicate'])} rejected={c['rejected'] or 0} unexpected={c['unexpected'] or 0}"
+          f" ack_errors={c['ack_errors'] or 0} cpu client/server/other {r.get('client_cpu')}/{r.get('server_cpu')}/{r.get('other_cpu')}"
+          f" ok={c['ok']}")
+
+
+def _print_query(name: str, r: dict[str, Any]) -> None:
+    lat = r["latency"]
+    print(f"{name:<20} {fmt_int(r['req_per_s']):>9} req/s  windows {fmt_int(r['rate']['min'])}/"
+          f"{fmt_int(r['rate']['median'])}/{fmt_int(r['rate']['max'])}  p50/p90/p99/max ms "
+          f"{fmt_ms(lat['p50_ms'])}/{fmt_ms(lat['p90_ms'])}/{fmt_ms(lat['p99_ms'])}/{fmt_ms(lat['max_ms'])}"
+          f"  errors={r['errors'] or 0} cpu client/server/other {r.get('client_cpu')}/{r.get('server_cpu')}/{r.get('other_cpu')}")
+
+
+def _print_lag(name: str, r: dict[str, Any]) -> None:
+    lag, ack = r["lag"], r["ack"]
+    print(f"{name:<16} lag p50/p99/max ms {fmt_ms(lag['p50_ms'])}/{fmt_ms(lag['p99_ms'])}/{fmt_ms(lag['max_ms'])}"
+          f"  ack p50/p99 ms {fmt_ms(ack['p50_ms'])}/{fmt_ms(ack['p99_ms'])}  probes={r['probes']}"
+          f" background {fmt_int(r.get('background_rate'))} ev/s"
+          f" violations={r.get('visible_after_ack_violations', 0)} errors={len(r['errors'])} ok={r['ok']}")
+
+
+def _finish(a: argparse.Namespace, doc: dict[str, Any], ok: bool) -> int:
+    from loadtest.report import machine_info, write_json
+
+    doc.setdefault("machine", machine_info())
+    if getattr(a, "json", None):
+        write_json(a.json, doc)
+        print(f"json: {a.json}")
+    return 0 if ok else 1
+
+
+def cmd_compare(a: argparse.Namespace) -> int:
+    from loadtest.compare import compare, print_compare
+    from loadtest.redis_peer import INSTALL_HINT, redis_binary
+    from loadtest.report import default_json_path, write_json
+
+    if not a.no_redis and redis_binary() is None:
+        print(f"redis-server not found; {INSTALL_HINT} (or run with --no-redis)", file=sys.stderr)
+        return 2
+    cfg = _config(a)
+    results = _run(compare(cfg, durability=a.durability, keep=a.keep, url=a.url, token=a.token, board=a.board,
+                           skip_redis=a.no_redis, lag_via=a.lag_via))
+    path = a.json or default_json_path("compare")
+    write_json(path, results)
+    print_compare(results, path)
+    return 0 if results["ok"] else 1
+
+
+def cmd_ingest(a: argparse.Namespace) -> int:
+    from loadtest.arena_run import arena_ingest, arena_prefill
+    from loadtest.workload import Workload
+
+    cfg = _config(a)
+    workload = Workload(cfg.workload_spec())
+
+    async def body(target: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {"command": "ingest", "config": cfg.as_dict()}
+        if not a.no_prefill:
+            out["prefill"] = await arena_prefill(cfg, workload, target)
+        out["ingest"] = await arena_ingest(cfg, workload, target, rate=cfg.ingest_rate)
+        return out
+
+    out = _run(_with_arena(a, body))
+    print()
+    if "prefill" in out:
+        _print_ingest("prefill arena", out["prefill"])
+        if out["prefill"].get("bytes_per_member_per_table") is not None:
+            print(f"{'':16} server RSS {fmt_int(out['prefill']['rss_before'])} -> {fmt_int(out['prefill']['rss_after'])} B"
+                  f" = {out['prefill']['bytes_per_member_per_table']:.0f} B/member/table")
+    _print_ingest("ingest arena", out["ingest"])
+    ok = out["ingest"]["ok"] and out.get("prefill", {"ok": True})["ok"]
+    return _finish(a, out, ok)
+
+
+def cmd_query(a: argparse.Namespace) -> int:
+    from loadtest.arena_run import QUERY_OPS, arena_prefill, arena_queries
+    from loadtest.workload import Workload
+
+    cfg = _config(a)
+    ops = tuple(o.strip() for o in a.ops.split(",") if o.strip())
+    bad = [o for o in ops if o not in QUERY_OPS]
+    if bad:
+        raise SystemExit(f"unknown --ops {bad}; choose from {', '.join(QUERY_OPS)}")
+    workload = Workload(cfg.workload_spec())
+
+    async def body(target: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {"command": "query", "config": cfg.as_dict()}
+        if not a.no_prefill:
+            out["prefill"] = await arena_prefill(cfg, workload, target)
+        out["query"] = await arena_queries(cfg, workload, target, ops)
+        return out
+
+    out = _run(_with_arena(a, body))
+    print()
+    for op, r in out["query"].items():
+        _print_query(f"arena {op}", r)
+    ok = all(not r["errors"] for r in out["query"].values()) and out.get("prefill", {"ok": True})["ok"]
+    return _finish(a, out, ok)
+
+
+def cmd_lag(a: argparse.Namespace) -> int:
+    from loadtest.arena_run import arena_ingest, arena_lag, arena_prefill
+    from loadtest.workload import Workload
+
+    cfg = _config(a)
+    workload = Workload(cfg.workload_spec())
+
+    async def body(target: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {"command": "lag", "config": cfg.as_dict()}
+        out["prefill"] = await arena_prefill(cfg, workload, target)
+        max_rate = cfg.ingest_rate
+        if max_rate is None:
+            out["ingest"] = await arena_ingest(cfg, workload, target)
+            max_rate = out["ingest"]["events_per_s"]
+            # ingest_rate is the max; the probe runs at lag_share of it
+        out["lag"] = await arena_lag(cfg, workload, target, max_rate, via=a.lag_via)
+        return out
+
+    out = _run(_with_arena(a, body))
+    print()
+    if "ingest" in out:
+        _print_ingest("ingest arena", out["ingest"])
+    _print_lag("lag arena", out["lag"])
+    return _finish(a, out, out["lag"]["ok"] and out["prefill"]["ok"])
+
+
+def cmd_redis(a: argparse.Namespace) -> int:
+    from loadtest.redis_peer import INSTALL_HINT, RedisServer, redis_binary, run_redis
+    from loadtest.workload import Workload
+
+    binary = redis_binary()
+    if binary is None:
+        print(f"redis-server not found; {INSTALL_HINT}", file=sys.stderr)
+        return 2
+    cfg = _config(a)
+    workload = Workload(cfg.workload_spec())
+    rs = RedisServer(binary)
+
+    async def body() -> dict[str, Any]:
+        return await run_redis(cfg, workload, rs)
+
+    try:
+        rs.start()
+        progress(f"redis-server on 127.0.0.1:{rs.port} (pid {rs.pid}), dir {rs.dir}")
+        out = _run(body())
+    finally:
+        rs.cleanup()
+    out = {"command": "redis", "config": cfg.as_dict(), "redis": out}
+    r = out["redis"]
+    print()
+    _print_ingest("prefill redis", r["prefill"])
+    print(f"{'':16} used_memory {fmt_int(r['prefill']['used_memory_before'])} -> "
+          f"{fmt_int(r['prefill']['used_memory_after'])} B = {r['prefill']['bytes_per_member_per_table']:.0f}"
+          f" B/member/table (zsets only {r['prefill']['zset_bytes_per_member_per_table']:.0f})")
+    _print_ingest("ingest redis", r["ingest"])
+    for op, q in r["query"].items():
+        _print_query(f"redis {op}", q)
+    _print_lag("lag redis", r["lag"])
+    ok = r["prefill"]["ok"] and r["ingest"]["ok"] and r["lag"]["ok"] and all(
+        not q["errors"] for q in r["query"].values())
+    return _finish(a, out, ok)
+
+
+def cmd_ceiling(a: argparse.Namespace) -> int:
+    from loadtest.compare import run_ceiling
+    from loadtest.workload import Workload
+
+    cfg = _config(a)
+    workload = Workload(cfg.workload_spec())
+    res = _run(run_ceiling(cfg, workload, a.body_bytes, "bench"))
+    print()
+    _print_query("ceiling http-rank", res)
+    return _finish(a, {"command": "ceiling", "config": cfg.as_dict(), "ceiling": res}, not res["errors"])
+
+
+def cmd_rebuild(a: argparse.Namespace) -> int:
+    from loadtest.rebuild import print_rebuild, rebuild_benchmark
+
+    cfg = _config(a)
+    out = _run(rebuild_benchmark(cfg, a.events, config=a.config, repeats=a.rebuild_repeats, keep=a.keep))
+    print_rebuild(out)
+    return _finish(a, out, out["ok"])
+
+
+COMMANDS = {"compare": cmd_compare, "ingest": cmd_ingest, "query": cmd_query, "lag": cmd_lag,
+            "redis": cmd_redis, "ceiling": cmd_ceiling, "rebuild": cmd_rebuild}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        from loadtest.arena_client import ServerFailed
+
+        if isinstance(exc, ServerFailed):
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        raise

@@ -1,0 +1,154 @@
+"""``python -m loadtest compare``: Arena, its HTTP ceiling and Redis, same work, one table.
+
+Order: Arena (prefill, ingest, queries, lag), then the ceiling app, then Redis
+(prefill, ingest, queries, lag). One peer runs at a time, so each gets the
+whole machine minus the load generator.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from loadtest.arena_client import ArenaServer, ArenaTarget
+from loadtest.arena_run import (
+    QUERY_OPS,
+    arena_ingest,
+    arena_lag,
+    arena_prefill,
+    arena_queries,
+    sample_answer_bytes,
+)
+from loadtest.ceiling import CeilingServer
+from loadtest.common import RunConfig
+from loadtest.query import arena_http_phase
+from loadtest.redis_peer import RedisServer, redis_binary, run_redis
+from loadtest.report import build_rows, format_phase_details, format_table, machine_info
+from loadtest.stats import progress
+from loadtest.workload import Workload
+
+
+def checks_of(results: dict[str, Any]) -> dict[str, bool]:
+    """Every verdict of the run: acks checked, counts exact, no query errors."""
+    out: dict[str, bool] = {}
+    for peer in ("arena", "redis"):
+        p = results.get(peer)
+        if not isinstance(p, dict):
+            continue
+        for phase in ("prefill", "ingest", "lag"):
+            if isinstance(p.get(phase), dict):
+                out[f"{peer}.{phase}"] = bool(p[phase].get("ok"))
+        for op, q in (p.get("query") or {}).items():
+            out[f"{peer}.query.{op}"] = not q.get("errors")
+    if isinstance(results.get("ceiling"), dict):
+        out["ceiling"] = not results["ceiling"].get("errors")
+    return out
+
+
+async def run_arena_side(cfg: RunConfig, workload: Workload, target: ArenaTarget,
+                         ops: tuple[str, ...] = QUERY_OPS, lag_via: str = "ws") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    out["prefill"] = await arena_prefill(cfg, workload, target)
+    out["ingest"] = await arena_ingest(cfg, workload, target, rate=cfg.ingest_rate)
+    out["answer_bytes"] = await sample_answer_bytes(target, workload.names[0], cfg.period)
+    out["query"] = await arena_queries(cfg, workload, target, ops)
+    out["lag"] = await arena_lag(cfg, workload, target, out["ingest"]["events_per_s"], via=lag_via)
+    return out
+
+
+async def run_ceiling(cfg: RunConfig, workload: Workload, body_bytes: int, board: str) -> dict[str, Any]:
+    ceiling = CeilingServer(body_bytes)
+    try:
+        url = ceiling.start()
+        fake = ArenaTarget(base_url=url, token="", board=board)
+        res = await arena_http_phase(fake, workload.names, "rank", period=cfg.period,
+                                     connections=cfg.query_connections, seconds=cfg.query_seconds,
+                                     warmup=cfg.warmup, rate=cfg.query_rate, windows=cfg.windows,
+                                     seed=cfg.seed, base_url=url, label="ceiling-http-rank", verify=False,
+                                     server_pid=ceiling.pid)
+        res["body_bytes"] = body_bytes
+        return res
+    finally:
+        ceiling.stop()
+
+
+async def compare(cfg: RunConfig, *, durability: str = "full", keep: bool = False,
+                  url: str | None = None, token: str | None = None, board: str = "bench",
+                  skip_redis: bool = False,
+                  lag_via: str = "ws") -> dict[str, Any]:
+    started = time.time()
+    t0 = time.perf_counter()
+    progress(f"building workload: {cfg.members:,} members, seed {cfg.seed}, zipf {cfg.zipf}")
+    workload = Workload(cfg.workload_spec())
+    results: dict[str, Any] = {"command": "compare", "config": cfg.as_dict(), "machine": machine_info(),
+                               "started_at": started}
+    if url:
+        target = ArenaTarget(base_url=url.rstrip("/"), token=token or "", max_batch=cfg.max_batch, board=board)
+        results["arena"] = await run_arena_side(cfg, workload, target, lag_via=lag_via)
+        results["arena"]["server"] = {"url": url, "started_by_loadtest": False}
+    else:
+        server = ArenaServer(durability=durability, max_batch=cfg.max_batch, keep=keep)
+        try:
+            target = server.start()
+            progress(f"arena serving on {target.base_url} (pid {target.pid}), workdir {server.workdir}")
+            results["arena"] = await run_arena_side(cfg, workload, target, lag_via=lag_via)
+        finally:
+            rc = server.stop()
+            if "arena" in results:
+                results["arena"]["server"] = {"exit_code": rc, "workdir": str(server.workdir),
+                                              "config": str(server.config_path), "kept": keep,
+                                              "durability": durability}
+            server.cleanup()
+        if keep:
+            progress(f"kept arena data: rebuild with: python -m loadtest rebuild --config {server.config_path}")
+    results["ceiling"] = await run_ceiling(cfg, workload, results["arena"].get("answer_bytes", 330), target.board)
+    binary = redis_binary()
+    if skip_redis:
+        results["redis"] = {"skipped": "--no-redis"}
+    elif binary is None:
+        results["redis"] = {"skipped": "redis-server not installed"}
+        progress("redis-server not found; install it with: sudo apt-get install redis-server")
+    else:
+        rs = RedisServer(binary)
+        try:
+            rs.start()
+            progress(f"redis-server on 127.0.0.1:{rs.port} (pid {rs.pid}), dir {rs.dir}")
+            results["redis"] = await run_redis(cfg, workload, rs)
+        finally:
+            rs.cleanup()
+    results["table"] = build_rows(results)
+    results["checks"] = checks_of(results)
+    results["ok"] = all(results["checks"].values())
+    results["finished_at"] = time.time()
+    results["wall_seconds"] = round(time.perf_counter() - t0, 1)
+    return results
+
+
+def _phases(peer: Any) -> list[dict[str, Any]]:
+    if not isinstance(peer, dict):
+        return []
+    out = [peer[k] for k in ("prefill", "ingest") if isinstance(peer.get(k), dict)]
+    out += [q for q in (peer.get("query") or {}).values() if isinstance(q, dict)]
+    return out
+
+
+def print_compare(results: dict[str, Any], json_path: Path | None) -> None:
+    cfg = results["config"]
+    print(f"\nArena vs Redis — {cfg['members']:,} members, {cfg['connections']} connections x "
+          f"{cfg['inflight']} frames of {cfg['batch']} events, {cfg['seconds']:g}s ingest, "
+          f"{cfg['query_seconds']:.3g}s per query phase x {cfg['query_connections']} connections, "
+          f"seed {cfg['seed']}")
+    print(format_table(results["table"]))
+    print("\nphases (over windows):")
+    print(format_phase_details(results))
+    others: list[float] = [o for p in ("arena", "redis") for d in _phases(results.get(p))
+                           if isinstance(o := d.get("other_cpu"), (int, float))]
+    if others and max(others) > 0.25:
+        print(f"\nWARNING: other processes used up to {max(others):.2f} cores during the phases (column"
+              " 'other'): rates and latencies are disturbed; CPU µs per event/request hold up better.")
+    bad = [k for k, v in results["checks"].items() if not v]
+    print(f"\nchecks: {'all passed' if not bad else 'FAILED: ' + ', '.join(bad)}"
+          f" ({len(results['checks'])} checks; every ack checked, accepted/duplicate counts exact)")
+    if json_path:
+        print(f"json: {json_path}")

@@ -1,0 +1,131 @@
+"""The comparison table (text and JSON) built from the results of a run."""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from loadtest.stats import fmt_int, fmt_ms
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+
+def _get(d: dict[str, Any] | None, *path: str) -> Any:
+    cur: Any = d
+    for p in path:
+        if not isinstance(cur, dict) or p not in cur:
+            return None
+        cur = cur[p]
+    if isinstance(cur, float) and math.isnan(cur):
+        return None
+    return cur
+
+
+def _ratio(a: Any, b: Any) -> float | None:
+    if not isinstance(a, (int, float)) or not isinstance(b, (int, float)) or b == 0:
+        return None
+    return a / b
+
+
+def build_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per metric: Arena's value, the peer's, and Arena/peer."""
+    a = results.get("arena") or {}
+    r = results.get("redis") or {}
+    c = results.get("ceiling") or {}
+    rows: list[dict[str, Any]] = []
+
+    def row(metric: str, unit: str, arena: Any, peer_name: str, peer: Any) -> None:
+        rows.append({"metric": metric, "unit": unit, "arena": arena, "peer": peer_name,
+                     "peer_value": peer, "ratio": _ratio(arena, peer)})
+
+    row("prefill", "ev/s", _get(a, "prefill", "events_per_s"), "redis", _get(r, "prefill", "events_per_s"))
+    row("ingest", "ev/s", _get(a, "ingest", "events_per_s"), "redis", _get(r, "ingest", "events_per_s"))
+    row("ingest server CPU", "µs/event", _get(a, "ingest", "server_us_per_unit"), "redis",
+        _get(r, "ingest", "server_us_per_unit"))
+    row("ingest ack p99", "ms", _get(a, "ingest", "ack_latency", "p99_ms"), "redis",
+        _get(r, "ingest", "ack_latency", "p99_ms"))
+    for op in ("rank", "top", "around"):
+        for kind in ("http", "ws"):
+            q = _get(a, "query", f"{kind}-{op}")
+            rq = _get(r, "query", op)
+            row(f"{op} {kind.upper()}", "req/s", _get(q, "req_per_s"), "redis", _get(rq, "req_per_s"))
+            row(f"{op} {kind.upper()} p99", "ms", _get(q, "latency", "p99_ms"), "redis",
+                _get(rq, "latency", "p99_ms"))
+            row(f"{op} {kind.upper()} server CPU", "µs/req", _get(q, "server_us_per_unit"), "redis",
+                _get(rq, "server_us_per_unit"))
+    row("rank HTTP vs ceiling", "req/s", _get(a, "query", "http-rank", "req_per_s"), "ceiling",
+        _get(c, "req_per_s"))
+    row("rank HTTP p99 vs ceiling", "ms", _get(a, "query", "http-rank", "latency", "p99_ms"), "ceiling",
+        _get(c, "latency", "p99_ms"))
+    row("rank HTTP server CPU vs ceiling", "µs/req", _get(a, "query", "http-rank", "server_us_per_unit"),
+        "ceiling", _get(c, "server_us_per_unit"))
+    row("lag p50", "ms", _get(a, "lag", "lag", "p50_ms"), "redis", _get(r, "lag", "lag", "p50_ms"))
+    row("lag p99", "ms", _get(a, "lag", "lag", "p99_ms"), "redis", _get(r, "lag", "lag", "p99_ms"))
+    row("memory", "B/member/table", _get(a, "prefill", "bytes_per_member_per_table"), "redis",
+        _get(r, "prefill", "bytes_per_member_per_table"))
+    row("memory (zsets only)", "B/member/table", _get(a, "prefill", "bytes_per_member_per_table"), "redis",
+        _get(r, "prefill", "zset_bytes_per_member_per_table"))
+    return [x for x in rows if x["arena"] is not None or x["peer_value"] is not None]
+
+
+def _fmt(value: Any, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit == "ms" or unit.startswith("µs"):
+        return fmt_ms(value)
+    return fmt_int(value)
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    head = f"{'metric':<31} {'unit':<15} {'arena':>12} {'peer':>8} {'peer value':>12} {'arena/peer':>10}"
+    lines = [head, "-" * len(head)]
+    for x in rows:
+        ratio = "-" if x["ratio"] is None else f"{x['ratio']:.2f}"
+        lines.append(f"{x['metric']:<31} {x['unit']:<15} {_fmt(x['arena'], x['unit']):>12} {x['peer']:>8}"
+                     f" {_fmt(x['peer_value'], x['unit']):>12} {ratio:>10}")
+    return "\n".join(lines)
+
+
+def format_phase_details(results: dict[str, Any]) -> str:
+    """min/median/max over windows and CPU shares, one line per measured phase."""
+    lines = []
+
+    def line(name: str, d: Any, unit: str) -> None:
+        if not isinstance(d, dict) or "rate" not in d:
+            return
+        rt = d["rate"]
+        lat = d.get("latency") or d.get("ack_latency") or {}
+        lines.append(f"  {name:<22} {unit} min/median/max {fmt_int(rt.get('min'))}/{fmt_int(rt.get('median'))}/"
+                     f"{fmt_int(rt.get('max'))}  p50/p90/p99/max ms {fmt_ms(lat.get('p50_ms'))}/"
+                     f"{fmt_ms(lat.get('p90_ms'))}/{fmt_ms(lat.get('p99_ms'))}/{fmt_ms(lat.get('max_ms'))}"
+                     f"  cpu client/server/other {d.get('client_cpu')}/{d.get('server_cpu')}/{d.get('other_cpu')}"
+                     f"  µs/{'event' if unit == 'ev/s' else 'req'} client/server"
+                     f" {d.get('client_us_per_unit')}/{d.get('server_us_per_unit')}")
+
+    for peer in ("arena", "redis"):
+        p = results.get(peer) or {}
+        line(f"{peer} ingest", p.get("ingest"), "ev/s")
+        for op, q in (p.get("query") or {}).items():
+            line(f"{peer} {op}", q, "req/s")
+    line("ceiling rank", results.get("ceiling"), "req/s")
+    return "\n".join(lines)
+
+
+def machine_info() -> dict[str, Any]:
+    return {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count()}
+
+
+def default_json_path(command: str) -> Path:
+    return RESULTS_DIR / f"{command}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+
+
+def write_json(path: Path, doc: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str))

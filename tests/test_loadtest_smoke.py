@@ -1,0 +1,163 @@
+"""Smoke test of the load-test tool (loadtest/): tiny sizes, end to end, no timing assertions.
+
+One ``python -m loadtest compare`` run as a subprocess (Arena on a temp config, the
+ceiling app, and Redis when redis-server is installed) and a few in-process checks of
+the ack checker, which is what makes the benchmark's counts trustworthy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loadtest.ingest import IngestCounts, run_ingest
+from loadtest.redis_peer import redis_binary
+from loadtest.stats import percentile
+from loadtest.workload import DUPLICATE, Event, Workload, WorkloadSpec
+
+ROOT = Path(__file__).resolve().parent.parent
+MEMBERS = 200
+TOP_KEYS = {"command", "config", "machine", "arena", "ceiling", "redis", "table", "checks", "ok",
+            "started_at", "finished_at", "wall_seconds"}
+HAVE_REDIS = redis_binary() is not None
+
+
+@pytest.fixture(scope="module")
+def compare_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("loadtest") / "compare.json"
+    cmd = [sys.executable, "-m", "loadtest", "compare", "--members", str(MEMBERS), "--seconds", "2",
+           "--connections", "2", "--query-connections", "2", "--query-seconds", "0.5", "--warmup", "0.2",
+           "--windows", "2", "--lag-probes", "10", "--progress-every", "1", "--json", str(out)]
+    if not HAVE_REDIS:
+        cmd.append("--no-redis")
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=150, check=False)
+    assert proc.returncode == 0, f"compare failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr[-4000:]}"
+    assert "arena/peer" in proc.stdout  # the table was printed
+    assert "ingest arena" in proc.stderr  # progress lines were printed
+    doc: dict[str, Any] = json.loads(out.read_text())
+    doc["_stdout"] = proc.stdout
+    return doc
+
+
+def _assert_exact_ingest(phase: dict[str, Any]) -> None:
+    c = phase["counts"]
+    assert c["ok"] is True
+    assert c["frames_acked"] == c["frames_sent"] > 0
+    assert c["results_checked"] == c["events_sent"]  # every ack checked, one result per event
+    assert c["accepted"] == c["new_sent"]
+    assert c["duplicate"] == c["retries_sent"]
+    assert c["accepted"] + c["duplicate"] == c["events_sent"]
+    assert c["rejected"] == {} and c["unexpected"] == {} and c["ack_errors"] == {}
+
+
+def test_compare_json_has_the_expected_keys(compare_run: dict[str, Any]) -> None:
+    assert TOP_KEYS <= set(compare_run)
+    assert compare_run["command"] == "compare"
+    assert compare_run["ok"] is True, compare_run["checks"]
+    metrics = {row["metric"] for row in compare_run["table"]}
+    assert {"prefill", "ingest", "rank HTTP", "rank WS", "top HTTP", "around HTTP", "rank HTTP vs ceiling",
+            "lag p99", "memory"} <= metrics
+    for row in compare_run["table"]:
+        assert set(row) == {"metric", "unit", "arena", "peer", "peer_value", "ratio"}
+
+
+def test_arena_prefill_gives_every_member_one_event(compare_run: dict[str, Any]) -> None:
+    prefill = compare_run["arena"]["prefill"]
+    _assert_exact_ingest(prefill)
+    assert prefill["counts"]["accepted"] == MEMBERS
+    assert prefill["counts"]["duplicate"] == 0
+    assert prefill["bytes_per_member_per_table"] is not None
+
+
+def test_arena_ingest_counts_are_exact_and_retries_are_duplicates(compare_run: dict[str, Any]) -> None:
+    ingest = compare_run["arena"]["ingest"]
+    _assert_exact_ingest(ingest)
+    assert ingest["counts"]["retries_sent"] > 0
+    lag = compare_run["arena"]["lag"]
+    assert lag["ok"] is True and lag["visible_after_ack_violations"] == 0
+    assert lag["lag"]["samples"] == 10
+    _assert_exact_ingest(lag["background"])
+
+
+def test_arena_and_ceiling_queries_answered_without_errors(compare_run: dict[str, Any]) -> None:
+    queries = compare_run["arena"]["query"]
+    assert set(queries) == {"http-rank", "http-top", "http-around", "ws-rank", "ws-top", "ws-around"}
+    for name, q in queries.items():
+        assert q["errors"] == {}, (name, q["error_samples"])
+        assert q["requests"] > 0
+        assert {"p50_ms", "p90_ms", "p99_ms", "max_ms"} <= set(q["latency"])
+    assert compare_run["ceiling"]["errors"] == {} and compare_run["ceiling"]["requests"] > 0
+
+
+def test_redis_peer_counts_are_exact(compare_run: dict[str, Any]) -> None:
+    if not HAVE_REDIS:
+        pytest.skip("redis-server is not installed (sudo apt-get install redis-server)")
+    redis = compare_run["redis"]
+    _assert_exact_ingest(redis["prefill"])
+    assert redis["prefill"]["counts"]["accepted"] == MEMBERS
+    _assert_exact_ingest(redis["ingest"])
+    assert redis["ingest"]["counts"]["retries_sent"] > 0
+    assert redis["lag"]["ok"] is True
+    for name, q in redis["query"].items():
+        assert q["errors"] == {}, (name, q["error_samples"])
+    assert redis["prefill"]["bytes_per_member_per_table"] > 0
+
+
+# --- in process: the checker itself ---------------------------------------------------------
+
+
+class _FakeSubmitter:
+    """Acks every frame at once; ``lie`` turns the status of one retry into accepted."""
+
+    def __init__(self, lie: bool = False) -> None:
+        self.seen: set[str] = set()
+        self.lie = lie
+
+    async def submit(self, events: list[Event]) -> asyncio.Future[list[str]]:
+        out = []
+        for key, *_ in events:
+            if key in self.seen:
+                out.append("accepted" if self.lie else DUPLICATE)
+                self.lie = False
+            else:
+                self.seen.add(key)
+                out.append("accepted")
+        fut: asyncio.Future[list[str]] = asyncio.get_running_loop().create_future()
+        fut.set_result(out)
+        return fut
+
+
+async def _run_fake(lie: bool) -> dict[str, Any]:
+    workload = Workload(WorkloadSpec(members=50, retry_share=0.3, run_id="t"))
+    pairs = [(_FakeSubmitter(lie), workload.stream(0, 10))]
+    return await run_ingest("fake", pairs, inflight=2, seconds=None, progress_every=60,  # type: ignore[arg-type]
+                            max_new=300)
+
+
+async def test_checker_counts_an_honest_server_exactly() -> None:
+    res = await _run_fake(lie=False)
+    assert res["ok"] is True
+    assert res["counts"]["duplicate"] == res["counts"]["retries_sent"] > 0
+
+
+async def test_checker_flags_a_retry_that_was_accepted_twice() -> None:
+    res = await _run_fake(lie=True)
+    assert res["ok"] is False
+    assert res["counts"]["unexpected"] == {"duplicate->accepted": 1}
+
+
+def test_workload_is_deterministic_for_a_seed() -> None:
+    spec = WorkloadSpec(members=1000, seed=7, run_id="x")
+    a = Workload(spec).stream(1, 20).next_batch(0)
+    b = Workload(spec).stream(1, 20).next_batch(0)
+    assert a == b
+    assert IngestCounts().ok  # nothing sent, nothing wrong
+    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.0
