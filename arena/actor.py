@@ -160,15 +160,19 @@ class BoardActor:
         self.metrics.board_state.labels(board).set(1)
         log.info("board %s ready: %d events replayed in %.3fs, last seq %d", board, report.events, report.seconds, engine.last_seq)
         mailbox = handle.mailbox
-        deadline = engine.next_deadline(self.clock.now())
         while True:
             now = self.clock.now()
-            if deadline is not None and now >= deadline:
+            # Derived afresh each turn (a few µs): a batch may open a table, a pinned test clock
+            # may move back.
+            deadline = engine.next_deadline(now)
+            # A frame stamped before the deadline is applied first: its table was still open
+            # when it arrived, and closing now would find nothing to close (and loop).
+            first = mailbox.first_received_at()
+            if deadline is not None and now >= deadline and (first is None or first >= deadline):
                 if not await self._process(engine, []):
                     await mailbox.wait(JOURNAL_RETRY_SECONDS)  # the journal refused the close markers
                     continue
                 engine.rotate(self.clock.now())
-                deadline = engine.next_deadline(self.clock.now())
                 continue
             item = mailbox.take(MAX_DRAIN_EVENTS)
             if item is None:

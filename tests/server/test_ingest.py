@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -11,6 +12,7 @@ import httpx
 import pytest
 import websockets
 
+from arena.engine.events import Event
 from support.server import ADMIN_TOKEN, Client, InProcessServer, event, make_config, statuses, token_for
 
 NOW = 1796216400000  # 2026-12-02T13:00:00Z
@@ -124,6 +126,31 @@ async def test_late_event_inside_the_grace_is_applied_and_after_the_close_reject
     assert hour["closed"] is True and [(e["member"], e["score"]) for e in hour["entries"]] == [("late", 3)]
     alltime = (await server.http.get("/v1/boards/sum/alltime/members/late")).json()
     assert alltime["entry"]["score"] == 7
+    await client.close()
+
+
+async def test_a_frame_waiting_in_the_mailbox_across_the_close_moment_is_applied_then_closed(server: Any) -> None:
+    close = NOW + HOUR + 60_000  # the hourly window 13:00-14:00 closes here
+    client = await _connect(server)
+    assert statuses(await client.submit([event("sum", "early", 1, NOW + 5, "early")])) == ["accepted"]
+    await server.http.post("/v1/_test/clock", json={"now_ms": close - 1})
+    handle = server.arena.boards["sum"]
+    await asyncio.sleep(0.1)  # the actor waits for the 13:00 table's close moment
+    # stamped before the close moment; the actor only gets to it after (no await in between)
+    future = handle.submit([Event("sum", "waiting", 5, NOW + 10, "stamped-in-time")], close - 1, "gs")
+    server.arena.clock.set(close + 1)
+    faulthandler.dump_traceback_later(30, exit=True)  # a frozen event loop would hang the run
+    try:
+        results = await asyncio.wait_for(future, 10)
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+    assert [r.status.value for r in results] == ["accepted"]
+    hour = (await server.http.get("/v1/boards/sum/hourly/top", params={"period_id": "2026-12-02T13"})).json()
+    assert hour["closed"] is True and [(e["member"], e["score"]) for e in hour["entries"]] == [("waiting", 5), ("early", 1)]
+    late = await client.submit([event("sum", "late", 1, NOW + 10, "after-the-close")])
+    assert statuses(late) == ["accepted"]  # alltime only
+    hour = (await server.http.get("/v1/boards/sum/hourly/top", params={"period_id": "2026-12-02T13"})).json()
+    assert [e["member"] for e in hour["entries"]] == ["waiting", "early"]
     await client.close()
 
 
