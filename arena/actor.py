@@ -20,7 +20,7 @@ from arena.engine.events import Event, Fingerprint, Reason, Result, Status
 from arena.engine.periods import PeriodKind
 from arena.engine.records import StoredEvent, VoidRecord
 from arena.engine.table import RankedTable
-from arena.errors import JournalError, JournalWriteFailed, not_found, not_ready, unavailable
+from arena.errors import JournalError, JournalWriteFailed, QueryError, not_found, not_ready, unavailable
 from arena.journal import Journal
 from arena.mailbox import Command, Mailbox, Submission
 from arena.metrics import Metrics
@@ -195,7 +195,8 @@ class BoardActor:
         except Exception as exc:  # the admin route turns it into an error answer
             if not command.future.done():
                 command.future.set_exception(exc)
-            if not isinstance(exc, JournalError | LookupError):
+            # an answer (unknown_event) or a refused journal is not a crash of the actor
+            if not isinstance(exc, JournalError | QueryError):
                 raise
         else:
             if not command.future.done():

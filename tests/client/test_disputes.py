@@ -192,9 +192,14 @@ async def test_voiding_twice_is_a_no_op_200(rig: Rig) -> None:
     assert again.json()["voided"] == 1 and (await rig.void_member("A")).json()["voided"] == 0
 
 
-async def test_an_unknown_key_is_404_unknown_event(rig: Rig) -> None:
-    answer = await rig.void("never-sent")
-    assert answer.status_code == 404 and answer.json()["error"]["code"] == "unknown_event"
+async def test_an_unknown_key_is_404_unknown_event_and_no_crash(rig: Rig) -> None:
+    assert rig.server.arena is not None
+    runs = dict(rig.server.arena.supervisor.runs)
+    for _ in range(10):  # past the restart intensity, were each one a crash
+        answer = await rig.void("never-sent")
+        assert answer.status_code == 404 and answer.json()["error"]["code"] == "unknown_event"
+    assert rig.server.arena.supervisor.runs == runs
+    assert (await rig.http.get("/readyz")).status_code == 200
     answer = await rig.void("x", board="nope")
     assert answer.status_code == 404 and answer.json()["error"]["code"] == "unknown_board"
 
