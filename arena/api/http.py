@@ -67,6 +67,10 @@ def percent_param(raw: str | None, name: str) -> Fraction:
 _PERCENT_FLOOR, _PERCENT_CEILING, _PERCENT_TINY = Decimal(-1), Decimal(101), Decimal("1e-30")
 
 
+def _unquote(text: str) -> str:
+    return unquote_plus(text, encoding="utf-8", errors="replace") if "%" in text or "+" in text else text
+
+
 class Params:
     """A query route's path parts and query string, parsed once."""
 
@@ -80,9 +84,7 @@ class Params:
         if query_string:
             for pair in query_string.decode("latin-1").split("&"):
                 name, _, value = pair.partition("=")
-                if "%" in value or "+" in value:
-                    value = unquote_plus(value, encoding="utf-8", errors="replace")
-                self._query.setdefault(name, value)
+                self._query[_unquote(name)] = _unquote(value)  # the last one wins, as in starlette
 
     def get(self, name: str) -> str | None:
         return self._query.get(name)
@@ -162,7 +164,7 @@ def match(path: str) -> tuple[str, Answer, str, str, str | None] | None:
     if not path.startswith("/v1/boards/"):
         return None
     parts = path[11:].split("/", 3)
-    if len(parts) < 3:
+    if len(parts) < 3 or parts[1] == "members":  # /v1/boards/{board}/members/{member}/void is admin's
         return None
     action = _ACTIONS.get(parts[2])
     if action is None:

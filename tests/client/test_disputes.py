@@ -192,6 +192,15 @@ async def test_voiding_twice_is_a_no_op_200(rig: Rig) -> None:
     assert again.json()["voided"] == 1 and (await rig.void_member("A")).json()["voided"] == 0
 
 
+async def test_a_member_named_like_a_query_route_can_be_banned(rig: Rig) -> None:
+    await rig.clock(H0 + 30 * MIN)
+    for i, member in enumerate(["around/x", "percentile/p", "top"]):
+        await rig.client.submit("b", member, 5, occurred_at=H0, idempotency_key=f"k{i}")
+        answer = await rig.void_member(member)
+        assert answer.status_code == 200 and answer.json()["voided"] == 1, (member, answer.text)
+    assert await rig.table("hourly") == []
+
+
 async def test_an_unknown_key_is_404_unknown_event_and_no_crash(rig: Rig) -> None:
     assert rig.server.arena is not None
     runs = dict(rig.server.arena.supervisor.runs)

@@ -253,6 +253,10 @@ async def test_http_errors_have_the_contract_codes(server: Any) -> None:
     assert (void.status_code, void.json()["error"]["code"]) == (404, "unknown_event")
     retained = await http.get("/v1/boards/best/daily/top", params={"period_id": "2026-11-29"})
     assert retained.status_code == 200 and retained.json()["size"] == 0
+    encoded_name = await http.get("/v1/boards/best/daily/top?period%5Fid=2026-13-01")
+    assert encoded_name.json()["error"]["code"] == "unknown_period"
+    last_wins = await http.get("/v1/boards/best/daily/top?limit=abc&limit=2")
+    assert last_wins.status_code == 200
 
 
 async def test_a_crashed_board_answers_unavailable_past_the_restart_intensity(tmp_path: Path) -> None:
