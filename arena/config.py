@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import tomllib
 import zoneinfo
@@ -20,6 +21,8 @@ JSON_SAFE = 2**53 - 1
 DEV_TOKEN = "arena-dev-token"
 """The token of the repository's default config.toml; a server using it logs a warning."""
 DEV_TOKEN_SHA256 = hashlib.sha256(DEV_TOKEN.encode()).hexdigest()
+DEV_ADMIN_TOKEN = "arena-dev-admin"
+DEV_ADMIN_TOKEN_SHA256 = hashlib.sha256(DEV_ADMIN_TOKEN.encode()).hexdigest()
 
 _BOARD_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -124,8 +127,8 @@ class _Section:
 
     def number(self, key: str, default: object, low: float) -> float:
         value = self._get(key, default)
-        if type(value) not in (int, float) or value < low:  # type: ignore[operator]
-            raise self.fail(key, f"must be a number >= {low}")
+        if type(value) not in (int, float) or not math.isfinite(value) or value < low:  # type: ignore[arg-type, operator]
+            raise self.fail(key, f"must be a finite number >= {low}")
         return float(value)  # type: ignore[arg-type]
 
     def str(self, key: str, default: object = _REQUIRED, choices: tuple[str, ...] = ()) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 from arena.actor import BoardHandle
 from arena.auth import identify
 from arena.clock import Clock
-from arena.config import DEV_TOKEN_SHA256, Admin, Config, GameServer
+from arena.config import DEV_ADMIN_TOKEN_SHA256, DEV_TOKEN_SHA256, Admin, Config, GameServer
 from arena.errors import not_found
 from arena.metrics import Metrics
 from arena.supervisor import Supervisor
@@ -37,6 +37,9 @@ class Arena:
         for server in self.config.servers:
             if server.token_sha256 == DEV_TOKEN_SHA256:
                 log.warning("game server %r uses the public development token; do not expose this server", server.id)
+        for admin in self.config.admins:
+            if admin.token_sha256 == DEV_ADMIN_TOKEN_SHA256:
+                log.warning("admin %r uses the public development token; do not expose this server", admin.id)
         if self.fault_injection:
             log.warning("fault injection routes are enabled (tests only)")
         await self.supervisor.start()

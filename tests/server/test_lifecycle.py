@@ -4,6 +4,8 @@ no acked event, current tables answering before alltime, the data-dir lock, conf
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import logging
 import signal
 import sqlite3
 import subprocess
@@ -179,6 +181,7 @@ def test_a_changed_board_definition_stops_start_up_with_one_clear_line(tmp_path:
         (("max_in_flight_frames = 16", "colour = 1"), "server.colour: unknown key"),
         (('periods = ["alltime", "daily", "hourly"]', 'periods = ["yearly"]'), "boards.b.periods"),
         (('boards = ["*"]', 'boards = ["nope"]'), "servers[0].boards: 'nope' is not a configured board"),
+        (("max_in_flight_frames = 16", "ping_interval_seconds = nan"), "server.ping_interval_seconds: must be a finite number"),
     ],
 )
 def test_a_config_error_names_the_key(tmp_path: Path, edit: tuple[str, str], message: str) -> None:
@@ -191,9 +194,19 @@ def test_a_config_error_names_the_key(tmp_path: Path, edit: tuple[str, str], mes
     assert message in run.stderr and "Traceback" not in run.stderr
 
 
-def test_the_repository_config_is_a_working_default() -> None:
+async def test_the_repository_config_is_a_working_default_that_warns_of_its_public_tokens(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     config = load_config(Path(__file__).resolve().parents[2] / "config.toml")
     assert config.servers and config.admins and config.boards
+    assert config.servers[0].token_sha256 == sha("arena-dev-token") and config.admins[0].token_sha256 == sha("arena-dev-admin")
+    config = dataclasses.replace(config, server=dataclasses.replace(config.server, data_dir=tmp_path))
+    with caplog.at_level(logging.WARNING, logger="arena"):
+        async with InProcessServer(config, fault_injection=False):
+            pass
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "game server 'dev-server' uses the public development token; do not expose this server" in warnings
+    assert "admin 'ops' uses the public development token; do not expose this server" in warnings
 
 
 async def test_the_handshake_gets_503_past_max_connections(tmp_path: Path) -> None:
