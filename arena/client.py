@@ -33,6 +33,8 @@ Errors: every error the client raises on purpose derives from `ArenaClientError`
      │                         calls fail with it (``idempotency_keys`` names the dropped events, so
      │                         they can be resent later with the same keys, safely).
      ├── ClientClosed          the client is closed (or not connected yet); nothing more is sent.
+     │    └── FrameTooLarge    the server closed with 1009: its max_frame_bytes is below the
+     │                         client's. Not retried (the same frame would be refused again).
      ├── EventRejected         the server rejected an event (``reason``, ``idempotency_key``), e.g.
      │                         value_out_of_range, period_closed. ``unavailable`` is raised only
      │                         after the retries above.
@@ -72,6 +74,7 @@ __all__ = [
     "ConnectionFailed",
     "Entry",
     "EventRejected",
+    "FrameTooLarge",
     "Percentile",
     "QueryFailed",
     "ScoreAtPercentile",
@@ -125,6 +128,17 @@ class ConnectionFailed(ArenaClientError):
 
 class ClientClosed(ArenaClientError):
     """The client is closed or not connected: use ``async with ArenaClient(...)`` or `connect`."""
+
+
+class FrameTooLarge(ClientClosed):
+    """The server closed the connection with 1009 (a frame over its ``max_frame_bytes``). Every
+    waiting call fails with it and the client stops: set ``max_frame_bytes`` to the server's."""
+
+    def __init__(self, max_frame_bytes: int) -> None:
+        super().__init__(
+            f"the server refused a frame of up to {max_frame_bytes} bytes (close 1009): "
+            "set ArenaClient(max_frame_bytes=...) to the server's max_frame_bytes"
+        )
 
 
 class EventRejected(ArenaClientError):
@@ -683,6 +697,11 @@ class ArenaClient:
                     self._requeue_in_flight()
                 if self._closing:
                     break
+                if ws.close_code == 1009:  # resending the same frames would loop forever
+                    self._fatal = FrameTooLarge(self.max_frame_bytes)
+                    log.error("arena client: %s", self._fatal)
+                    self._fail_all(self._fatal)
+                    return
                 log.warning("arena client: connection to %s lost (code %s); reconnecting", self.url, ws.close_code)
                 if loop.time() - opened >= STABLE_SECONDS:
                     self._reconnect.reset()

@@ -20,6 +20,7 @@ from arena.client import (
     ConnectionFailed,
     Entry,
     EventRejected,
+    FrameTooLarge,
     QueryFailed,
     ScoreEvent,
     SubmitStatus,
@@ -170,6 +171,18 @@ async def test_an_unknown_token_fails_the_handshake_with_authentication_error(se
     with pytest.raises(AuthenticationError):
         async with ArenaClient(server.url, ADMIN_TOKEN):  # an admin token is not a game-server token
             pass
+
+
+async def test_a_server_with_a_smaller_frame_limit_fails_the_calls_instead_of_resending_forever(tmp_path: Path) -> None:
+    config = make_config(tmp_path, BOARDS, max_frame_bytes=4096)
+    async with InProcessServer(config) as server:
+        async with ArenaClient(server.url, token_for("gs"), reconnect_base=0.01) as client:
+            events = [ScoreEvent("b", f"member-{i:04}", i, idempotency_key=f"big-{i:04}") for i in range(200)]
+            with pytest.raises(FrameTooLarge):
+                await asyncio.wait_for(client.submit_many(events), 10)
+            with pytest.raises(FrameTooLarge):
+                await client.submit("b", "x", 1)
+        assert journal_keys(tmp_path, "b") == []
 
 
 async def test_nothing_listening_gives_connection_failed_after_give_up(tmp_path: Path) -> None:
