@@ -161,8 +161,11 @@ class SqliteJournal:
         if stored == wanted:
             return
         if stored is not None:
-            has_events = await self._db.execute_fetchall("SELECT 1 FROM score_event LIMIT 1")
-            if has_events:
+            # close markers count too: they name windows of the old timezone and periods
+            has_records = await self._db.execute_fetchall(
+                "SELECT 1 FROM score_event UNION ALL SELECT 1 FROM board_period LIMIT 1"
+            )
+            if has_records:
                 raise BoardDefinitionChanged(self._changed_message(stored, wanted))
         if readonly:  # an empty journal takes the new definition when `arena serve` opens it
             return
@@ -175,7 +178,7 @@ class SqliteJournal:
         new = orjson.loads(wanted)
         changed = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in new if old.get(k) != new.get(k))
         return (
-            f"board {self._spec.name!r}: definition changed while its journal {self.path} holds events "
+            f"board {self._spec.name!r}: definition changed while its journal {self.path} holds records "
             f"({changed}); use a new board name"
         )
 

@@ -26,7 +26,7 @@ from arena.datadir import journal_path
 from arena.engine.board import BoardEngine, BoardSpec
 from arena.engine.events import Event
 from arena.engine.periods import PeriodKind
-from arena.engine.records import Record, VoidRecord
+from arena.engine.records import CloseRecord, Record, VoidRecord
 from arena.engine.scoring import Aggregation, Order, Tie
 from arena.engine.times import parse_rfc3339_ms
 from arena.errors import BoardDefinitionChanged
@@ -412,6 +412,17 @@ async def test_a_changed_definition_is_fine_while_the_journal_holds_no_events(tm
     await write_sqlite(path, changed, [h.journals["b"]])
     with pytest.raises(BoardDefinitionChanged, match="aggregation: 'sum' -> 'best'"):
         await SqliteJournal.open(path, spec, readonly=True)
+
+
+async def test_a_journal_holding_only_close_markers_keeps_its_definition(tmp_path: Path) -> None:
+    path = tmp_path / "b.journal.sqlite"
+    spec = daily_board()
+    journal = await SqliteJournal.open(path, spec)
+    window = BoardEngine(spec).calendar.window_at(PeriodKind.DAILY, ms("2026-06-01T12:00:00Z"))
+    await journal.append([CloseRecord(1, window, ms("2026-06-02T00:01:00Z"))])  # a late event's rejection
+    await journal.close()
+    with pytest.raises(BoardDefinitionChanged, match="timezone: 'UTC' -> 'Asia/Kolkata'"):
+        await SqliteJournal.open(path, replace(spec, timezone="Asia/Kolkata"))
 
 
 @pytest.mark.parametrize("change", [
