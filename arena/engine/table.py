@@ -103,7 +103,8 @@ class RankedTable:
         return Entry(index + 1, item[1], score, reached_at)
 
     def _slice(self, start: int, stop: int) -> list[Entry]:
-        start = max(start, 0)
+        # clipped at both ends: a negative index would count from the end (and cost O(n))
+        start, stop = max(start, 0), max(stop, 0)
         return [self._entry(start + i, item) for i, item in enumerate(self._sorted.islice(start, stop))]
 
     def rank_index(self, member: str) -> int | None:

@@ -89,6 +89,12 @@ def test_around_a_rank_past_the_end_keeps_what_is_within_the_radius(ten: RankedT
     assert ten.around_rank(20, 3) == []
 
 
+def test_a_window_wholly_before_rank_one_is_empty_not_counted_from_the_end(ten: RankedTable) -> None:
+    assert ten.around_rank(-5, 2) == []
+    assert [e.rank for e in ten.around_rank(-1, 3)] == [1, 2]  # ranks -4..2
+    assert ten.top(5, -8) == []
+
+
 def test_around_an_unknown_member_is_none(ten: RankedTable) -> None:
     assert ten.around_member("nobody", 5) is None
 
