@@ -53,7 +53,8 @@ class Journal(Protocol):
     async def event_by_key(self, key: str) -> StoredEvent | None: ...
 
     async def member_events(self, member: str, limit: int | None = None, before_seq: int | None = None) -> list[StoredEvent]:
-        """A member's events, newest first."""
+        """A member's events, newest first. A scan of the whole journal (about 70 ns an event):
+        an index on member halves durable ingest, for two rare admin routes."""
 
     async def close(self) -> None: ...
 
@@ -72,7 +73,6 @@ CREATE TABLE IF NOT EXISTS score_event (
     meta TEXT
 );
 CREATE INDEX IF NOT EXISTS score_event_occurred_at ON score_event (occurred_at);
-CREATE INDEX IF NOT EXISTS score_event_member ON score_event (member, seq);
 CREATE TABLE IF NOT EXISTS board_period (
     id TEXT PRIMARY KEY,
     period TEXT NOT NULL,
