@@ -173,10 +173,11 @@ class Calendar:
         self.timezone: Final = timezone
         self._zone = zone
         # kind -> (start_ms, end_ms, window) of the window returned last. The empty (0, 0) sentinel
-        # keeps the hot path free of a None check; alltime always misses and takes the slow path.
+        # keeps the hot path free of a None check; alltime holds every supported instant.
         self._last: dict[PeriodKind, tuple[int, int, Window]] = {
             kind: (0, 0, ALLTIME_WINDOW) for kind in PeriodKind
         }
+        self._last[PeriodKind.ALLTIME] = (0, MAX_MS, ALLTIME_WINDOW)
         self._recent: dict[PeriodKind, list[tuple[int, int, Window]]] = {
             kind: [] for kind in PeriodKind
         }
