@@ -20,7 +20,7 @@ from arena.client import ArenaClient, ScoreEvent
 from arena.datadir import journal_path
 from arena.engine.times import parse_rfc3339_ms
 from support.arena_cli import arena, rebuild_digests, write_config
-from support.server import ChildServer, Client, InProcessServer, event, make_config, token_for
+from support.server import ChildServer, Client, InProcessServer, clear_of_an_hour_boundary, event, make_config, token_for
 
 HOUR = 3_600_000
 BOARDS = {
@@ -170,6 +170,7 @@ async def test_verify_reports_an_unreachable_server_clearly(tmp_path: Path) -> N
 
 
 async def test_digests_are_equal_after_a_restart_and_in_arena_rebuild(tmp_path: Path) -> None:
+    await clear_of_an_hour_boundary()
     server = child(tmp_path)
     await asyncio.to_thread(server.start)
     try:

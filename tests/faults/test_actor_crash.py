@@ -13,7 +13,7 @@ import httpx
 
 from arena.actor import BoardState
 from support.faults import journaled
-from support.server import Client, InProcessServer, event, make_config, statuses, token_for
+from support.server import Client, InProcessServer, event, make_config, statuses, token_for, until
 
 
 BOARDS: dict[str, dict[str, Any]] = {"a": {"aggregation": "sum", "periods": ["alltime"]}, "b": {"aggregation": "sum", "periods": ["alltime"]}}
@@ -26,8 +26,8 @@ def _now() -> int:
 async def _until_ready(server: InProcessServer, board: str, runs: int) -> None:
     assert server.arena is not None
     supervisor = server.arena.supervisor
-    while not (supervisor.runs[board] == runs and server.arena.boards[board].state is BoardState.READY):
-        await asyncio.sleep(0.005)
+    handle = server.arena.boards[board]
+    await until(lambda: supervisor.runs[board] == runs and handle.state is BoardState.READY, f"run {runs} of {board}")
 
 
 async def _crash(http: httpx.AsyncClient, board: str, times: int) -> None:
@@ -105,8 +105,7 @@ async def test_past_the_restart_intensity_the_board_is_failed_not_looping(tmp_pa
             assert statuses(results) == ["rejected:unavailable"]
             if n < 2:
                 await _until_ready(server, "a", n + 2)
-        while server.arena.boards["a"].state is not BoardState.FAILED:
-            await asyncio.sleep(0.005)
+        await until(lambda: server.arena.boards["a"].state is BoardState.FAILED, "board a to fail")
         # Failed, not looping: more traffic neither restarts nor reaches the journal.
         for n in range(5):
             assert statuses(await client.submit([event("a", "m", 1, now, f"late-{n}")])) == ["rejected:unavailable"]

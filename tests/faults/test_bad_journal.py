@@ -106,7 +106,9 @@ def test_corrupt_journal_fails_its_board_by_name_and_the_others_serve(
     server = FaultServer(config)
     server.start(ready=False)
     try:
+        deadline = time.monotonic() + 30
         while (ready := httpx.get(server.url + "/readyz")).json()["boards"]["good"] != "ready":
+            assert time.monotonic() < deadline, ready.text
             time.sleep(0.02)
         body = ready.json()
         assert ready.status_code == 503

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from support.faults import FaultServer, journaled, metric, server_digests, write_config
-from support.server import Client, statuses, token_for
+from support.server import Client, clear_of_an_hour_boundary, statuses, token_for
 
 
 BOARDS: dict[str, dict[str, Any]] = {"a": {"aggregation": "best", "periods": ["alltime", "daily"]}, "b": {"aggregation": "sum", "periods": ["alltime", "hourly"]}}
@@ -46,6 +46,7 @@ async def _storm(url: str, batch: list[dict[str, Any]], resends: int) -> None:
 
 @pytest.mark.parametrize("key_cache", [100_000, 0], ids=["key_cache", "no_key_cache"])
 async def test_duplicate_storm_changes_nothing_and_counts_every_duplicate(key_cache: int, tmp_path: Path) -> None:
+    await clear_of_an_hour_boundary()
     config = write_config(tmp_path, BOARDS, key_cache=key_cache)
     data = tmp_path / "data"
     server = FaultServer(config)

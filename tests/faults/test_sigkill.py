@@ -27,7 +27,7 @@ from support.faults import (
     seed,
     write_config,
 )
-from support.server import ADMIN_TOKEN, Client, token_for
+from support.server import ADMIN_TOKEN, Client, token_for, until
 
 
 BOARDS: dict[str, dict[str, Any]] = {
@@ -75,8 +75,7 @@ async def _ingest_and_kill(server: FaultServer, rng: random.Random, round_no: in
         ))
         for w in range(WRITERS)
     ]
-    while not ledger.acked:
-        await asyncio.sleep(0.01)
+    await until(lambda: ledger.acked, "a first ack", 60)
     await asyncio.sleep(rng.uniform(0.05, 1.5))
     server.kill()  # SIGKILL
     await asyncio.wait_for(asyncio.gather(*writers), 60)

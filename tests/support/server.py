@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -96,12 +96,9 @@ class InProcessServer:
             await self.until_ready()
 
     async def until_ready(self, timeout: float = 30.0) -> None:
-        assert self.arena is not None
-        deadline = time.monotonic() + timeout
-        while not self.arena.ready:
-            if time.monotonic() > deadline:
-                raise TimeoutError("server not ready")
-            await asyncio.sleep(0.005)
+        arena = self.arena
+        assert arena is not None
+        await until(lambda: arena.ready, "the server to be ready", timeout)
 
     async def stop(self) -> None:
         """The SIGTERM path: drain connections, stop uvicorn, stop the actors."""
@@ -167,6 +164,27 @@ class ChildServer:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.wait()
+
+
+async def until(condition: Callable[[], object], what: str, timeout: float = 30.0) -> None:
+    """Poll ``condition`` until it holds; fail the test after ``timeout`` seconds instead of
+    hanging it."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+        await asyncio.sleep(0.005)
+
+
+async def clear_of_an_hour_boundary(margin_seconds: float = 90.0) -> None:
+    """Wait until the wall clock is ``margin_seconds`` away from the turn of an hour on both sides,
+    so that a test comparing the current tables across a restart (with events dated up to a minute
+    back) sees the same windows before and after. Waits in about 5 % of runs."""
+    into = time.time() % 3600
+    if into < margin_seconds:
+        await asyncio.sleep(margin_seconds - into)
+    elif into > 3600 - margin_seconds:
+        await asyncio.sleep(3600 - into + margin_seconds)
 
 
 def write_config(path: Path, config_toml: str) -> Path:
