@@ -225,7 +225,10 @@ def parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_serve)
 
     p = sub.add_parser("rebuild", help="rebuild tables offline from the journals",
-                       description="Replay journals read-only and print, per table: events replayed, members, seconds and the sha256 digest of the standings.")
+                       description="Replay journals read-only and print, per table: events replayed, members, seconds "
+                       "(of the replay pass that built the table: current hourly/daily/weekly tables come from "
+                       "a first pass over recent events, the rest from a full pass) and the sha256 digest of the "
+                       "standings. A summary line per board (events/s) goes to stderr.")
     _common(p)
     p.add_argument("--board", help="only this board")
     p.add_argument("--all", action="store_true", help="also every closed table, not only the retained ones")

@@ -17,6 +17,7 @@ from support.server import InProcessServer
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "client.md"
 SNIPPETS = re.findall(r"^```python\n(.*?)^```$", DOC.read_text(), re.S | re.M)
+README_SNIPPETS = re.findall(r"^```python\n(.*?)^```$", (ROOT / "README.md").read_text(), re.S | re.M)
 DOC_URL = "http://127.0.0.1:8080"
 
 
@@ -37,10 +38,20 @@ def test_the_doc_has_an_async_and_a_sync_quick_start_of_15_lines_at_most() -> No
     ids=["async", "sync"],
 )
 async def test_the_quick_start_runs(tmp_path: Path, index: int, expected: list[str]) -> None:
+    await _run_against_the_default_config(tmp_path, SNIPPETS[index], expected)
+
+
+async def test_the_readme_example_client_runs_twice(tmp_path: Path) -> None:
+    assert len(README_SNIPPETS) == 1 and DOC_URL in README_SNIPPETS[0]
+    for _ in range(2):  # a second run must not trip over the first one's keys
+        await _run_against_the_default_config(tmp_path, README_SNIPPETS[0], ["accepted 1", "1 alice 1200", "2 bob 900"])
+
+
+async def _run_against_the_default_config(tmp_path: Path, snippet: str, expected: list[str]) -> None:
     config = load_config(ROOT / "config.toml")
     config = replace(config, server=replace(config.server, data_dir=tmp_path))
     async with InProcessServer(config) as server:
-        code = SNIPPETS[index].replace(DOC_URL, server.url)
+        code = snippet.replace(DOC_URL, server.url)
         proc = await asyncio.create_subprocess_exec(sys.executable, "-c", code, cwd=tmp_path,
                                                     stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         out, err = await asyncio.wait_for(proc.communicate(), 60)
