@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import os
 import sys
@@ -248,8 +249,20 @@ def parser() -> argparse.ArgumentParser:
     return root
 
 
+GC_THRESHOLDS = (10_000, 10, 1_000)
+"""The cyclic GC's generation thresholds for the arena process (CPython's are 700, 10, 10).
+
+A full collection walks every entry of every tracked container, and a board's tables are a few
+huge dicts and SortedList sublists: at 1M members x 3 tables each full collection took ~190 ms
+and ran every second or so, a quarter of `arena serve` under ingest (and of a replay). With
+these thresholds full collections become rare (none in a 70 s 1M-member load test) and gen0
+runs a tenth as often: ingest went from 15.7k to 22.8k events/s. Arena makes few reference
+cycles, so little waits longer to be freed."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    gc.set_threshold(*GC_THRESHOLDS)
     if args.command == "token":
         if bool(args.id) == bool(args.admin):
             print("arena token: give exactly one of --server ID or --admin ID", file=sys.stderr)
