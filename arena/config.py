@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import math
 import re
@@ -139,7 +140,7 @@ class _Section:
             raise self.fail(key, "must be one of " + ", ".join(choices))
         return value
 
-    def str_list(self, key: str, default: object) -> list[str]:
+    def str_list(self, key: builtins.str, default: object) -> list[builtins.str]:  # `str` is the method above
         value = self._get(key, default)
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise self.fail(key, "must be a list of strings")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import AsyncIterator, Iterable, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import aiosqlite
 import orjson
@@ -156,7 +156,7 @@ class SqliteJournal:
     async def _check_definition(self, readonly: bool) -> None:
         wanted = orjson.dumps(self._spec.definition(), option=orjson.OPT_SORT_KEYS).decode()
         rows = await self._db.execute_fetchall("SELECT key, value FROM board_meta")
-        meta = dict(rows)  # type: ignore[arg-type]
+        meta: dict[str, str] = dict(rows)  # type: ignore[arg-type]
         stored = meta.get("definition")
         if stored == wanted:
             return
@@ -316,7 +316,7 @@ class SqliteJournal:
     def _upto(self, upto_seq: int | None) -> int:
         return upto_seq if upto_seq is not None else self.last_seq
 
-    async def _read(self, sql: str, params: Iterable[object]) -> list[tuple[object, ...]]:
+    async def _read(self, sql: str, params: Iterable[object]) -> list[tuple[Any, ...]]:  # sqlite rows: untyped
         try:
             return list(await self._db.execute_fetchall(sql, tuple(params)))  # type: ignore[arg-type]
         except sqlite3.Error as exc:
@@ -345,5 +345,6 @@ def _check_not_truncated(path: Path) -> None:
         raise JournalCorrupt(f"{path}: journal is truncated: {size} bytes, its header says {pages} pages of {page_size}")
 
 
-def _stored(row: tuple[object, ...]) -> StoredEvent:
-    return StoredEvent(*row[:8], voided=bool(row[8]))  # type: ignore[arg-type]
+def _stored(row: tuple[Any, ...]) -> StoredEvent:
+    seq, member, value, occurred_at, received_at, source, key, meta, voided = row
+    return StoredEvent(seq, member, value, occurred_at, received_at, source, key, meta, bool(voided))
