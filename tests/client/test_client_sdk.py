@@ -4,6 +4,7 @@ errors, typed query answers and the synchronous wrapper."""
 from __future__ import annotations
 
 import asyncio
+import random
 import sqlite3
 import time
 from datetime import datetime, timezone
@@ -29,6 +30,7 @@ from arena.client import (
     new_idempotency_key,
     ws_url,
 )
+from arena.client import _Backoff  # the schedule alone: timing it through a socket would be flaky
 from arena.datadir import journal_path
 from support.server import ADMIN_TOKEN, InProcessServer, free_socket, make_config, token_for
 
@@ -355,3 +357,16 @@ async def test_a_cancelled_submit_that_was_not_sent_is_dropped(server: InProcess
         kept = await client.submit_many([ScoreEvent("b", f"m{i}", i) for i in range(1000)])  # a full batch goes at once
         assert all(r.recorded for r in kept)
     assert len(journal_keys(server.config.server.data_dir, "b")) == 1000
+
+
+def test_reconnect_backoff_doubles_up_to_its_cap_with_equal_jitter() -> None:
+    backoff = _Backoff(0.05, 2.0, rng=random.Random(7))
+    delays = [backoff.next() for _ in range(10)]
+    for n, delay in enumerate(delays):
+        ceiling = min(2.0, 0.05 * 2**n)
+        assert ceiling / 2 <= delay <= ceiling, (n, delay)
+    assert delays[-1] >= 1.0  # capped at 2 s, never below half of it
+    backoff.reset()
+    assert 0.025 <= backoff.next() <= 0.05
+    other = _Backoff(0.05, 2.0, rng=random.Random(8))
+    assert [other.next() for _ in range(10)] != delays  # jitter: clients do not reconnect in step
