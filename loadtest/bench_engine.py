@@ -51,6 +51,7 @@ from pathlib import Path
 
 from sortedcontainers import SortedList
 
+from arena.cli import GC_THRESHOLDS
 from arena.engine.board import BoardEngine, BoardSpec
 from arena.engine.events import Event
 from arena.engine.periods import ALLTIME_WINDOW, PeriodKind
@@ -438,6 +439,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for p in args.periods:
         if p not in {k.value for k in PeriodKind}:
             parser().error(f"unknown period {p!r}")
+    gc.set_threshold(*GC_THRESHOLDS)  # as in the arena process (see arena.cli.GC_THRESHOLDS)
     results = Results()
     started = time.perf_counter()
     if not args.skip_table:
