@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from support.engine_harness import EngineHarness
 from support.oracle import (
+    boards_and_frames,
     MEMBERS,
     Frame,
     OBoard,
@@ -24,7 +25,6 @@ from support.oracle import (
     check_engine,
     drive,
     engine_rows,
-    frames_for,
     local_base,
     oboards,
     slots,
@@ -33,12 +33,6 @@ from support.oracle import (
 )
 
 PROPERTY = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-@st.composite
-def boards_and_frames(draw: st.DrawFn) -> tuple[OBoard, list[Frame]]:
-    board = draw(oboards())
-    return board, draw(frames_for(board))
 
 
 @PROPERTY

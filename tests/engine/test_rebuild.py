@@ -35,6 +35,7 @@ from arena.replay import ReplayReport, replay
 from support.engine_harness import EngineHarness
 from support.memory_journal import MemoryJournal
 from support.oracle import (
+    boards_and_frames,
     Frame,
     OBoard,
     OEvent,
@@ -42,8 +43,6 @@ from support.oracle import (
     check_engine,
     drive,
     engine_rows,
-    frames_for,
-    oboards,
     rank,
     spec_of,
 )
@@ -110,12 +109,6 @@ def assert_same_as_live(rebuilt: BoardEngine, live: BoardEngine, *, everything: 
         assert (table.closed_seq, table.closed_at) == (twin.closed_seq, twin.closed_at), key
     assert rebuilt.markers == live.markers
     assert rebuilt.last_seq == live.last_seq
-
-
-@st.composite
-def boards_and_frames(draw: st.DrawFn) -> tuple[OBoard, list[Frame]]:
-    board = draw(oboards())
-    return board, draw(frames_for(board))
 
 
 # -- properties ----------------------------------------------------------------------------------

@@ -11,7 +11,8 @@ from pathlib import Path
 from arena.config import Config
 
 
-def _toml(value: object) -> str:
+def toml_value(value: object) -> str:
+    """A Python value as a TOML value (the few types a test config holds)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
@@ -19,30 +20,30 @@ def _toml(value: object) -> str:
     if isinstance(value, str | Path):
         return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
     if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
     raise TypeError(f"no TOML for {value!r}")
 
 
-def config_toml(config: Config) -> str:
+def configtoml_value(config: Config) -> str:
     """The config.toml text of a Config (as `support.server.make_config` builds them)."""
     s = config.server
     lines = ["[server]"]
     for key in ("host", "port", "data_dir", "durability", "max_batch", "max_frame_bytes", "max_in_flight_frames",
                 "mailbox_events", "max_connections", "key_cache", "max_restarts"):
-        lines.append(f"{key} = {_toml(getattr(s, key))}")
+        lines.append(f"{key} = {toml_value(getattr(s, key))}")
     for server in config.servers:
-        lines += ["", "[[servers]]", f"id = {_toml(server.id)}", f"token_sha256 = {_toml(server.token_sha256)}",
-                  f"boards = {_toml(list(server.boards))}"]
+        lines += ["", "[[servers]]", f"id = {toml_value(server.id)}", f"token_sha256 = {toml_value(server.token_sha256)}",
+                  f"boards = {toml_value(list(server.boards))}"]
     for admin in config.admins:
-        lines += ["", "[[admins]]", f"id = {_toml(admin.id)}", f"token_sha256 = {_toml(admin.token_sha256)}"]
+        lines += ["", "[[admins]]", f"id = {toml_value(admin.id)}", f"token_sha256 = {toml_value(admin.token_sha256)}"]
     for name, b in config.boards.items():
         lines += [
             "", f"[boards.{name}]",
-            f"aggregation = {_toml(b.aggregation.value)}",
-            f"order = {_toml(b.order.value)}",
-            f"tie = {_toml(b.tie.value)}",
-            f"periods = {_toml([k.value for k in b.periods])}",
-            f"timezone = {_toml(b.timezone)}",
+            f"aggregation = {toml_value(b.aggregation.value)}",
+            f"order = {toml_value(b.order.value)}",
+            f"tie = {toml_value(b.tie.value)}",
+            f"periods = {toml_value([k.value for k in b.periods])}",
+            f"timezone = {toml_value(b.timezone)}",
             f"min_value = {b.min_value}",
             f"max_value = {b.max_value}",
             f"close_grace_seconds = {b.close_grace_ms // 1000}",
@@ -53,7 +54,7 @@ def config_toml(config: Config) -> str:
 
 
 def write_config(config: Config, path: Path) -> Path:
-    path.write_text(config_toml(config))
+    path.write_text(configtoml_value(config))
     return path
 
 

@@ -19,6 +19,7 @@ import httpx
 import orjson
 import websockets
 
+from support.arena_cli import toml_value
 from support.server import ADMIN_TOKEN, ChildServer, sha, token_for
 
 Fingerprint = tuple[str, int, int]
@@ -35,18 +36,6 @@ def seed() -> int:
     return int(os.environ.get("ARENA_FAULT_SEED", "20261202"))
 
 
-def _toml(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str | Path):
-        return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
-    raise TypeError(f"cannot write {value!r} as TOML")
-
-
 def write_config(
     directory: Path,
     boards: Mapping[str, Mapping[str, Any]],
@@ -56,14 +45,14 @@ def write_config(
     **settings: Any,
 ) -> Path:
     """``directory/config.toml`` for a child server: tokens are `token_for(id)` and `ADMIN_TOKEN`."""
-    lines = ["[server]", f"data_dir = {_toml(data_dir or directory / 'data')}"]
-    lines += [f"{key} = {_toml(value)}" for key, value in settings.items()]
+    lines = ["[server]", f"data_dir = {toml_value(data_dir or directory / 'data')}"]
+    lines += [f"{key} = {toml_value(value)}" for key, value in settings.items()]
     for sid, scope in (servers or {"gs": ["*"]}).items():
-        lines += ["", "[[servers]]", f"id = {_toml(sid)}", f"token_sha256 = {_toml(sha(token_for(sid)))}",
-                  f"boards = {_toml(list(scope))}"]
-    lines += ["", "[[admins]]", 'id = "ops"', f"token_sha256 = {_toml(sha(ADMIN_TOKEN))}"]
+        lines += ["", "[[servers]]", f"id = {toml_value(sid)}", f"token_sha256 = {toml_value(sha(token_for(sid)))}",
+                  f"boards = {toml_value(list(scope))}"]
+    lines += ["", "[[admins]]", 'id = "ops"', f"token_sha256 = {toml_value(sha(ADMIN_TOKEN))}"]
     for name, body in boards.items():
-        lines += ["", f"[boards.{name}]"] + [f"{key} = {_toml(value)}" for key, value in body.items()]
+        lines += ["", f"[boards.{name}]"] + [f"{key} = {toml_value(value)}" for key, value in body.items()]
     path = directory / "config.toml"
     path.write_text("\n".join(lines) + "\n")
     return path

@@ -308,6 +308,13 @@ def frames_for(draw: st.DrawFn, /, board: OBoard, max_frames: int = 10, ticks: b
     return out
 
 
+@st.composite
+def boards_and_frames(draw: st.DrawFn) -> tuple[OBoard, list[Frame]]:
+    """A random board and frames for it (`oboards`, `frames_for`)."""
+    board = draw(oboards())
+    return board, draw(frames_for(board))
+
+
 def wire(results: list[Result]) -> list[tuple[str, str | None]]:
     return [(r.status.value, r.reason.value if r.reason is not None else None) for r in results]
 
