@@ -18,6 +18,7 @@ import pytest
 from arena.client import ArenaClient, ScoreEvent
 from arena.engine.times import parse_rfc3339_ms
 from support.arena_cli import arena, rebuild_digests, write_config
+import support.server
 from support.server import ADMIN_TOKEN, InProcessServer, make_config, token_for
 
 MIN = 60_000
@@ -69,15 +70,7 @@ def disputes_metric(text: str) -> dict[tuple[str, str], float]:
     return found
 
 
-@dataclass
-class Rig:
-    server: InProcessServer
-    http: httpx.AsyncClient
-    client: ArenaClient
-
-    async def clock(self, now: int) -> None:
-        assert (await self.http.post("/v1/_test/clock", json={"now_ms": now})).status_code == 200
-
+class Rig(support.server.Rig):
     async def void(self, key: str, board: str = "b", headers: dict[str, str] = ADMIN) -> httpx.Response:
         return await self.http.post(f"/v1/boards/{board}/void", json={"idempotency_key": key, "reason": "dispute"},
                                     headers=headers)
@@ -98,10 +91,8 @@ class Rig:
 @pytest.fixture
 async def rig(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Rig]:
     aggregation = getattr(request, "param", "best")
-    config = make_config(tmp_path, {"b": {"aggregation": aggregation, "periods": PERIODS}})
-    async with InProcessServer(config) as server, httpx.AsyncClient(base_url=server.url) as http:
-        async with ArenaClient(server.url, token_for("gs")) as client:
-            yield Rig(server, http, client)
+    async with support.server.rig(Rig, make_config(tmp_path, {"b": {"aggregation": aggregation, "periods": PERIODS}})) as r:
+        yield r
 
 
 async def two_closed_hours(rig: Rig, seed: int) -> list[Ev]:

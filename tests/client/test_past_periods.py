@@ -5,7 +5,6 @@ and for malformed or future ids (`unknown_period`). The test clock moves through
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ import httpx
 import pytest
 
 from arena.client import ArenaClient, QueryFailed, ScoreEvent
+import support.server
 from support.server import ADMIN_TOKEN, InProcessServer, make_config, token_for
 
 MIN = 60_000
@@ -28,24 +28,15 @@ def hour_id(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%dT%H")
 
 
-@dataclass
-class Rig:
-    server: InProcessServer
-    http: httpx.AsyncClient
-    client: ArenaClient
-
-    async def clock(self, now: int) -> None:
-        assert (await self.http.post("/v1/_test/clock", json={"now_ms": now})).status_code == 200
-
+class Rig(support.server.Rig):
     async def get(self, path: str, **params: Any) -> httpx.Response:
         return await self.http.get(f"/v1/boards/b/{path}", params=params)
 
 
 @pytest.fixture
 async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
-    async with InProcessServer(make_config(tmp_path, BOARDS)) as server, httpx.AsyncClient(base_url=server.url) as http:
-        async with ArenaClient(server.url, token_for("gs")) as client:
-            yield Rig(server, http, client)
+    async with support.server.rig(Rig, make_config(tmp_path, BOARDS)) as r:
+        yield r
 
 
 async def five_hours(rig: Rig) -> None:

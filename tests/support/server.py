@@ -12,15 +12,18 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import orjson
 import websockets
 from websockets.asyncio.client import ClientConnection
 
+from arena.client import ArenaClient
 from arena.config import Admin, Config, GameServer, ServerSettings, parse_board
 from arena.engine.board import BoardSpec
 from arena.server import ArenaServer, uvicorn_config
@@ -248,6 +251,29 @@ class Client:
     async def close(self) -> None:
         await self.ws.close()
         await self._reader
+
+
+@dataclass
+class Rig:
+    """A real server on a pinned clock, with an HTTP client and an SDK client (`rig`)."""
+
+    server: InProcessServer
+    http: httpx.AsyncClient
+    client: ArenaClient
+
+    async def clock(self, now: int) -> None:
+        assert (await self.http.post("/v1/_test/clock", json={"now_ms": now})).status_code == 200
+
+
+R = TypeVar("R", bound=Rig)
+
+
+@asynccontextmanager
+async def rig(kind: type[R], config: Config) -> AsyncIterator[R]:
+    """`async with rig(MyRig, config) as r:` — started, ready, and stopped afterwards."""
+    async with InProcessServer(config) as server, httpx.AsyncClient(base_url=server.url) as http:
+        async with ArenaClient(server.url, token_for("gs")) as client:
+            yield kind(server, http, client)
 
 
 def event(board: str, member: str, value: int, occurred_at: int | str, key: str, **extra: Any) -> dict[str, Any]:
