@@ -120,6 +120,10 @@ class SqliteJournal:
         Raises JournalCorrupt (unreadable file, named), BoardDefinitionChanged.
         """
         name = str(path)
+        if readonly and not path.exists():
+            # said here, not by a failed connect: aiosqlite then leaves its worker thread to
+            # report to an event loop that may be gone by the time it does
+            raise JournalCorrupt(f"{name}: cannot open journal: no such file")
         _check_not_truncated(path)
         try:
             if readonly:
