@@ -3,11 +3,15 @@ back in seq order, close markers, voids, the audit listing, corrupt files, read-
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from arena.engine.board import BoardSpec
 from arena.engine.events import Event
@@ -147,6 +151,35 @@ async def test_a_lookup_finds_keys_however_old_they_are(path: Path) -> None:
         assert await j.lookup(["ancient"]) == {"ancient": ("a", 1, T)}
     finally:
         await j.close()
+
+
+_KEYS = st.text(st.characters(codec="utf-8"), min_size=1, max_size=128)
+"""Any key the wire can carry: U+0000, backslashes, quotes, JSON escapes written out, astral."""
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_KEYS, min_size=1, max_size=30, unique=True), st.data())
+def test_keys_of_any_text_round_trip_through_append_lookup_and_scan(keys: list[str], data: st.DataObject) -> None:
+    """A batch is sent to sqlite as one JSON parameter unless a string holds U+0000 (sqlite's
+    JSON ends a string there): both paths must store and find every key exactly."""
+    batch = [score(i + 1, member=f"m{i}", value=i, key=k) for i, k in enumerate(keys)]
+    cut = data.draw(st.integers(0, len(batch)), label="cut")
+    absent = data.draw(st.lists(_KEYS.filter(lambda k: k not in keys), max_size=5), label="absent")
+
+    async def run() -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            j = await SqliteJournal.open(Path(tmp) / "b.journal.sqlite", SPEC)
+            try:
+                await j.append(batch[:cut])
+                await j.append([*batch[cut:], CloseRecord(len(batch) + 1, DAY, T)])  # the multi-table path
+                assert await j.lookup([*keys, *absent]) == {k: (f"m{i}", i, T) for i, k in enumerate(keys)}
+                assert [r[4] for r in await rows(j)] == keys
+                stored = await j.event_by_key(keys[-1])
+                assert stored is not None and stored.idempotency_key == keys[-1]
+            finally:
+                await j.close()
+
+    asyncio.run(run())
 
 
 # -- scan ------------------------------------------------------------------------------------------
