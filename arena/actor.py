@@ -126,6 +126,20 @@ def resolve(submission: Submission, results: list[Result]) -> None:
 
 
 @dataclass(frozen=True, slots=True)
+class Flight:
+    """A decided batch whose journal write is under way; at most one per board."""
+
+    batch: list[Submission]
+    plan: Plan
+    write: asyncio.Task[bool]
+
+
+def _consume(task: asyncio.Task[bool]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+@dataclass(frozen=True, slots=True)
 class VoidOutcome:
     voided: int
     already_voided: bool = False
@@ -142,6 +156,8 @@ class BoardActor:
         self.keys = KeyCache(key_cache)
         self.stopping = False
         self.in_flight: list[Submission] = []
+        """Taken from the mailbox and not answered yet: the supervisor answers them after a crash."""
+        self._flight: Flight | None = None
         self._lag = metrics.visibility.labels(handle.name)
 
     async def run(self) -> None:
@@ -160,6 +176,14 @@ class BoardActor:
         self.metrics.board_state.labels(board).set(1)
         log.info("board %s ready: %d events replayed in %.3fs, last seq %d", board, report.events, report.seconds, engine.last_seq)
         mailbox = handle.mailbox
+        try:
+            await self._serve(engine, mailbox)
+        except BaseException:
+            if self._flight is not None:  # the supervisor answers its batch; the write ends alone
+                self._flight.write.add_done_callback(_consume)
+            raise
+
+    async def _serve(self, engine: BoardEngine, mailbox: Mailbox) -> None:
         while True:
             now = self.clock.now()
             # Derived afresh each turn (a few µs): a batch may open a table, a pinned test clock
@@ -169,17 +193,25 @@ class BoardActor:
             # when it arrived, and closing now would find nothing to close (and loop).
             first = mailbox.first_received_at()
             if deadline is not None and now >= deadline and (first is None or first >= deadline):
-                if not await self._process(engine, []):
+                if self._flight is not None:
+                    await self._land(engine)  # the markers due may be in it
+                    continue
+                await self._process(engine, [])
+                if not await self._land(engine):
                     await mailbox.wait(JOURNAL_RETRY_SECONDS)  # the journal refused the close markers
                     continue
                 engine.rotate(self.clock.now())
                 continue
             item = mailbox.take(MAX_DRAIN_EVENTS)
             if item is None:
-                if self.stopping:
+                if self._flight is not None:
+                    await self._land(engine)
+                elif self.stopping:
                     return
-                await mailbox.wait(None if deadline is None else (deadline - now) / 1000)
+                else:
+                    await mailbox.wait(None if deadline is None else (deadline - now) / 1000)
             elif isinstance(item, Command):
+                await self._land(engine)
                 await self._command(item)
             else:
                 await self._process(engine, item)
@@ -218,25 +250,54 @@ class BoardActor:
             known.update(await self.journal.lookup(list(dict.fromkeys(misses))))
         return known
 
-    async def _process(self, engine: BoardEngine, batch: list[Submission]) -> bool:
-        """Decide, journal, apply and answer one batch; False when the journal refused it."""
-        self.in_flight = batch
+    async def _process(self, engine: BoardEngine, batch: list[Submission]) -> None:
+        """Decide a batch while the one ahead of it is being journaled; then start journaling
+        this one and apply the one ahead (its events become visible, its frames are acked).
+        So the journal's fsync overlaps the CPU work of the batches on either side of it."""
+        self.in_flight.extend(batch)
         board = self.handle.name
+        ahead = self._flight
         try:
             known = await self._known_keys(batch)
         except JournalError as exc:
             log.error("board %s: %s", board, exc)
             self._answer(batch, [unavailable_results(s.events) for s in batch])
-            return False
+            return
         mailbox_next = self.handle.mailbox.first_received_at()
         close_until = self.clock.now() if mailbox_next is None else mailbox_next
-        plan = engine.decide([(s.events, s.received_at, s.source) for s in batch], known, close_until)
+        intakes = [(s.events, s.received_at, s.source) for s in batch]
+        plan = engine.decide(intakes, known, close_until, after=None if ahead is None else ahead.plan)
         if self.handle.crashes_pending:
             self.handle.crashes_pending -= 1
             raise InjectedCrash(f"fault injection: crash of board {board}")
-        if plan.records and not await self._journal(engine, plan):
-            self._answer(batch, [_unavailable_if_accepted(results) for results in plan.results])
-            return False
+        written = True
+        if ahead is not None:
+            written = await ahead.write
+            self._flight = None
+            if not written:
+                self._answer(ahead.batch, [_unavailable_if_accepted(results) for results in ahead.plan.results])
+                plan = engine.decide(intakes, known, close_until)  # it was decided as if `ahead` were journaled
+        if plan.records:
+            self._flight = Flight(batch, plan, asyncio.create_task(self._journal(plan)))
+        if ahead is not None and written:
+            self._apply(engine, ahead.batch, ahead.plan)
+        if not plan.records:
+            self._apply(engine, batch, plan)
+
+    async def _land(self, engine: BoardEngine) -> bool:
+        """Wait for the batch being journaled and apply it; False when the journal refused it."""
+        flight = self._flight
+        if flight is None:
+            return True
+        written = await flight.write
+        self._flight = None
+        if written:
+            self._apply(engine, flight.batch, flight.plan)
+        else:
+            self._answer(flight.batch, [_unavailable_if_accepted(results) for results in flight.plan.results])
+        return written
+
+    def _apply(self, engine: BoardEngine, batch: list[Submission], plan: Plan) -> None:
         engine.commit(plan)
         for record in plan.accepted:
             self.keys.add(record.event.idempotency_key, record.event.fingerprint)
@@ -244,9 +305,8 @@ class BoardActor:
         now = self.clock.now()
         for submission in batch:
             self._lag.observe(max(now - submission.received_at, 0) / 1000)
-        return True
 
-    async def _journal(self, engine: BoardEngine, plan: Plan) -> bool:
+    async def _journal(self, plan: Plan) -> bool:
         """Journal a plan; False when it is certain nothing was written. A write whose outcome
         is unknown is settled by reading the committed seq back."""
         try:
@@ -258,15 +318,15 @@ class BoardActor:
             committed = await self.journal.committed_seq()
             if committed == plan.last_seq:
                 return True
-            if committed == engine.last_seq:
+            if committed == plan.base_seq:
                 return False
-            raise JournalError(f"{self.journal.path}: journal at seq {committed}, expected {engine.last_seq}") from exc
+            raise JournalError(f"{self.journal.path}: journal at seq {committed}, expected {plan.base_seq}") from exc
 
     def _answer(self, batch: list[Submission], results: list[list[Result]]) -> None:
         for submission, answer in zip(batch, results):
             resolve(submission, answer)
             self.metrics.count_results(self.handle.name, answer)
-        self.in_flight = []
+        self.in_flight = [s for s in self.in_flight if not s.future.done()]
 
     # -- admin commands (run inside the loop through `Command`) -------------------------------
 

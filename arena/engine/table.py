@@ -9,7 +9,7 @@ member string as the last tie-breaker.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from sortedcontainers import SortedList
@@ -75,11 +75,22 @@ class RankedTable:
 
     def apply(self, member: str, value: int, occurred_at: int, key: str) -> bool:
         """Fold one event into the member's standing; True when the standing changed. O(log n)."""
-        new = self.rule.fold(self.standing(member), value, occurred_at, key)
-        if new is None:
-            return False
-        self.set_standing(member, new)
-        return True
+        return self.apply_all([(member, value, occurred_at, key)]) > 0
+
+    def apply_all(self, events: Iterable[tuple[str, int, int, str]]) -> int:
+        """Fold events ``(member, value, occurred_at, key)`` in; a member's entry moves once
+        however many of its events there are (folds are order-independent). Returns how many
+        members changed. O(events + changed members * log n)."""
+        fold = self.rule.fold
+        standing = self.standing
+        pending: dict[str, Standing] = {}
+        for member, value, occurred_at, key in events:
+            new = fold(pending[member] if member in pending else standing(member), value, occurred_at, key)
+            if new is not None:
+                pending[member] = new
+        for member, new in pending.items():
+            self.set_standing(member, new)
+        return len(pending)
 
     def set_standing(self, member: str, standing: Standing | None) -> None:
         """Replace a member's standing (None removes the member). O(log n)."""

@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 from arena.cli import rebuild_board
 from arena.config import Config, ServerSettings
 from arena.datadir import journal_path
-from arena.engine.board import BoardEngine, BoardSpec
-from arena.engine.events import Event
+from arena.engine.board import BoardEngine, BoardSpec, Plan
+from arena.engine.events import Event, Fingerprint, parse_event
 from arena.engine.periods import PeriodKind
 from arena.engine.records import CloseRecord, Record, VoidRecord
 from arena.engine.scoring import Aggregation, Order, Tie
@@ -163,6 +163,41 @@ def test_a_restart_between_any_two_frames_changes_no_ack_and_no_table(
     rotated.append(restart)
     run(frames[cut:])
     check_engine(harness.engines["b"], oracle, max(restart, frames[-1].now), rotated_at=max(rotated))
+
+
+@PROPERTY
+@given(boards_and_frames())
+def test_deciding_a_batch_before_the_one_ahead_is_committed_changes_nothing(case: tuple[OBoard, list[Frame]]) -> None:
+    """The actor decides batch N+1 while batch N is being journaled (``decide(after=N)``) and
+    commits N afterwards: records and tables must be those of one batch at a time."""
+    board, frames = case
+    serial, _ = drive(board, frames)
+    engine = BoardEngine(spec_of(board))
+    engine.ready.update(engine.kinds)
+    known: dict[str, Fingerprint] = {}
+    journal: list[Record] = []
+    ahead: Plan | None = None
+
+    def land(plan: Plan | None) -> None:
+        if plan is not None:
+            journal.extend(plan.records)
+            engine.commit(plan)
+            known.update(plan.seen)
+
+    for frame in frames:
+        parsed = [parse_event(e.raw("b"), {"b"}, lambda _b: True) for e in frame.events]
+        events = [e for e in parsed if isinstance(e, Event)]
+        plan = engine.decide([(events, frame.now, "gs")] if not frame.tick else [], known, frame.now, after=ahead)
+        land(ahead)
+        ahead = plan
+        if frame.tick:
+            land(ahead)
+            ahead = None
+            engine.rotate(frame.now)
+    land(ahead)
+    assert journal == serial.journals["b"]
+    assert_same_as_live(engine, serial.engines["b"])
+    assert engine.tables.keys() == serial.engines["b"].tables.keys()
 
 
 @SQLITE_PROPERTY
