@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from arena.client import ArenaClient, ScoreEvent
 from arena.datadir import journal_path
