@@ -52,7 +52,8 @@ def _common(p: argparse.ArgumentParser, *, ingest: bool = True, query: bool = Tr
                        help="pace ingest to this many events/s (default: flat out)")
         g.add_argument("--lag-probes", type=int, default=200, help="lag probes (default 200)")
         g.add_argument("--lag-share", type=float, default=0.5,
-                       help="background ingest during the lag probe, share of the measured max (default 0.5)")
+                       help="background ingest during the lag probe (and, in compare, the rank-under-ingest"
+                                " phase), share of the measured max (default 0.5)")
         g.add_argument("--lag-via", choices=("ws", "http"), default="ws",
                        help="how the lag probe polls: WS rank op or HTTP members/{member} (default ws)")
     if query:
@@ -109,8 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compare", formatter_class=fmt, epilog=EPILOG,
                        help="Arena vs bare-uvicorn ceiling vs Redis, same work, one table",
                        description="Start Arena on a temp config, prefill M members, ingest flat out for --seconds,\n"
-                                   "run the query phases (HTTP and WS rank/top/around), probe event->visibility lag\n"
-                                   "at half the measured ingest rate; then the same HTTP rank load against a bare\n"
+                                   "run the query phases (HTTP and WS rank/top/around), HTTP rank again while ingest\n"
+                                   "streams at half the measured rate, probe event->visibility lag at half the\n"
+                                   "measured ingest rate; then the same HTTP rank load against a bare\n"
                                    "uvicorn app (the ceiling); then the same work against Redis 7 (Lua per frame,\n"
                                    "AOF fsync always). Prints one table and writes it as JSON.")
     _common(p)

@@ -18,6 +18,7 @@ from loadtest.arena_run import (
     arena_lag,
     arena_prefill,
     arena_queries,
+    arena_rank_under_ingest,
     sample_answer_bytes,
 )
 from loadtest.ceiling import CeilingServer
@@ -41,6 +42,9 @@ def checks_of(results: dict[str, Any]) -> dict[str, bool]:
                 out[f"{peer}.{phase}"] = bool(p[phase].get("ok"))
         for op, q in (p.get("query") or {}).items():
             out[f"{peer}.query.{op}"] = not q.get("errors")
+        under = p.get("rank_under_ingest")
+        if isinstance(under, dict):
+            out[f"{peer}.rank_under_ingest"] = not under.get("errors") and bool(under["background"]["ok"])
     if isinstance(results.get("ceiling"), dict):
         out["ceiling"] = not results["ceiling"].get("errors")
     return out
@@ -53,6 +57,7 @@ async def run_arena_side(cfg: RunConfig, workload: Workload, target: ArenaTarget
     out["ingest"] = await arena_ingest(cfg, workload, target, rate=cfg.ingest_rate)
     out["answer_bytes"] = await sample_answer_bytes(target, workload.names[0], cfg.period)
     out["query"] = await arena_queries(cfg, workload, target, ops)
+    out["rank_under_ingest"] = await arena_rank_under_ingest(cfg, workload, target, out["ingest"]["events_per_s"])
     out["lag"] = await arena_lag(cfg, workload, target, out["ingest"]["events_per_s"], via=lag_via)
     return out
 

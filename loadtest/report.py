@@ -66,6 +66,10 @@ def build_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
         _get(c, "latency", "p99_ms"))
     row("rank HTTP server CPU vs ceiling", "µs/req", _get(a, "query", "http-rank", "server_us_per_unit"),
         "ceiling", _get(c, "server_us_per_unit"))
+    row("rank HTTP under 50% ingest", "req/s", _get(a, "rank_under_ingest", "req_per_s"), "ceiling",
+        _get(c, "req_per_s"))
+    row("rank HTTP p99 under 50% ingest", "ms", _get(a, "rank_under_ingest", "latency", "p99_ms"), "ceiling",
+        _get(c, "latency", "p99_ms"))
     row("lag p50", "ms", _get(a, "lag", "lag", "p50_ms"), "redis", _get(r, "lag", "lag", "p50_ms"))
     row("lag p99", "ms", _get(a, "lag", "lag", "p99_ms"), "redis", _get(r, "lag", "lag", "p99_ms"))
     row("memory", "B/member/table", _get(a, "prefill", "bytes_per_member_per_table"), "redis",
@@ -114,6 +118,7 @@ def format_phase_details(results: dict[str, Any]) -> str:
         line(f"{peer} ingest", p.get("ingest"), "ev/s")
         for op, q in (p.get("query") or {}).items():
             line(f"{peer} {op}", q, "req/s")
+        line(f"{peer} rank under ingest", p.get("rank_under_ingest"), "req/s")
     line("ceiling rank", results.get("ceiling"), "req/s")
     return "\n".join(lines)
 

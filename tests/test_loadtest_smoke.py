@@ -64,9 +64,17 @@ def test_compare_json_has_the_expected_keys(compare_run: dict[str, Any]) -> None
     assert compare_run["ok"] is True, compare_run["checks"]
     metrics = {row["metric"] for row in compare_run["table"]}
     assert {"prefill", "ingest", "rank HTTP", "rank WS", "top HTTP", "around HTTP", "rank HTTP vs ceiling",
-            "lag p99", "memory"} <= metrics
+            "rank HTTP p99 under 50% ingest", "lag p99", "memory"} <= metrics
+    assert compare_run["checks"]["arena.rank_under_ingest"] is True
     for row in compare_run["table"]:
         assert set(row) == {"metric", "unit", "arena", "peer", "peer_value", "ratio"}
+
+
+def test_rank_queries_run_while_ingest_streams_at_half_speed(compare_run: dict[str, Any]) -> None:
+    under = compare_run["arena"]["rank_under_ingest"]
+    assert under["requests"] > 0 and not under["errors"]
+    assert under["background"]["ok"] is True and under["background"]["counts"]["events_sent"] > 0
+    assert under["background_rate"] == compare_run["arena"]["ingest"]["events_per_s"] * 0.5
 
 
 def test_arena_prefill_gives_every_member_one_event(compare_run: dict[str, Any]) -> None:
