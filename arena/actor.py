@@ -256,13 +256,15 @@ class BoardActor:
         So the journal's fsync overlaps the CPU work of the batches on either side of it."""
         self.in_flight.extend(batch)
         board = self.handle.name
-        ahead = self._flight
         try:
             known = await self._known_keys(batch)
         except JournalError as exc:
             log.error("board %s: %s", board, exc)
             self._answer(batch, [unavailable_results(s.events) for s in batch])
             return
+        if self._flight is not None and self._flight.write.done():
+            await self._land(engine)  # acked now rather than after this batch's decide
+        ahead = self._flight
         mailbox_next = self.handle.mailbox.first_received_at()
         close_until = self.clock.now() if mailbox_next is None else mailbox_next
         intakes = [(s.events, s.received_at, s.source) for s in batch]

@@ -119,6 +119,9 @@ class SqliteJournal:
 
     def __init__(self, db: aiosqlite.Connection, path: str, spec: BoardSpec, last_seq: int) -> None:
         self._db = db
+        # Key lookups get their own connection (and thread): the actor looks up the next batch's
+        # keys while this batch's commit waits on fsync. WAL lets it read the committed state.
+        self._lookups = db
         self.path = path
         self._spec = spec
         self.last_seq = last_seq
@@ -138,9 +141,7 @@ class SqliteJournal:
         _check_not_truncated(path)
         try:
             if readonly:
-                # as_uri percent-encodes the path: a "#", "?" or "%" in it would otherwise end or
-                # change the URI (and open, even create, another file read-write)
-                db = await aiosqlite.connect(f"{Path(path).absolute().as_uri()}?mode=ro", uri=True)
+                db = await _connect_readonly(path)
             else:
                 # autocommit: `append` sends a common batch as one statement, its own transaction
                 db = await aiosqlite.connect(name, isolation_level=None)
@@ -161,6 +162,8 @@ class SqliteJournal:
             journal = cls(db, name, spec, 0)
             await journal._check_definition(readonly)
             journal.last_seq = await journal.committed_seq()
+            if not readonly:
+                journal._lookups = await _connect_readonly(path)
             return journal
         except JournalError:
             await db.close()
@@ -204,14 +207,14 @@ class SqliteJournal:
         payload = _json_rows(keys)
         try:
             if payload is not None:
-                rows = await self._db.execute_fetchall(_LOOKUP_JSON, (payload,))
+                rows = await self._lookups.execute_fetchall(_LOOKUP_JSON, (payload,))
                 for key, member, value, occurred_at in orjson.loads(list(rows)[0][0]):
                     found[key] = (member, value, occurred_at)
                 return found
             for i in range(0, len(keys), _LOOKUP_CHUNK):
                 chunk = keys[i : i + _LOOKUP_CHUNK]
                 marks = ",".join("?" * len(chunk))
-                rows = await self._db.execute_fetchall(
+                rows = await self._lookups.execute_fetchall(
                     f"SELECT idempotency_key, member, value, occurred_at FROM score_event WHERE idempotency_key IN ({marks})",
                     chunk,
                 )
@@ -339,10 +342,11 @@ class SqliteJournal:
         await db.execute(f"PRAGMA query_only={1 if fault == 'readonly' else 0}")
 
     async def close(self) -> None:
-        try:
-            await self._db.close()
-        except sqlite3.Error:
-            pass
+        for db in {self._lookups, self._db}:
+            try:
+                await db.close()
+            except sqlite3.Error:
+                pass
 
     def _upto(self, upto_seq: int | None) -> int:
         return upto_seq if upto_seq is not None else self.last_seq
@@ -352,6 +356,12 @@ class SqliteJournal:
             return list(await self._db.execute_fetchall(sql, tuple(params)))  # type: ignore[arg-type]
         except sqlite3.Error as exc:
             raise JournalCorrupt(f"{self.path}: journal unreadable: {exc}") from exc
+
+
+async def _connect_readonly(path: Path) -> aiosqlite.Connection:
+    # as_uri percent-encodes the path: a "#", "?" or "%" in it would otherwise end or change the
+    # URI (and open, even create, another file read-write)
+    return await aiosqlite.connect(f"{Path(path).absolute().as_uri()}?mode=ro", uri=True)
 
 
 def _check_not_truncated(path: Path) -> None:
