@@ -1,0 +1,93 @@
+"""The actor decides a batch while the batch ahead of it is being journaled. These tests drive
+one BoardActor over a journal double whose calls the test holds and releases, so that the
+overlap happens on purpose."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+
+from arena.actor import BoardActor, BoardHandle
+from arena.clock import Clock
+from arena.engine.board import BoardSpec
+from arena.engine.events import Event, Fingerprint, Result
+from arena.engine.records import Record, ScoreRecord
+from arena.errors import JournalWriteFailed
+from arena.metrics import Metrics
+from support.memory_journal import MemoryJournal
+
+
+class HeldJournal(MemoryJournal):
+    """The first lookup waits for ``lookup_gate``; the first append waits for ``write_gate``,
+    then fails (``fail``) or is written."""
+
+    def __init__(self, fail: bool) -> None:
+        super().__init__()
+        self.fail = fail
+        self.lookup_gate = asyncio.Event()
+        self.write_gate = asyncio.Event()
+        self.writing = asyncio.Event()
+        self._lookups = 0
+        self._appends = 0
+
+    async def lookup(self, keys: Sequence[str]) -> dict[str, Fingerprint]:
+        self._lookups += 1
+        if self._lookups == 1:
+            await self.lookup_gate.wait()
+        return await super().lookup(keys)
+
+    async def append(self, records: Sequence[Record]) -> None:
+        self._appends += 1
+        if self._appends == 1:
+            self.writing.set()
+            await self.write_gate.wait()
+            if self.fail:
+                raise JournalWriteFailed("injected: nothing written")
+        await super().append(records)
+
+
+def outcomes(results: list[Result]) -> list[str]:
+    return [r.status.value + (f":{r.reason.value}" if r.reason else "") for r in results]
+
+
+async def run_overlapped(fail: bool) -> tuple[list[str], list[str], HeldJournal, BoardHandle]:
+    """Frame A (k1) is looked up; frame B (k1 again, k2) arrives meanwhile, so B is decided while
+    A's write is held; then A's write is released (failing or not)."""
+    handle = BoardHandle(BoardSpec("b"), 10_000)
+    journal = HeldJournal(fail)
+    actor = BoardActor(handle, journal, Clock(), Metrics(), 100)
+    task = asyncio.create_task(actor.run())
+    now = time.time_ns() // 1_000_000
+    k1 = Event("b", "alice", 5, now - 1_000, "k1")
+    k2 = Event("b", "bob", 7, now - 1_000, "k2")
+    try:
+        a = handle.submit([k1], now, "gs")
+        while journal._lookups == 0:
+            await asyncio.sleep(0.001)
+        b = handle.submit([k1, k2], now, "gs")
+        journal.lookup_gate.set()
+        await asyncio.wait_for(journal.writing.wait(), 5)  # B is decided by now, with A ahead of it
+        journal.write_gate.set()
+        first, second = await asyncio.wait_for(asyncio.gather(a, b), 5)
+    finally:
+        actor.stop()
+        await asyncio.wait_for(task, 5)
+    return outcomes(first), outcomes(second), journal, handle
+
+
+async def test_a_batch_decided_behind_a_write_that_fails_is_decided_again() -> None:
+    first, second, journal, handle = await run_overlapped(fail=True)
+    assert first == ["rejected:unavailable"]
+    # decided behind A, k1 was a duplicate; A never reached the journal, so k1 is new after all
+    assert second == ["accepted", "accepted"]
+    assert [(r.seq, r.event.idempotency_key) for r in journal.records if isinstance(r, ScoreRecord)] == [(1, "k1"), (2, "k2")]
+    assert handle.engine is not None and handle.engine.last_seq == 2
+
+
+async def test_a_batch_decided_behind_a_write_that_succeeds_keeps_its_answers() -> None:
+    first, second, journal, handle = await run_overlapped(fail=False)
+    assert first == ["accepted"]
+    assert second == ["duplicate", "accepted"]
+    assert [(r.seq, r.event.idempotency_key) for r in journal.records if isinstance(r, ScoreRecord)] == [(1, "k1"), (2, "k2")]
+    assert handle.engine is not None and handle.engine.last_seq == 2
