@@ -31,6 +31,8 @@ log = logging.getLogger("arena.actor")
 MAX_DRAIN_EVENTS = 20_000
 """Events per group commit at most: bounds one transaction and one pause of the loop."""
 JOURNAL_RETRY_SECONDS = 1.0
+APPLY_STEP = 256
+"""Records applied between two turns of the event loop (a few ms of work at most)."""
 
 
 class BoardState(Enum):
@@ -282,9 +284,9 @@ class BoardActor:
         if plan.records:
             self._flight = Flight(batch, plan, asyncio.create_task(self._journal(plan)))
         if ahead is not None and written:
-            self._apply(engine, ahead.batch, ahead.plan)
+            await self._apply(engine, ahead.batch, ahead.plan)
         if not plan.records:
-            self._apply(engine, batch, plan)
+            await self._apply(engine, batch, plan)
 
     async def _land(self, engine: BoardEngine) -> bool:
         """Wait for the batch being journaled and apply it; False when the journal refused it."""
@@ -294,13 +296,15 @@ class BoardActor:
         written = await flight.write
         self._flight = None
         if written:
-            self._apply(engine, flight.batch, flight.plan)
+            await self._apply(engine, flight.batch, flight.plan)
         else:
             self._answer(flight.batch, [_unavailable_if_accepted(results) for results in flight.plan.results])
         return written
 
-    def _apply(self, engine: BoardEngine, batch: list[Submission], plan: Plan) -> None:
-        engine.commit(plan)
+    async def _apply(self, engine: BoardEngine, batch: list[Submission], plan: Plan) -> None:
+        # in steps, so that queries are answered while a large batch is applied
+        for _ in engine.commit_steps(plan, APPLY_STEP):
+            await asyncio.sleep(0)
         for record in plan.accepted:
             self.keys.add(record.event.idempotency_key, record.event.fingerprint)
         self._answer(batch, plan.results)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from arena.engine.events import Event, Fingerprint, Reason, Result, Status
@@ -232,23 +232,36 @@ class BoardEngine:
         plan.records.append(marker)
 
     def commit(self, plan: Plan) -> None:
-        """Apply a journaled plan: each table folds its share of the events in one pass
-        (`RankedTable.apply_all`). O(accepted events * kinds + changed members * log n)."""
-        shares: dict[RankedTable, list[tuple[str, int, int, str]]] = {}
-        by_window: dict[int, list[tuple[str, int, int, str]]] = {}  # id(window): windows repeat, hashing one is slow
+        """Apply a journaled plan. O(accepted events * kinds + changed members * log n)."""
+        for _ in self.commit_steps(plan, len(plan.records)):
+            pass
+
+    def commit_steps(self, plan: Plan, step: int) -> Iterator[None]:
+        """Apply a journaled plan ``step`` records at a time, pausing (yielding) in between.
+        At each pause the tables hold exactly the records up to ``last_seq``, so a query (a
+        digest) may run there. Each table folds its share of a step in one pass
+        (`RankedTable.apply_all`)."""
         routes = plan.routes
-        for record in plan.records:
-            if isinstance(record, ScoreRecord):
-                update = record.event[1:5]  # member, value, occurred_at, idempotency_key
-                for window in routes[record.seq]:
-                    share = by_window.get(id(window))
-                    if share is None:
-                        share = by_window[id(window)] = shares.setdefault(self._table(window), [])
-                    share.append(update)
-            elif isinstance(record, CloseRecord):
-                self.close(record)
-        for table, share in shares.items():
-            table.apply_all(share)
+        records = plan.records
+        for begin in range(0, len(records), max(step, 1)):
+            shares: dict[RankedTable, list[tuple[str, int, int, str]]] = {}
+            by_window: dict[int, list[tuple[str, int, int, str]]] = {}  # id(window): windows repeat, hashing one is slow
+            chunk = records[begin : begin + step]
+            for record in chunk:
+                if isinstance(record, ScoreRecord):
+                    update = record.event[1:5]  # member, value, occurred_at, idempotency_key
+                    for window in routes[record.seq]:
+                        share = by_window.get(id(window))
+                        if share is None:
+                            share = by_window[id(window)] = shares.setdefault(self._table(window), [])
+                        share.append(update)
+                elif isinstance(record, CloseRecord):
+                    self.close(record)
+            for table, share in shares.items():
+                table.apply_all(share)
+            self.last_seq = chunk[-1].seq
+            if begin + step < len(records):
+                yield
         self.last_seq = plan.last_seq
 
     def _table(self, window: Window) -> RankedTable:
