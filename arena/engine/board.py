@@ -243,7 +243,8 @@ class BoardEngine:
         (`RankedTable.apply_all`)."""
         routes = plan.routes
         records = plan.records
-        for begin in range(0, len(records), max(step, 1)):
+        step = max(step, 1)
+        for begin in range(0, len(records), step):
             shares: dict[RankedTable, list[tuple[str, int, int, str]]] = {}
             by_window: dict[int, list[tuple[str, int, int, str]]] = {}  # id(window): windows repeat, hashing one is slow
             chunk = records[begin : begin + step]
