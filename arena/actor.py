@@ -279,7 +279,7 @@ class BoardActor:
             written = await ahead.write
             self._flight = None
             if not written:
-                self._answer(ahead.batch, [_unavailable_if_accepted(results) for results in ahead.plan.results])
+                self._refused(ahead)
                 plan = engine.decide(intakes, known, close_until)  # it was decided as if `ahead` were journaled
         if plan.records:
             self._flight = Flight(batch, plan, asyncio.create_task(self._journal(plan)))
@@ -298,8 +298,12 @@ class BoardActor:
         if written:
             await self._apply(engine, flight.batch, flight.plan)
         else:
-            self._answer(flight.batch, [_unavailable_if_accepted(results) for results in flight.plan.results])
+            self._refused(flight)
         return written
+
+    def _refused(self, flight: Flight) -> None:
+        """Answer a batch whose write the journal refused: what it accepted is unavailable."""
+        self._answer(flight.batch, [_unavailable_if_accepted(results) for results in flight.plan.results])
 
     async def _apply(self, engine: BoardEngine, batch: list[Submission], plan: Plan) -> None:
         # in steps, so that queries are answered while a large batch is applied
