@@ -201,11 +201,16 @@ async def arena_lag_probe(cfg: RunConfig, target: ArenaTarget, *, probes: int,
             "ok": not errors and violations == 0}
 
 
+def background_rate(cfg: RunConfig, max_rate: float | None) -> float:
+    """Events/s of the background stream: ``lag_rate_share`` of the measured max."""
+    return (max_rate or 10_000.0) * cfg.lag_rate_share
+
+
 @asynccontextmanager
 async def background_ingest(cfg: RunConfig, workload: Workload, target: ArenaTarget, rate: float,
                             label: str) -> AsyncIterator[dict[str, Any]]:
     """The simulator streaming at ``rate`` events/s for as long as the block runs; the dict
-    yielded gets its counts, rate and verdict when the block ends."""
+    yielded gets its counts, events/s and verdict when the block ends."""
     conns = await _open_all(target, cfg.connections)
     stop = asyncio.Event()
     pairs: list[tuple[Submitter, Source]] = [
@@ -213,7 +218,7 @@ async def background_ingest(cfg: RunConfig, workload: Workload, target: ArenaTar
     bg = asyncio.create_task(run_ingest(f"{label} arena", pairs, inflight=cfg.inflight,
                                         seconds=600.0, rate=rate, progress_every=cfg.progress_every,
                                         stop_event=stop))
-    out: dict[str, Any] = {"rate": rate}
+    out: dict[str, Any] = {}
     try:
         await asyncio.sleep(max(0.5, cfg.warmup))
         yield out
@@ -227,11 +232,11 @@ async def background_ingest(cfg: RunConfig, workload: Workload, target: ArenaTar
 async def arena_lag(cfg: RunConfig, workload: Workload, target: ArenaTarget,
                     max_rate: float | None, via: str = "ws") -> dict[str, Any]:
     """The lag probe while the simulator streams at ``lag_rate_share`` of ``max_rate``."""
-    rate = (max_rate or 10_000.0) * cfg.lag_rate_share
+    rate = background_rate(cfg, max_rate)
     async with background_ingest(cfg, workload, target, rate, "lagbg") as background:
         res = await arena_lag_probe(cfg, target, probes=cfg.lag_probes, via=via)
     res["background_rate"] = rate
-    res["background"] = {k: background[k] for k in ("counts", "events_per_s", "ok")}
+    res["background"] = background
     res["ok"] = res["ok"] and background["ok"]
     progress(f"lag arena: p50={fmt_ms(res['lag']['p50_ms'])}ms p99={fmt_ms(res['lag']['p99_ms'])}ms"
              f" (ack p99={fmt_ms(res['ack']['p99_ms'])}ms) at {fmt_int(rate)} ev/s background"
@@ -243,14 +248,14 @@ async def arena_rank_under_ingest(cfg: RunConfig, workload: Workload, target: Ar
                                   max_rate: float | None) -> dict[str, Any]:
     """HTTP rank queries flat out while the simulator streams at ``lag_rate_share`` of
     ``max_rate`` (half speed by default): what a game's players see while scores pour in."""
-    rate = (max_rate or 10_000.0) * cfg.lag_rate_share
+    rate = background_rate(cfg, max_rate)
     async with background_ingest(cfg, workload, target, rate, "rankbg") as background:
         res = await arena_http_phase(target, workload.names, "rank", period=cfg.period,
                                      connections=cfg.query_connections, seconds=cfg.query_seconds,
                                      warmup=cfg.warmup, rate=cfg.query_rate, windows=cfg.windows,
                                      seed=cfg.seed, label="arena-http-rank-under-ingest")
     res["background_rate"] = rate
-    res["background"] = {k: background[k] for k in ("counts", "events_per_s", "ok")}
+    res["background"] = background
     progress(f"rank under ingest arena: {fmt_int(res['req_per_s'])} req/s p99={fmt_ms(res['latency']['p99_ms'])}ms"
              f" at {fmt_int(rate)} ev/s background (got {fmt_int(background['events_per_s'])}),"
              f" ok={background['ok'] and not res.get('errors')}")
