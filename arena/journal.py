@@ -342,7 +342,9 @@ class SqliteJournal:
         await db.execute(f"PRAGMA query_only={1 if fault == 'readonly' else 0}")
 
     async def close(self) -> None:
-        for db in {self._lookups, self._db}:
+        # The writer last: only the last connection to close checkpoints the WAL and deletes it
+        # (a read-only one cannot). A read-only journal has one connection for both.
+        for db in dict.fromkeys([self._lookups, self._db]):
             try:
                 await db.close()
             except sqlite3.Error:
