@@ -1,9 +1,9 @@
 """One ranked table: the standings of one period window of one board.
 
-Members are kept twice, sharing objects: a dict ``member -> (sort_key, member)`` for O(1)
-lookup, and a SortedList of those same tuples for O(log n) rank and slicing. ``sort_key`` is
-the packed integer of `ScoringRule.sort_key`, so tuple order is exactly rank order with the
-member string as the last tie-breaker.
+Members are kept twice, sharing objects: a dict ``member -> entry`` for O(1) lookup, and a
+SortedList of those same entries for O(log n) rank and slicing. An entry is
+`rankkey.pack(sort_key, member)` with ``sort_key`` from `ScoringRule.sort_key`, so entry order
+is exactly rank order with the member string as the last tie-breaker.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from sortedcontainers import SortedList
 
 from arena.engine.periods import Window
+from arena.engine.rankkey import pack, sort_key_of, unpack
 from arena.engine.scoring import Aggregation, ScoringRule, Standing
 
 
@@ -27,7 +28,6 @@ class Entry:
 
 
 # sortedcontainers' default load (1000) is tuned for ~10**6 items; keep it.
-_Item = tuple[int, str]
 
 
 class RankedTable:
@@ -41,7 +41,7 @@ class RankedTable:
         self.closed_at: int | None = None
         self.closed_seq: int | None = None
         self.disputes = 0
-        self._items: dict[str, _Item] = {}
+        self._items: dict[str, bytes] = {}
         self._sorted: SortedList = SortedList()
         # Only the latest aggregation needs each member's deciding key (ties on occurred_at).
         self._keys: dict[str, str] | None = {} if rule.aggregation is Aggregation.LATEST else None
@@ -53,7 +53,7 @@ class RankedTable:
         sort_key = rule.sort_key
         items = table._items
         for member, (score, reached_at, _key) in standings.items():
-            items[member] = (sort_key(score, reached_at), member)
+            items[member] = pack(sort_key(score, reached_at), member)
         table._sorted = SortedList(items.values())
         if table._keys is not None:
             table._keys = {member: key for member, (_s, _r, key) in standings.items()}
@@ -70,7 +70,7 @@ class RankedTable:
         item = self._items.get(member)
         if item is None:
             return None
-        score, reached_at = self.rule.unpack(item[0])
+        score, reached_at = self.rule.unpack(sort_key_of(item))
         return (score, reached_at, self._keys[member] if self._keys is not None else "")
 
     def apply(self, member: str, value: int, occurred_at: int, key: str) -> bool:
@@ -103,15 +103,16 @@ class RankedTable:
                 if self._keys is not None:
                     del self._keys[member]
             return
-        item = (self.rule.sort_key(standing[0], standing[1]), member)
+        item = pack(self.rule.sort_key(standing[0], standing[1]), member)
         self._items[member] = item
         self._sorted.add(item)
         if self._keys is not None:
             self._keys[member] = standing[2]
 
-    def _entry(self, index: int, item: _Item) -> Entry:
-        score, reached_at = self.rule.unpack(item[0])
-        return Entry(index + 1, item[1], score, reached_at)
+    def _entry(self, index: int, item: bytes) -> Entry:
+        sort_key, member = unpack(item)
+        score, reached_at = self.rule.unpack(sort_key)
+        return Entry(index + 1, member, score, reached_at)
 
     def _slice(self, start: int, stop: int) -> list[Entry]:
         # clipped at both ends: a negative index would count from the end (and cost O(n))

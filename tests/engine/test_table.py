@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arena.engine.periods import ALLTIME_WINDOW
+from arena.engine.rankkey import unpack
 from arena.engine.scoring import Aggregation, Order, ScoringRule, Standing, Tie
 from arena.engine.table import Entry, RankedTable
 from arena.engine.times import MAX_MS
@@ -207,7 +208,7 @@ def check_invariants(table: RankedTable, model: dict[str, Standing]) -> None:
     table._sorted._check()  # sortedcontainers' own structural check
     assert len(items) == len(ordered) == len(table) == len(model)
     assert set(items.values()) == set(ordered)
-    assert all(items[m] is item for item in ordered for m in (item[1],))  # shared tuples, no copies
+    assert all(items[unpack(item)[1]] is item for item in ordered)  # shared entries, no copies
     assert ordered == sorted(ordered)
     assert all(a < b for a, b in zip(ordered, ordered[1:]))  # unique members make a strict order
     if table._keys is not None:
