@@ -55,6 +55,7 @@ from arena.cli import GC_THRESHOLDS
 from arena.engine.board import BoardEngine, BoardSpec
 from arena.engine.events import Event
 from arena.engine.periods import ALLTIME_WINDOW, PeriodKind
+from arena.engine.rankkey import pack
 from arena.engine.records import Record, ScoreRecord
 from arena.engine.scoring import Aggregation, Order, ScoringRule, Standing, Tie
 from arena.engine.table import RankedTable
@@ -172,7 +173,7 @@ def bench_table(args: argparse.Namespace, results: Results) -> None:
     name_bytes = sum(sys.getsizeof(m) for m in names) / n
     results.add(Row("memory: table structures (tracemalloc)", "B/member", [traced_bytes / n],
                     f"<= {TARGET_BYTES_PER_MEMBER:.0f}", traced_bytes / n <= TARGET_BYTES_PER_MEMBER,
-                    "dict + SortedList + tuple + sort-key int"))
+                    "dict + SortedList + packed bytes entries"))
     with_names = traced_bytes / n + name_bytes
     results.add(Row("memory: + member strings", "B/member", [with_names],
                     f"<= {TARGET_BYTES_PER_MEMBER:.0f}", with_names <= TARGET_BYTES_PER_MEMBER,
@@ -265,7 +266,7 @@ def bench_table(args: argparse.Namespace, results: Results) -> None:
     def peer_apply(m: str, v: int, t: int, k: str) -> None:
         old = peer_items[m]
         peer_sorted.remove(old)
-        new = peer_items[m] = (sort_key(v, t), m)
+        new = peer_items[m] = pack(sort_key(v, t), m)
         peer_sorted.add(new)
 
     results.add(Row("  peer: bare remove + add", "updates/s", timed_updates(peer_apply), note="no fold, no unpack"))

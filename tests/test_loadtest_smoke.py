@@ -169,3 +169,11 @@ def test_workload_is_deterministic_for_a_seed() -> None:
     assert a == b
     assert IngestCounts().ok  # nothing sent, nothing wrong
     assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.0
+
+
+def test_the_engine_benchmark_runs_end_to_end_on_tiny_numbers() -> None:
+    cmd = [sys.executable, "-m", "loadtest.bench_engine", "--members", "500", "--repeats", "1", "--queries", "200",
+           "--updates", "200", "--rebuild-repeats", "1"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "peer: bare remove + add" in proc.stdout
