@@ -27,9 +27,6 @@ class Entry:
     reached_at: int
 
 
-# sortedcontainers' default load (1000) is tuned for ~10**6 items; keep it.
-
-
 class RankedTable:
     """Standings of one window. Every query is O(log n) plus the entries it returns."""
 
@@ -42,7 +39,7 @@ class RankedTable:
         self.closed_seq: int | None = None
         self.disputes = 0
         self._items: dict[str, bytes] = {}
-        self._sorted: SortedList = SortedList()
+        self._sorted: SortedList = SortedList()  # its default load (1000) suits ~10**6 entries
         # Only the latest aggregation needs each member's deciding key (ties on occurred_at).
         self._keys: dict[str, str] | None = {} if rule.aggregation is Aggregation.LATEST else None
 
