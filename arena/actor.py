@@ -31,7 +31,7 @@ log = logging.getLogger("arena.actor")
 MAX_DRAIN_EVENTS = 20_000
 """Events per group commit at most: bounds one transaction and one pause of the loop."""
 JOURNAL_RETRY_SECONDS = 1.0
-APPLY_STEP = 256
+APPLY_STEP = 128
 """Records applied between two turns of the event loop (a few ms of work at most)."""
 
 
