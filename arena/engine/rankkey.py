@@ -14,6 +14,8 @@ take a length-prefixed form that still orders correctly.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+
 _BIAS = 1 << 127
 _SPAN = 1 << 128
 _BELOW, _INLINE, _ABOVE = 1, 2, 3
@@ -57,3 +59,15 @@ def unpack(item: bytes) -> tuple[int, str]:
     """The (sort_key, member) an entry was packed from."""
     sort_key, end = _head(item)
     return sort_key, item[end:].decode("utf-8", "surrogatepass")
+
+
+def split_all(items: Iterable[bytes]) -> Iterator[tuple[int, bytes]]:
+    """(sort_key, member in UTF-8) of each entry, for long runs of entries (slices, digests):
+    the common inline form costs no call."""
+    from_bytes = int.from_bytes
+    for item in items:
+        if item[0] == _INLINE:
+            yield from_bytes(item[:17], "big") - _INLINE_OFFSET, item[17:]
+        else:
+            sort_key, end = _head(item)
+            yield sort_key, item[end:]

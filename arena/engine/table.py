@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from sortedcontainers import SortedList
 
 from arena.engine.periods import Window
-from arena.engine.rankkey import pack, sort_key_of, unpack
+from arena.engine.rankkey import pack, sort_key_of, split_all, unpack
 from arena.engine.scoring import Aggregation, ScoringRule, Standing
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(NamedTuple):
     rank: int
     member: str
     score: int
@@ -111,10 +110,20 @@ class RankedTable:
         score, reached_at = self.rule.unpack(sort_key)
         return Entry(index + 1, member, score, reached_at)
 
+    def _run(self, start: int, items: Iterable[bytes]) -> Iterator[tuple[int, bytes, int, int]]:
+        """(rank, member in UTF-8, score, reached_at) of consecutive entries from index ``start``."""
+        score_of = self.rule.unpack
+        for rank, (sort_key, member) in enumerate(split_all(items), start + 1):
+            score, reached_at = score_of(sort_key)
+            yield rank, member, score, reached_at
+
     def _slice(self, start: int, stop: int) -> list[Entry]:
         # clipped at both ends: a negative index would count from the end (and cost O(n))
         start, stop = max(start, 0), max(stop, 0)
-        return [self._entry(start + i, item) for i, item in enumerate(self._sorted.islice(start, stop))]
+        return [
+            Entry(rank, member.decode("utf-8", "surrogatepass"), score, reached_at)
+            for rank, member, score, reached_at in self._run(start, self._sorted.islice(start, stop))
+        ]
 
     def rank_index(self, member: str) -> int | None:
         """0-based position of a member, or None. O(log n)."""
@@ -153,17 +162,17 @@ class RankedTable:
 
     def entries(self) -> Iterator[Entry]:
         """Every entry in rank order. O(n)."""
-        for index, item in enumerate(self._sorted):
-            yield self._entry(index, item)
+        for rank, member, score, reached_at in self._run(0, self._sorted):
+            yield Entry(rank, member.decode("utf-8", "surrogatepass"), score, reached_at)
 
     def digest(self) -> str:
         """sha256 of the canonical standings text (one line per entry). O(n)."""
         h = hashlib.sha256()
-        lines: list[str] = []
-        for e in self.entries():
-            lines.append(f"{e.rank}\t{e.member}\t{e.score}\t{e.reached_at}\n")
+        lines: list[bytes] = []
+        for line in self._run(0, self._sorted):
+            lines.append(b"%d\t%b\t%d\t%d\n" % line)
             if len(lines) >= 4096:
-                h.update("".join(lines).encode())
+                h.update(b"".join(lines))
                 lines.clear()
-        h.update("".join(lines).encode())
+        h.update(b"".join(lines))
         return h.hexdigest()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from arena.engine.rankkey import pack, sort_key_of, unpack
+from arena.engine.rankkey import pack, sort_key_of, split_all, unpack
 
 # the inline form's edges (keys of scores within ±2**62), and the length-prefixed forms beyond
 EDGES = [-(1 << 127) - 1, -(1 << 127), (1 << 127) - 1, 1 << 127, -(1 << 135), 1 << 135]
@@ -23,6 +23,12 @@ def test_an_entry_unpacks_to_its_key_and_member(key: int, member: str) -> None:
     item = pack(key, member)
     assert unpack(item) == (key, member)
     assert sort_key_of(item) == key
+
+
+@given(st.lists(st.tuples(KEYS, MEMBERS), max_size=30))
+def test_split_all_gives_each_key_and_member_in_utf8(pairs: list[tuple[int, str]]) -> None:
+    items = [pack(k, m) for k, m in pairs]
+    assert list(split_all(items)) == [(k, m.encode("utf-8", "surrogatepass")) for k, m in pairs]
 
 
 @settings(max_examples=2000, deadline=None)
