@@ -42,8 +42,10 @@ class Journal(Protocol):
     async def committed_seq(self) -> int:
         """The greatest seq durably journaled (to settle a write whose outcome is unknown)."""
 
-    def scan(self, upto_seq: int | None = None, min_occurred_at: int | None = None) -> AsyncIterator[list[ScoreRow]]:
-        """Score events in seq order, in chunks."""
+    def scan(
+        self, upto_seq: int | None = None, min_occurred_at: int | None = None, before_occurred_at: int | None = None
+    ) -> AsyncIterator[list[ScoreRow]]:
+        """Score events in seq order, in chunks; ``min_occurred_at <= occurred_at < before_occurred_at``."""
 
     async def close_markers(self, upto_seq: int | None = None) -> list[CloseRecord]: ...
 
@@ -279,12 +281,17 @@ class SqliteJournal:
         value = list(rows)[0][0]
         return int(value) if value is not None else 0
 
-    async def scan(self, upto_seq: int | None = None, min_occurred_at: int | None = None) -> AsyncIterator[list[ScoreRow]]:
+    async def scan(
+        self, upto_seq: int | None = None, min_occurred_at: int | None = None, before_occurred_at: int | None = None
+    ) -> AsyncIterator[list[ScoreRow]]:
         sql = "SELECT seq, member, value, occurred_at, idempotency_key FROM score_event WHERE seq <= ?"
         params: list[int] = [upto_seq if upto_seq is not None else self.last_seq]
         if min_occurred_at is not None:
             sql += " AND occurred_at >= ?"
             params.append(min_occurred_at)
+        if before_occurred_at is not None:
+            sql += " AND occurred_at < ?"
+            params.append(before_occurred_at)
         try:
             async with self._db.execute(sql + " ORDER BY seq", params) as cursor:
                 while True:

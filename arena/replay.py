@@ -1,8 +1,10 @@
 """Rebuilding a board's tables from its journal: the one replay used by a starting actor, a
 restarted actor and `arena rebuild`.
 
-Current hourly/daily/weekly tables load first (a pass over recent events only) so they answer
-while the alltime, monthly and retained closed tables load in the second, full pass.
+Current hourly/daily/weekly tables load first, from a pass over the events since the earliest
+of their windows began; they answer while the second pass reads the older events for the alltime,
+monthly and retained closed tables. Each event is read once: the first pass folds it into every
+table it belongs to.
 """
 
 from __future__ import annotations
@@ -63,42 +65,36 @@ async def replay(
         engine.close(marker)
     voids = await journal.voids(upto)
     voided = {void.target_seq for void, _occurred_at in voids}
-    reports: list[TableReport] = []
-    events = 0
 
     short = [kind for kind in engine.kinds if kind in SHORT_KINDS]
-    first: dict[PeriodKind, list[Window]] = {kind: _open_windows(engine, kind, now) for kind in short}
-    first_windows = {w for windows in first.values() for w in windows}
-    if short:
-        pass_started = time.perf_counter()
-        loader = Loader(engine, first_windows.__contains__, voided)
-        since = min(w.start_ms or 0 for w in first_windows)
-        async for rows in journal.scan(upto, min_occurred_at=since):
-            loader.feed(rows)
-        tables = loader.finish(first_windows)
-        elapsed = time.perf_counter() - pass_started
-        reports += _reports(loader, tables, elapsed)
-        engine.ready.update(short)
-        if on_ready:
-            on_ready(frozenset(short))
-
     rest = [kind for kind in engine.kinds if kind not in SHORT_KINDS]
+    first_windows = {w for kind in short for w in _open_windows(engine, kind, now)}
     floors = {kind: engine.retention_floor(kind, now) for kind in engine.kinds}
 
     def include(window: Window) -> bool:
-        if window in first_windows:
-            return False
+        if window in first_windows or everything:
+            return True
         floor = floors[window.kind]
-        return everything or floor is None or window.start_ms is None or window.start_ms >= floor
+        return floor is None or window.start_ms is None or window.start_ms >= floor
 
-    pass_started = time.perf_counter()
+    reports: list[TableReport] = []
     loader = Loader(engine, include, voided)
-    async for rows in journal.scan(upto):
+    pass_started = time.perf_counter()
+    since: int | None = None
+    if short:
+        since = min(w.start_ms or 0 for w in first_windows)
+        async for rows in journal.scan(upto, min_occurred_at=since):
+            loader.feed(rows)
+        tables = loader.finish(first_windows, only=first_windows.__contains__)
+        reports += _reports(loader, tables, time.perf_counter() - pass_started)
+        engine.ready.update(short)
+        if on_ready:
+            on_ready(frozenset(short))
+    async for rows in journal.scan(upto, before_occurred_at=since):
         loader.feed(rows)
-    events = loader.events
     tables = loader.finish(engine.calendar.window_at(kind, now) for kind in rest)
-    elapsed = time.perf_counter() - pass_started
-    reports += _reports(loader, tables, elapsed)
+    reports += _reports(loader, tables, time.perf_counter() - pass_started)
+    events = loader.events
     for void, occurred_at in voids:
         engine.count_void(void.target_seq, occurred_at)
     engine.last_seq = upto

@@ -460,7 +460,8 @@ class Loader:
         return _Target(start, end, standings, limit, applied)
 
     def feed(self, rows: Iterable[tuple[int, str, int, int, str]]) -> None:
-        """Apply rows (seq, member, value, occurred_at, key), in seq order. O(rows * kinds)."""
+        """Apply rows (seq, member, value, occurred_at, key), in any order: folds commute, and a
+        close marker excludes by seq. O(rows * kinds)."""
         fold = self.engine.rule.fold
         kinds = list(enumerate(self.engine.kinds))
         last = self._last
@@ -483,19 +484,21 @@ class Loader:
                     standings[member] = new
         self.events += count
 
-    def finish(self, tables: Iterable[Window] = ()) -> list[RankedTable]:
-        """Build and install the pass's tables (plus empty ones for ``tables``). O(n log n)."""
+    def finish(self, tables: Iterable[Window] = (), only: Callable[[Window], bool] | None = None) -> list[RankedTable]:
+        """Build and install the tables ``only`` selects (all by default) plus empty ones for
+        ``tables``. Later rows must not reach a table built here. O(n log n)."""
         engine = self.engine
         built = []
         for window in tables:
             key = (window.kind, window.period_id)
             self._windows.setdefault(key, window)
             self._standings.setdefault(key, {})
-        for key, standings in self._standings.items():
-            table = RankedTable.from_standings(engine.rule, self._windows[key], standings)
+        for key in [k for k in self._standings if only is None or only(self._windows[k])]:
+            table = RankedTable.from_standings(engine.rule, self._windows[key], self._standings.pop(key))
             marker = engine.markers.get(key)
             if marker is not None:
                 table.closed_seq, table.closed_at = marker.seq, marker.closed_at
             engine.tables[key] = table
             built.append(table)
+        self._last = [_Target(0, -1, None, 0, [0]) for _ in engine.kinds]
         return built

@@ -205,7 +205,7 @@ async def test_scan_yields_score_events_in_seq_order_in_chunks(journal: SqliteJo
     assert seqs == list(range(1, n + 1))
 
 
-async def test_scan_filters_by_upto_seq_and_min_occurred_at(journal: SqliteJournal) -> None:
+async def test_scan_filters_by_upto_seq_and_occurred_at(journal: SqliteJournal) -> None:
     times = [T + 30, T + 10, T + 20, T, T + 40]
     await journal.append([score(i + 1, occurred_at=t) for i, t in enumerate(times)]
                          + [CloseRecord(6, DAY, T)] + [score(7, occurred_at=T + 25)])
@@ -213,6 +213,8 @@ async def test_scan_filters_by_upto_seq_and_min_occurred_at(journal: SqliteJourn
     assert [r[0] for r in await rows(journal, upto_seq=3)] == [1, 2, 3]
     assert [r[0] for r in await rows(journal, min_occurred_at=T + 20)] == [1, 3, 5, 7]
     assert [r[0] for r in await rows(journal, upto_seq=5, min_occurred_at=T + 20)] == [1, 3, 5]
+    assert [r[0] for r in await rows(journal, before_occurred_at=T + 20)] == [2, 4]
+    assert [r[0] for r in await rows(journal, min_occurred_at=T + 10, before_occurred_at=T + 30)] == [2, 3, 7]
     assert await rows(journal, upto_seq=0) == []
 
 

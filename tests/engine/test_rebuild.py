@@ -399,6 +399,40 @@ def test_keep_closed_zero_still_rebuilds_a_table_inside_its_grace(rebuild: Any) 
     assert rebuilt.view(PeriodKind.MONTHLY, "2026-05", in_grace) is table
 
 
+class CountingJournal(MemoryJournal):
+    """Counts the score rows each scan hands out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows_read = 0
+
+    async def scan(self, *args: Any, **kw: Any) -> Any:
+        async for rows in super().scan(*args, **kw):
+            self.rows_read += len(rows)
+            yield rows
+
+
+async def test_current_short_tables_answer_after_reading_only_their_events_and_each_event_is_read_once() -> None:
+    spec = BoardSpec("b", periods=(PeriodKind.ALLTIME, PeriodKind.DAILY))
+    h = five_days(spec)
+    journal = CountingJournal()
+    await journal.append(h.journals["b"])
+    engine = BoardEngine(spec)
+    seen: list[tuple[frozenset[PeriodKind], int, list[str]]] = []
+
+    def on_ready(kinds: frozenset[PeriodKind]) -> None:
+        daily = engine.view(PeriodKind.DAILY, None, now)
+        seen.append((kinds, journal.rows_read, [e.member for e in daily.entries()]))
+
+    now = ms("2026-06-05T12:00:00Z")
+    await replay(engine, journal, now, on_ready=on_ready)
+    assert seen == [
+        (frozenset({PeriodKind.DAILY}), 1, ["m5"]),
+        (frozenset({PeriodKind.ALLTIME, PeriodKind.DAILY}), 5, ["m5"]),
+    ]
+    assert_same_as_live(engine, h.engines["b"])
+
+
 # -- board definition ---------------------------------------------------------------------------
 
 
