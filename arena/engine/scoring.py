@@ -73,6 +73,9 @@ class ScoringRule:
 
     ``fold`` folds one event into a member's standing; ``sort_key`` packs a standing into an
     integer whose ascending order is the rank order (ties left to the member string).
+    ``improves_by_key``: ``fold`` changes a standing exactly when the event's own sort key is
+    smaller than the standing's (best with the earliest tie), so a table may compare keys
+    instead of folding.
     """
 
     aggregation: Aggregation
@@ -81,6 +84,7 @@ class ScoringRule:
     fold: Fold
     score_sign: int
     reached_sign: int
+    improves_by_key: bool
 
     @classmethod
     def for_board(cls, aggregation: Aggregation, order: Order, tie: Tie) -> ScoringRule:
@@ -97,6 +101,7 @@ class ScoringRule:
             fold=fold,
             score_sign=-1 if order is Order.DESC else 1,
             reached_sign=1 if tie is Tie.EARLIEST else -1,
+            improves_by_key=aggregation is Aggregation.BEST and tie is Tie.EARLIEST,
         )
 
     def sort_key(self, score: int, reached_at: int) -> int:

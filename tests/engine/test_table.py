@@ -198,6 +198,37 @@ def test_sort_keys_order_like_the_contract(rule: ScoringRule, a: tuple[int, int]
     assert (rule.sort_key(*a) == rule.sort_key(*b)) == (a == b)
 
 
+@settings(max_examples=500, deadline=None)
+@given(st.sampled_from([r for r in RULES if r.improves_by_key]), st.tuples(SCORES, INSTANTS), st.tuples(SCORES, INSTANTS))
+def test_improves_by_key_means_the_fold_changes_a_standing_exactly_when_the_key_is_smaller(
+    rule: ScoringRule, standing: tuple[int, int], event: tuple[int, int]
+) -> None:
+    new = rule.fold((*standing, ""), *event, "k")
+    assert (new is not None) == (rule.sort_key(*event) < rule.sort_key(*standing))
+    assert new is None or new == (*event, "")
+
+
+EVENTS = st.lists(st.tuples(st.sampled_from("abcd"), st.integers(-5, 5), st.integers(0, 5), st.text("xyz", max_size=2)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(RULES), EVENTS, EVENTS)
+def test_apply_all_equals_folding_the_events_one_by_one(
+    rule: ScoringRule, before: list[tuple[str, int, int, str]], batch: list[tuple[str, int, int, str]]
+) -> None:
+    table = RankedTable(rule, ALLTIME_WINDOW)
+    model: dict[str, Standing] = {}
+    for events in (before, batch):
+        changed = set()
+        for member, value, at, key in events:
+            new = rule.fold(model.get(member), value, at, key)
+            if new is not None:
+                model[member] = new
+                changed.add(member)
+        assert table.apply_all(events) == len(changed)
+        check_invariants(table, model)
+
+
 # -- stress --------------------------------------------------------------------------------------
 
 
