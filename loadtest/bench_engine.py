@@ -369,7 +369,7 @@ def bench_rebuild(args: argparse.Namespace, results: Results) -> None:
                         f"{args.events:,} events, {len(engine.tables)} tables, largest {len(largest):,} members"))
         results.add(Row("  per CPU second (all threads)", "events/s", cpu_rates, note="less sensitive to a loaded machine"))
         results.add(Row("  replay seconds", "s", totals,
-                        note="passes: " + " + ".join(f"{p:.2f}s" for p in passes) + " (current short tables, then the rest)"))
+                        note="tables built at " + ", ".join(f"{p:.2f}s" for p in passes) + " (current short tables, then the rest)"))
         results.add(Row("  read-only open (not in events/s)", "s", opens, note="includes PRAGMA quick_check"))
 
         if args.profile:
