@@ -439,7 +439,11 @@ class Loader:
         self._standings: dict[TableKey, dict[str, Standing]] = {}
         self._windows: dict[TableKey, Window] = {}
         self.applied: dict[TableKey, list[int]] = {}
-        self._last = [_Target(0, -1, None, 0, [0]) for _ in engine.kinds]
+        self._last = self._no_targets()
+
+    def _no_targets(self) -> list[_Target]:
+        """One empty target per kind: the next row of each kind looks its window up."""
+        return [_Target(0, -1, None, 0, [0]) for _ in self.engine.kinds]
 
     def _target(self, kind: PeriodKind, occurred_at: int) -> _Target:
         window = self.engine.window_at(kind, occurred_at)
@@ -500,5 +504,5 @@ class Loader:
                 table.closed_seq, table.closed_at = marker.seq, marker.closed_at
             engine.tables[key] = table
             built.append(table)
-        self._last = [_Target(0, -1, None, 0, [0]) for _ in engine.kinds]
+        self._last = self._no_targets()
         return built

@@ -58,7 +58,12 @@ def sort_key_of(item: bytes) -> int:
 def unpack(item: bytes) -> tuple[int, str]:
     """The (sort_key, member) an entry was packed from."""
     sort_key, end = _head(item)
-    return sort_key, item[end:].decode("utf-8", "surrogatepass")
+    return sort_key, decode_member(item[end:])
+
+
+def decode_member(raw: bytes) -> str:
+    """The member string of the UTF-8 bytes `split_all` yields."""
+    return raw.decode("utf-8", "surrogatepass")
 
 
 def split_all(items: Iterable[bytes]) -> Iterator[tuple[int, bytes]]:

@@ -15,7 +15,7 @@ from typing import NamedTuple
 from sortedcontainers import SortedList
 
 from arena.engine.periods import Window
-from arena.engine.rankkey import pack, sort_key_of, split_all, unpack
+from arena.engine.rankkey import decode_member, pack, sort_key_of, split_all, unpack
 from arena.engine.scoring import Aggregation, ScoringRule, Standing
 
 
@@ -143,13 +143,14 @@ class RankedTable:
             score, reached_at = score_of(sort_key)
             yield rank, member, score, reached_at
 
+    def _entries(self, start: int, items: Iterable[bytes]) -> Iterator[Entry]:
+        for rank, member, score, reached_at in self._run(start, items):
+            yield Entry(rank, decode_member(member), score, reached_at)
+
     def _slice(self, start: int, stop: int) -> list[Entry]:
         # clipped at both ends: a negative index would count from the end (and cost O(n))
         start, stop = max(start, 0), max(stop, 0)
-        return [
-            Entry(rank, member.decode("utf-8", "surrogatepass"), score, reached_at)
-            for rank, member, score, reached_at in self._run(start, self._sorted.islice(start, stop))
-        ]
+        return list(self._entries(start, self._sorted.islice(start, stop)))
 
     def rank_index(self, member: str) -> int | None:
         """0-based position of a member, or None. O(log n)."""
@@ -188,8 +189,7 @@ class RankedTable:
 
     def entries(self) -> Iterator[Entry]:
         """Every entry in rank order. O(n)."""
-        for rank, member, score, reached_at in self._run(0, self._sorted):
-            yield Entry(rank, member.decode("utf-8", "surrogatepass"), score, reached_at)
+        return self._entries(0, self._sorted)
 
     def digest(self) -> str:
         """sha256 of the canonical standings text (one line per entry). O(n)."""
