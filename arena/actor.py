@@ -264,8 +264,10 @@ class BoardActor:
             log.error("board %s: %s", board, exc)
             self._answer(batch, [unavailable_results(s.events) for s in batch])
             return
-        if self._flight is not None and self._flight.write.done():
-            await self._land(engine)  # acked now rather than after this batch's decide
+        landing = self._flight
+        if landing is not None and landing.write.done() and await self._land(engine):  # acked now, not after decide
+            # the lookup may have read the journal before that write: its keys count all the same
+            known = {**landing.plan.seen, **known}
         ahead = self._flight
         mailbox_next = self.handle.mailbox.first_received_at()
         close_until = self.clock.now() if mailbox_next is None else mailbox_next

@@ -90,3 +90,51 @@ async def test_a_batch_decided_behind_a_write_that_succeeds_keeps_its_answers() 
     first, second = await run_overlapped(fail=False)
     assert first == ["accepted"]
     assert second == ["duplicate", "accepted"]
+
+
+
+class StaleLookupJournal(HeldJournal):
+    """As HeldJournal (first lookup and first append held), and the second lookup reads the
+    journal at once but answers only after ``release``: a read from before the first write."""
+
+    def __init__(self) -> None:
+        super().__init__(fail=False)
+        self.release = asyncio.Event()
+        self.second_lookup_read = asyncio.Event()
+
+    async def lookup(self, keys: Sequence[str]) -> dict[str, Fingerprint]:
+        if self._lookups != 1:
+            return await super().lookup(keys)
+        self._lookups += 1
+        found = await MemoryJournal.lookup(self, keys)
+        self.second_lookup_read.set()
+        await self.release.wait()
+        return found
+
+
+async def test_a_retry_looked_up_before_the_batch_ahead_committed_is_still_a_duplicate() -> None:
+    # B's lookup reads before A is journaled; A's write ends before B's lookup answers, so A is
+    # applied first and B is decided with nothing ahead of it: A's keys must count all the same.
+    handle = BoardHandle(BoardSpec("b"), 10_000)
+    journal = StaleLookupJournal()
+    actor = BoardActor(handle, journal, Clock(), Metrics(), 0)  # no key cache to fall back on
+    task = asyncio.create_task(actor.run())
+    now = time.time_ns() // 1_000_000
+    k1 = Event("b", "alice", 5, now - 1_000, "k1")
+    try:
+        first = handle.submit([k1], now, "gs")
+        while journal._lookups == 0:
+            await asyncio.sleep(0.001)
+        second = handle.submit([k1], now, "gs")  # taken after A is decided and its write begun
+        journal.lookup_gate.set()
+        await asyncio.wait_for(journal.second_lookup_read.wait(), 5)
+        journal.write_gate.set()
+        while not journal.records:
+            await asyncio.sleep(0.001)
+        journal.release.set()
+        answers = await asyncio.wait_for(asyncio.gather(first, second), 5)
+    finally:
+        actor.stop()
+        await asyncio.wait_for(task, 5)
+    assert [outcomes(a) for a in answers] == [["accepted"], ["duplicate"]]
+    assert [r.event.idempotency_key for r in journal.records if isinstance(r, ScoreRecord)] == ["k1"]
