@@ -19,9 +19,11 @@ import itertools
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from arena.engine.events import Event, Fingerprint, Reason, Result, Status
 from arena.engine.periods import Calendar, PeriodKind, UnknownPeriod, Window
+from arena.engine.rankkey import pack
 from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent
 from arena.engine.scoring import Aggregation, Order, ScoringRule, Standing, Tie
 from arena.engine.table import RankedTable
@@ -240,17 +242,23 @@ class BoardEngine:
         """Apply a journaled plan ``step`` records at a time, pausing (yielding) in between.
         At each pause the tables hold exactly the records up to ``last_seq``, so a query (a
         digest) may run there. Each table folds its share of a step in one pass
-        (`RankedTable.apply_all`)."""
+        (`RankedTable.apply_all`; when the rule `improves_by_key`, `apply_entries` with each
+        event packed once for all its tables, which then share the entry object)."""
         routes = plan.routes
         records = plan.records
         step = max(step, 1)
+        sort_key = self.rule.sort_key if self.rule.improves_by_key else None
         for begin in range(0, len(records), step):
-            shares: dict[RankedTable, list[tuple[str, int, int, str]]] = {}
-            by_window: dict[int, list[tuple[str, int, int, str]]] = {}  # id(window): windows repeat, hashing one is slow
+            shares: dict[RankedTable, list[Any]] = {}
+            by_window: dict[int, list[Any]] = {}  # id(window): windows repeat, hashing one is slow
             chunk = records[begin : begin + step]
             for record in chunk:
                 if isinstance(record, ScoreRecord):
-                    update = record.event[1:5]  # member, value, occurred_at, idempotency_key
+                    event = record.event
+                    update = (
+                        event[1:5] if sort_key is None  # member, value, occurred_at, idempotency_key
+                        else (event.member, pack(sort_key(event.value, event.occurred_at), event.member))
+                    )
                     for window in routes[record.seq]:
                         share = by_window.get(id(window))
                         if share is None:
@@ -259,7 +267,10 @@ class BoardEngine:
                 elif isinstance(record, CloseRecord):
                     self.close(record)
             for table, share in shares.items():
-                table.apply_all(share)
+                if sort_key is None:
+                    table.apply_all(share)
+                else:
+                    table.apply_entries(share)
             self.last_seq = chunk[-1].seq
             if begin + step < len(records):
                 yield

@@ -78,7 +78,8 @@ class RankedTable:
         however many of its events there are (folds are order-independent). Returns how many
         members changed. O(events + changed members * log n)."""
         if self.rule.improves_by_key:
-            return self._apply_smaller_keys(events)
+            sort_key = self.rule.sort_key
+            return self.apply_entries((member, pack(sort_key(value, occurred_at), member)) for member, value, occurred_at, _key in events)
         fold = self.rule.fold
         standing = self.standing
         pending: dict[str, Standing] = {}
@@ -90,14 +91,14 @@ class RankedTable:
             self.set_standing(member, new)
         return len(pending)
 
-    def _apply_smaller_keys(self, events: Iterable[tuple[str, int, int, str]]) -> int:
-        """`apply_all` for a rule that `improves_by_key`: the event's entry replaces the member's
-        when it sorts first, with no standing unpacked and one dict lookup per member."""
-        sort_key = self.rule.sort_key
+    def apply_entries(self, events: Iterable[tuple[str, bytes]]) -> int:
+        """`apply_all` for a rule that `improves_by_key`, with each event already packed as
+        ``(member, pack(sort_key(value, occurred_at), member))``: the event's entry replaces the
+        member's when it sorts first, with no standing unpacked and one dict lookup per member.
+        Tables that take the same packed events share their entry objects."""
         items = self._items
         pending: dict[str, tuple[bytes | None, bytes]] = {}  # member -> (entry in the table, new entry)
-        for member, value, occurred_at, _key in events:
-            item = pack(sort_key(value, occurred_at), member)
+        for member, item in events:
             seen = pending.get(member)
             if seen is not None:
                 if item < seen[1]:

@@ -10,11 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arena.engine.periods import ALLTIME_WINDOW
+from arena.engine.board import BoardSpec
+from arena.engine.events import Status
+from arena.engine.periods import ALLTIME_WINDOW, PeriodKind
 from arena.engine.rankkey import unpack
 from arena.engine.scoring import Aggregation, Order, ScoringRule, Standing, Tie
 from arena.engine.table import Entry, RankedTable
-from arena.engine.times import MAX_MS
+from arena.engine.times import MAX_MS, parse_rfc3339_ms
+from support.engine_harness import EngineHarness
 
 BEST = ScoringRule.for_board(Aggregation.BEST, Order.DESC, Tie.EARLIEST)
 JSON_SAFE = 2**53 - 1
@@ -295,3 +298,16 @@ def test_random_operations_keep_the_table_consistent(seed: int) -> None:
         assert index is not None
         around = table.around_member(member, radius)
         assert around == list(table.entries())[max(0, index - radius) : index + radius + 1]
+
+
+def test_an_event_in_several_tables_is_packed_once_and_they_share_its_entry() -> None:
+    # memory: on a board with the default rule, a member whose best event counts in the
+    # alltime, weekly and daily tables costs one entry object, not three
+    spec = BoardSpec("b", periods=(PeriodKind.ALLTIME, PeriodKind.WEEKLY, PeriodKind.DAILY))
+    harness = EngineHarness({"b": spec})
+    now = parse_rfc3339_ms("2026-06-03T12:00:00Z")
+    event = {"board": "b", "member": "alice", "value": 5, "occurred_at": now, "idempotency_key": "k1"}
+    assert [r.status for r in harness.submit("gs", [event], now)] == [Status.ACCEPTED]
+    tables = list(harness.engines["b"].tables.values())
+    assert len(tables) == 3
+    assert tables[0]._items["alice"] is tables[1]._items["alice"] is tables[2]._items["alice"]
