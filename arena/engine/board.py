@@ -426,7 +426,7 @@ class _Target:
     __slots__ = ("start", "end", "standings", "limit", "applied")
 
     def __init__(
-        self, start: float, end: float, standings: dict[str, Standing] | None, limit: float, applied: list[int]
+        self, start: float, end: float, standings: dict[str, Any] | None, limit: float, applied: list[int]
     ) -> None:
         self.start = start
         self.end = end
@@ -447,7 +447,9 @@ class Loader:
         self.include = include
         self.voided = voided
         self.events = 0
-        self._standings: dict[TableKey, dict[str, Standing]] = {}
+        # member -> Standing; for a rule that `improves_by_key`, member -> packed entry instead:
+        # each event is packed once for all its tables, which then share the entry object
+        self._standings: dict[TableKey, dict[str, Any]] = {}
         self._windows: dict[TableKey, Window] = {}
         self.applied: dict[TableKey, list[int]] = {}
         self._last = self._no_targets()
@@ -460,7 +462,7 @@ class Loader:
         window = self.engine.window_at(kind, occurred_at)
         if window is None:  # a window the calendar cannot name was never routed to
             return _Target(occurred_at, occurred_at, None, 0, [0])
-        standings: dict[str, Standing] | None = None
+        standings: dict[str, Any] | None = None
         limit = math.inf
         applied = [0]
         if self.include(window):
@@ -477,7 +479,9 @@ class Loader:
     def feed(self, rows: Iterable[tuple[int, str, int, int, str]]) -> None:
         """Apply rows (seq, member, value, occurred_at, key), in any order: folds commute, and a
         close marker excludes by seq. O(rows * kinds)."""
-        fold = self.engine.rule.fold
+        rule = self.engine.rule
+        fold = rule.fold
+        sort_key = rule.sort_key if rule.improves_by_key else None
         kinds = list(enumerate(self.engine.kinds))
         last = self._last
         voided = self.voided
@@ -486,6 +490,7 @@ class Loader:
             if seq in voided:
                 continue
             count += 1
+            item = None
             for i, kind in kinds:
                 target = last[i]
                 if not target.start <= occurred_at < target.end:
@@ -494,9 +499,16 @@ class Loader:
                 if standings is None or seq >= target.limit:
                     continue
                 target.applied[0] += 1
-                new = fold(standings.get(member), value, occurred_at, key)
-                if new is not None:
-                    standings[member] = new
+                if sort_key is None:
+                    new = fold(standings.get(member), value, occurred_at, key)
+                    if new is not None:
+                        standings[member] = new
+                    continue
+                if item is None:
+                    item = pack(sort_key(value, occurred_at), member)
+                old = standings.get(member)
+                if old is None or item < old:
+                    standings[member] = item
         self.events += count
 
     def finish(self, tables: Iterable[Window] = (), only: Callable[[Window], bool] | None = None) -> list[RankedTable]:
@@ -509,7 +521,8 @@ class Loader:
             self._windows.setdefault(key, window)
             self._standings.setdefault(key, {})
         for key in [k for k in self._standings if only is None or only(self._windows[k])]:
-            table = RankedTable.from_standings(engine.rule, self._windows[key], self._standings.pop(key))
+            build = RankedTable.from_entries if engine.rule.improves_by_key else RankedTable.from_standings
+            table = build(engine.rule, self._windows[key], self._standings.pop(key))
             marker = engine.markers.get(key)
             if marker is not None:
                 table.closed_seq, table.closed_at = marker.seq, marker.closed_at

@@ -433,6 +433,19 @@ async def test_current_short_tables_answer_after_reading_only_their_events_and_e
     assert_same_as_live(engine, h.engines["b"])
 
 
+def test_replayed_tables_share_the_entries_they_agree_on_as_live_ones_do() -> None:
+    spec = BoardSpec("b", periods=(PeriodKind.ALLTIME, PeriodKind.WEEKLY, PeriodKind.DAILY))
+    h = EngineHarness({"b": spec})
+    now = ms("2026-06-03T12:00:00Z")
+    h.submit("gs", [ev("old", 9, "2026-05-01T00:00:00Z", "k0"), ev("old", 1, now - MIN, "k1"),
+                    ev("new", 5, now - MIN, "k2")], now)
+    engine = replay_memory(spec, h.journals["b"], now)
+    assert_same_as_live(engine, h.engines["b"])
+    alltime, weekly, daily = (engine.view(kind, None, now)._items for kind in spec.periods)
+    assert alltime["new"] is weekly["new"] is daily["new"]
+    assert alltime["old"] != weekly["old"] and weekly["old"] is daily["old"]
+
+
 # -- board definition ---------------------------------------------------------------------------
 
 
