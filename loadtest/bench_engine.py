@@ -159,7 +159,7 @@ def bench_table(args: argparse.Namespace, results: Results) -> None:
     gc.collect()
     rss_delta = (rss_bytes() - rss0) / n
     assert len(table) == n
-    results.add(Row("build from standings", "s", [build_s], note="one sort (what a replay does per table)"))
+    results.add(Row("build from standings", "s", [build_s], note="pack each standing, then one sort (a replay does the sort per table)"))
 
     progress("table: memory (tracemalloc of a second RankedTable.from_standings)")
     gc.collect()
