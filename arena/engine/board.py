@@ -155,6 +155,11 @@ class BoardEngine:
         fresh = dict(after.fresh) if after is not None else plan.fresh
         seen, earlier = plan.seen, after.seen if after is not None else {}
         spec = self.spec
+        # The last route and the span of instants it holds for: a batch's events mostly share
+        # their windows, and a route depends only on those and on received_at.
+        route: tuple[Window, ...] = ()
+        span: tuple[float, float] = (0, 0)
+        routed_at: int | None = None
         for events, received_at, source in batch:
             self._close_due(received_at, plan, closing, fresh)
             results: list[Result] = []
@@ -174,7 +179,10 @@ class BoardEngine:
                 if event.occurred_at > received_at + spec.max_future_skew_ms:
                     results.append(Result(key, Status.REJECTED, Reason.OCCURRED_IN_FUTURE))
                     continue
-                windows = self._route(event.occurred_at, received_at, plan, closing, fresh)
+                if received_at != routed_at or not span[0] <= event.occurred_at < span[1]:
+                    route, span = self._route(event.occurred_at, received_at, plan, closing, fresh)
+                    routed_at = received_at
+                windows = route
                 if not windows:
                     results.append(Result(key, Status.REJECTED, Reason.PERIOD_CLOSED))
                     continue
@@ -197,12 +205,20 @@ class BoardEngine:
         plan: Plan,
         closing: dict[TableKey, CloseRecord],
         fresh: dict[TableKey, Window],
-    ) -> tuple[Window, ...]:
+    ) -> tuple[tuple[Window, ...], tuple[float, float]]:
+        """The open windows an event goes to (closing those whose moment ``received_at`` has
+        reached), and the span [start, end) of instants in the same window of every kind."""
         open_windows: list[Window] = []
+        start, end = -math.inf, math.inf
         for kind in self.kinds:
             window = self.window_at(kind, occurred_at)
             if window is None:
+                start = end = occurred_at  # an empty span: this route is not reused
                 continue
+            if window.start_ms is not None and window.start_ms > start:
+                start = window.start_ms
+            if window.end_ms is not None and window.end_ms < end:
+                end = window.end_ms
             key = (kind, window.period_id)
             if key in self.markers or key in closing:
                 continue
@@ -213,7 +229,7 @@ class BoardEngine:
             if key not in self.tables:
                 fresh[key] = window
             open_windows.append(window)
-        return tuple(open_windows)
+        return tuple(open_windows), (start, end)
 
     def _close_due(
         self, until: int, plan: Plan, closing: dict[TableKey, CloseRecord], fresh: Mapping[TableKey, Window]

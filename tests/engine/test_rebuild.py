@@ -358,6 +358,23 @@ def test_a_batch_received_before_the_close_is_applied_even_if_decided_after(rebu
     assert rebuilt.tables[(PeriodKind.DAILY, "2026-06-01")].closed
 
 
+def test_frames_of_one_batch_on_either_side_of_the_close_are_routed_each_by_its_own_arrival(rebuild: Any) -> None:
+    # the same occurred_at in every frame: what differs is only received_at
+    spec = daily_board()
+    engine = BoardEngine(spec)
+    engine.ready.update(engine.kinds)
+    day = ms("2026-06-01T12:00:00Z")
+    moment = ms("2026-06-02T00:01:00Z")
+    frames = [([Event("b", "a", 7, day, "k1")], moment - 1, "gs"), ([Event("b", "b", 9, day, "k2")], moment, "gs")]
+    plan = engine.decide(frames, {}, close_until=moment)
+    assert [[r.status.value for r in results] for results in plan.results] == [["accepted"], ["accepted"]]
+    assert [type(r).__name__ for r in plan.records] == ["ScoreRecord", "CloseRecord", "ScoreRecord"]
+    engine.commit(plan)
+    assert [e.member for e in engine.tables[(PeriodKind.DAILY, "2026-06-01")].entries()] == ["a"]
+    assert [e.member for e in engine.tables[(PeriodKind.ALLTIME, "alltime")].entries()] == ["b", "a"]
+    assert_same_as_live(rebuild(spec, plan.records, moment + 1), engine)
+
+
 def five_days(spec: BoardSpec) -> EngineHarness:
     h = EngineHarness({"b": spec})
     for d in range(1, 6):
