@@ -130,11 +130,16 @@ async def compare(cfg: RunConfig, *, durability: str = "full", keep: bool = Fals
     return results
 
 
-def _phases(peer: Any) -> list[dict[str, Any]]:
-    if not isinstance(peer, dict):
-        return []
-    out = [peer[k] for k in ("prefill", "ingest") if isinstance(peer.get(k), dict)]
-    out += [q for q in (peer.get("query") or {}).values() if isinstance(q, dict)]
+def measured_phases(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every measured phase of a run: each peer's prefill, ingest, queries and rank under
+    ingest, and the ceiling."""
+    out = []
+    for peer in (results.get("arena"), results.get("redis")):
+        if isinstance(peer, dict):
+            out += [peer[k] for k in ("prefill", "ingest", "rank_under_ingest") if isinstance(peer.get(k), dict)]
+            out += [q for q in (peer.get("query") or {}).values() if isinstance(q, dict)]
+    if isinstance(results.get("ceiling"), dict):
+        out.append(results["ceiling"])
     return out
 
 
@@ -147,8 +152,7 @@ def print_compare(results: dict[str, Any], json_path: Path | None) -> None:
     print(format_table(results["table"]))
     print("\nphases (over windows):")
     print(format_phase_details(results))
-    others: list[float] = [o for p in ("arena", "redis") for d in _phases(results.get(p))
-                           if isinstance(o := d.get("other_cpu"), (int, float))]
+    others: list[float] = [o for d in measured_phases(results) if isinstance(o := d.get("other_cpu"), (int, float))]
     if others and max(others) > 0.25:
         print(f"\nWARNING: other processes used up to {max(others):.2f} cores during the phases (column"
               " 'other'): rates and latencies are disturbed; CPU µs per event/request hold up better.")

@@ -8,6 +8,7 @@ the ack checker, which is what makes the benchmark's counts trustworthy.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import os
 import subprocess
@@ -17,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from loadtest.compare import measured_phases, print_compare
 from loadtest.ingest import IngestCounts, run_ingest
 from loadtest.redis_peer import redis_binary
 from loadtest.stats import percentile
@@ -75,6 +77,24 @@ def test_rank_queries_run_while_ingest_streams_at_half_speed(compare_run: dict[s
     assert under["requests"] > 0 and not under["errors"]
     assert under["background"]["ok"] is True and under["background"]["counts"]["events_sent"] > 0
     assert under["background_rate"] == compare_run["arena"]["ingest"]["events_per_s"] * 0.5
+
+
+@pytest.mark.parametrize("phase", ["ceiling", "rank under ingest", "ingest"])
+def test_the_table_warns_when_other_load_disturbed_any_phase(
+    compare_run: dict[str, Any], phase: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = copy.deepcopy(compare_run)
+    phases = measured_phases(results)
+    for measured in phases:
+        measured["other_cpu"] = 0.0
+    print_compare(results, None)
+    assert "WARNING" not in capsys.readouterr().out
+    disturbed = {"ceiling": results["ceiling"], "rank under ingest": results["arena"]["rank_under_ingest"],
+                 "ingest": results["arena"]["ingest"]}[phase]
+    assert any(d is disturbed for d in phases)
+    disturbed["other_cpu"] = 0.42
+    print_compare(results, None)
+    assert "other processes used up to 0.42 cores" in capsys.readouterr().out
 
 
 def test_arena_prefill_gives_every_member_one_event(compare_run: dict[str, Any]) -> None:
