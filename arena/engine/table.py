@@ -89,7 +89,9 @@ class RankedTable:
         members changed. O(events + changed members * log n)."""
         if self.rule.improves_by_key:
             sort_key = self.rule.sort_key
-            return self.apply_entries((member, pack(sort_key(value, occurred_at), member)) for member, value, occurred_at, _key in events)
+            return self.apply_entries(
+                (member, pack(sort_key(value, occurred_at), member)) for member, value, occurred_at, _key in events
+            )
         fold = self.rule.fold
         standing = self.standing
         pending: dict[str, Standing] = {}
