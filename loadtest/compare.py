@@ -25,7 +25,7 @@ from loadtest.ceiling import CeilingServer
 from loadtest.common import RunConfig
 from loadtest.query import arena_http_phase
 from loadtest.redis_peer import RedisServer, redis_binary, run_redis
-from loadtest.report import build_rows, format_phase_details, format_table, machine_info
+from loadtest.report import build_rows, format_phase_details, format_table, machine_info, timed_phases
 from loadtest.stats import progress
 from loadtest.workload import Workload
 
@@ -131,16 +131,10 @@ async def compare(cfg: RunConfig, *, durability: str = "full", keep: bool = Fals
 
 
 def measured_phases(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every measured phase of a run: each peer's prefill, ingest, queries and rank under
-    ingest, and the ceiling."""
-    out = []
-    for peer in (results.get("arena"), results.get("redis")):
-        if isinstance(peer, dict):
-            out += [peer[k] for k in ("prefill", "ingest", "rank_under_ingest") if isinstance(peer.get(k), dict)]
-            out += [q for q in (peer.get("query") or {}).values() if isinstance(q, dict)]
-    if isinstance(results.get("ceiling"), dict):
-        out.append(results["ceiling"])
-    return out
+    """Every measured phase of a run: each peer's prefill, then the phases of the report."""
+    prefills = [(results.get(peer) or {}).get("prefill") for peer in ("arena", "redis")]
+    timed = [phase for _name, _unit, phase in timed_phases(results)]
+    return [phase for phase in prefills + timed if isinstance(phase, dict)]
 
 
 def print_compare(results: dict[str, Any], json_path: Path | None) -> None:

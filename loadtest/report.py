@@ -7,6 +7,7 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -113,14 +114,20 @@ def format_phase_details(results: dict[str, Any]) -> str:
                      f"  µs/{'event' if unit == 'ev/s' else 'req'} client/server"
                      f" {d.get('client_us_per_unit')}/{d.get('server_us_per_unit')}")
 
+    for name, unit, phase in timed_phases(results):
+        line(name, phase, unit)
+    return "\n".join(lines)
+
+
+def timed_phases(results: dict[str, Any]) -> Iterator[tuple[str, str, Any]]:
+    """(name, unit, phase result or None) of each phase after the prefill, in report order."""
     for peer in ("arena", "redis"):
         p = results.get(peer) or {}
-        line(f"{peer} ingest", p.get("ingest"), "ev/s")
+        yield f"{peer} ingest", "ev/s", p.get("ingest")
         for op, q in (p.get("query") or {}).items():
-            line(f"{peer} {op}", q, "req/s")
-        line(f"{peer} rank under ingest", p.get("rank_under_ingest"), "req/s")
-    line("ceiling rank", results.get("ceiling"), "req/s")
-    return "\n".join(lines)
+            yield f"{peer} {op}", "req/s", q
+        yield f"{peer} rank under ingest", "req/s", p.get("rank_under_ingest")
+    yield "ceiling rank", "req/s", results.get("ceiling")
 
 
 def machine_info() -> dict[str, Any]:

@@ -25,7 +25,7 @@ from arena.engine.events import Event, Fingerprint, Reason, Result, Status
 from arena.engine.periods import Calendar, PeriodKind, UnknownPeriod, Window
 from arena.engine.rankkey import pack
 from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent
-from arena.engine.scoring import Aggregation, Order, ScoringRule, Standing, Tie
+from arena.engine.scoring import Aggregation, Order, ScoringRule, Tie
 from arena.engine.table import RankedTable
 from arena.errors import not_found, not_ready
 
@@ -536,8 +536,8 @@ class Loader:
             key = (window.kind, window.period_id)
             self._windows.setdefault(key, window)
             self._standings.setdefault(key, {})
+        build = RankedTable.from_entries if engine.rule.improves_by_key else RankedTable.from_standings
         for key in [k for k in self._standings if only is None or only(self._windows[k])]:
-            build = RankedTable.from_entries if engine.rule.improves_by_key else RankedTable.from_standings
             table = build(engine.rule, self._windows[key], self._standings.pop(key))
             marker = engine.markers.get(key)
             if marker is not None:
