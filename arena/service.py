@@ -32,6 +32,7 @@ class Arena:
         self.connections = 0
         self.draining = False
         self._readers: set[asyncio.Task[None]] = set()
+        self.digest_turn = asyncio.Lock()  # see queries.digest
 
     async def start(self) -> None:
         for server in self.config.servers:

@@ -9,7 +9,7 @@ bare ASGI app). Everything else (admin, health, metrics, WebSocket) is plain sta
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from urllib.parse import unquote_plus
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
@@ -130,7 +130,7 @@ def _score_at_percentile(arena: Arena, p: Params) -> Body:
     return queries.score_at_percentile(arena, *p.table, percent_param(p.get("p"), "p"))
 
 
-def _digest(arena: Arena, p: Params) -> Body:
+def _digest(arena: Arena, p: Params) -> Awaitable[Body]:
     return queries.digest(arena, *p.table)
 
 
@@ -138,7 +138,7 @@ def _periods(arena: Arena, p: Params) -> Body:
     return queries.periods(arena, p.board, p.period)
 
 
-Answer = Callable[[Arena, Params], Body]
+Answer = Callable[[Arena, Params], Body | Awaitable[Body]]  # awaitable: the O(n) digest
 
 # /v1/boards/{board}/{period}/{action}[/{member}]: action -> (metric route name, answer, member?)
 # member: True = required, None = optional, False = none.
@@ -200,7 +200,10 @@ class QueryRoutes:
         name, answer, board, period, member = route
         started = time.perf_counter()
         try:
-            body, status = wire.dumps(answer(self.arena, Params(board, period, member, scope["query_string"]))), 200
+            answered = answer(self.arena, Params(board, period, member, scope["query_string"]))
+            if not isinstance(answered, dict):
+                answered = await answered
+            body, status = wire.dumps(answered), 200
         except QueryError as exc:
             body, status = wire.dumps(wire.error(exc)), exc.status
         self._latency[name].observe(time.perf_counter() - started)

@@ -204,14 +204,26 @@ class RankedTable:
         """Every entry in rank order. O(n)."""
         return self._entries(0, self._sorted)
 
+    def snapshot(self) -> list[bytes]:
+        """Every entry in rank order, as a list the table's later changes do not touch (entries
+        are immutable): a digest of it may be taken in steps. O(n), about 30 ms at 10**6."""
+        return list(self._sorted)
+
+    def canonical_text(self, entries: Iterable[bytes], lines: int = 4096) -> Iterator[bytes]:
+        """The canonical standings text of ``entries`` (the whole table, in rank order), one
+        line per entry, in pieces of ``lines`` lines. O(len(entries))."""
+        piece: list[bytes] = []
+        for line in self._run(0, entries):
+            piece.append(b"%d\t%b\t%d\t%d\n" % line)
+            if len(piece) >= lines:
+                yield b"".join(piece)
+                piece.clear()
+        if piece:
+            yield b"".join(piece)
+
     def digest(self) -> str:
-        """sha256 of the canonical standings text (one line per entry). O(n)."""
+        """sha256 of the canonical standings text. O(n): about 1 s of CPU at 10**6 entries."""
         h = hashlib.sha256()
-        lines: list[bytes] = []
-        for line in self._run(0, self._sorted):
-            lines.append(b"%d\t%b\t%d\t%d\n" % line)
-            if len(lines) >= 4096:
-                h.update(b"".join(lines))
-                lines.clear()
-        h.update(b"".join(lines))
+        for piece in self.canonical_text(self._sorted):
+            h.update(piece)
         return h.hexdigest()

@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 
+from arena.api import queries
 from arena.client import ArenaClient, ScoreEvent
 from arena.datadir import journal_path
 from arena.engine.times import parse_rfc3339_ms
@@ -87,6 +88,45 @@ async def test_digest_is_the_sha256_of_the_contract_text_and_carries_seq(tmp_pat
             assert digest["sha256"] == contract_sha256(top["entries"])
             assert digest["seq"] == 200  # every record of this board's journal so far
         assert (await http.get("/v1/boards/hs/daily/digest", params={"period_id": "nope"})).status_code == 404
+
+
+class HeldSteps:
+    """Stands in for `asyncio` in `arena.api.queries`: the digest's first pause between two
+    steps waits for ``resume``, so the test can change the table mid-digest."""
+
+    def __init__(self) -> None:
+        self.paused = asyncio.Event()
+        self.resume = asyncio.Event()
+
+    async def sleep(self, seconds: float) -> None:
+        if not self.paused.is_set():
+            self.paused.set()
+            await self.resume.wait()
+        await asyncio.sleep(seconds)
+
+
+async def test_a_digest_hashes_in_steps_and_describes_the_table_at_its_seq(tmp_path: Path, monkeypatch: Any) -> None:
+    # a 1M-entry table takes over a second to hash: the loop runs (ingest, other queries)
+    # between steps, and what is applied meanwhile must not leak into the digest
+    steps = HeldSteps()
+    monkeypatch.setattr(queries, "asyncio", steps)
+    monkeypatch.setattr(queries, "DIGEST_STEP", 8)
+    async with InProcessServer(make_config(tmp_path, {"hs": BOARDS["hs"]})) as server, \
+            httpx.AsyncClient(base_url=server.url) as http, ArenaClient(server.url, token_for("gs")) as client:
+        at = now_ms()
+        assert all(r.recorded for r in await client.submit_many(ScoreEvent("hs", f"m{i}", i, at) for i in range(100)))
+        entries = (await http.get("/v1/boards/hs/alltime/top", params={"limit": 1000})).json()["entries"]
+        request = asyncio.create_task(http.get("/v1/boards/hs/alltime/digest"))
+        await asyncio.wait_for(steps.paused.wait(), 5)
+        late = await client.submit_many([ScoreEvent("hs", "late", 10**6, at), ScoreEvent("hs", "m5", 10**5, at)])
+        assert all(r.recorded for r in late)
+        rank = (await http.get("/v1/boards/hs/alltime/members/late")).json()  # answered mid-digest
+        steps.resume.set()
+        body = (await request).json()
+        now = (await http.get("/v1/boards/hs/alltime/digest")).json()
+    assert rank["entry"]["rank"] == 1
+    assert (body["seq"], body["size"], body["sha256"]) == (100, 100, contract_sha256(entries))
+    assert (now["seq"], now["size"]) == (102, 101) and now["sha256"] != body["sha256"]
 
 
 async def test_member_names_with_tabs_would_be_ambiguous_so_control_characters_are_refused(tmp_path: Path) -> None:
