@@ -22,6 +22,8 @@ What the client does for you:
 - **`unavailable` is retried.** An event the server answers ``rejected/unavailable`` (nothing was
   journaled: the board failed or its disk refused the write) is resent with the same key after a
   backoff, for up to ``retry_unavailable_for`` seconds; only then does it surface as rejected.
+  Likewise a query answered ``not_ready`` (the board is still loading its tables, as it is for a
+  moment after every server restart) is sent again until the board answers.
 
 Errors: every error the client raises on purpose derives from `ArenaClientError`.
 
@@ -39,7 +41,8 @@ Errors: every error the client raises on purpose derives from `ArenaClientError`
      │                         value_out_of_range, period_closed. ``unavailable`` is raised only
      │                         after the retries above.
      └── QueryFailed           the server answered an error frame (``code``, ``message``):
-                               member_not_found, unknown_period, period_not_retained, not_ready...
+                               member_not_found, unknown_period, period_not_retained...;
+                               ``not_ready`` only after the retries above.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Coroutine, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from enum import StrEnum
@@ -340,6 +343,8 @@ class _Pending:
 class _Query:
     frame: dict[str, Any]
     future: asyncio.Future[dict[str, Any]]
+    not_ready_since: float | None = None
+    not_ready_answers: int = 0
 
 
 @dataclass(slots=True)
@@ -387,7 +392,8 @@ class ArenaClient:
     - ``reconnect_base`` / ``reconnect_max`` (s, 0.05 / 2.0): the backoff between connection attempts.
     - ``give_up_after`` (s, default 30; None = never): after this long without a connection every
       waiting call fails with `ConnectionFailed`; the client keeps trying when new calls arrive.
-    - ``retry_unavailable_for`` (s, default 30): how long an event answered ``unavailable`` is retried.
+    - ``retry_unavailable_for`` (s, default 30): how long an event answered ``unavailable``, or a
+      query answered ``not_ready``, is retried.
     - ``open_timeout`` (s, default 10): one handshake's timeout.
     """
 
@@ -424,7 +430,7 @@ class ArenaClient:
         self._queued_since: float | None = None  # loop time the queue became non-empty
         self._queries: deque[_Query] = deque()
         self._in_flight: dict[int, list[_Pending] | _Query] = {}
-        self._delayed: set[_Pending] = set()  # waiting out an `unavailable` backoff
+        self._delayed: set[_Pending | _Query] = set()  # waiting out an `unavailable` / `not_ready` backoff
         self._waiters: set[asyncio.Future[Any]] = set()
         self._wakeup: asyncio.Event | None = None
         self._runner: asyncio.Task[None] | None = None
@@ -830,10 +836,10 @@ class ArenaClient:
                 continue
             self._wake()  # a slot is free
             if isinstance(waiting, _Query):
-                if frame.get("op") == "error":
-                    _settle(waiting.future, exception=QueryFailed(str(frame.get("code")), str(frame.get("message"))))
-                else:
+                if frame.get("op") != "error":
                     _settle(waiting.future, frame)
+                elif not (frame.get("code") == "not_ready" and self._retry_not_ready(waiting)):
+                    _settle(waiting.future, exception=QueryFailed(str(frame.get("code")), str(frame.get("message"))))
             elif frame.get("op") == "ack":
                 self._on_ack(waiting, frame.get("results") or [])
             else:
@@ -864,16 +870,41 @@ class ArenaClient:
         for p in items:
             p.unavailable_answers += 1
             self._delayed.add(p)
-        backoff = _Backoff(self._retry.base, self._retry.cap, attempt, self._retry.rng)
-        delay = backoff.next()
-        log.info("arena client: %d events answered unavailable; resending in %.2fs", len(items), delay)
 
         def resend() -> None:
             again = [p for p in items if p in self._delayed and not p.future.done()]
             self._delayed.difference_update(items)
             self._requeue(again)
 
-        asyncio.get_running_loop().call_later(delay, resend)
+        delay = self._after_backoff(attempt, resend)
+        log.info("arena client: %d events answered unavailable; resending in %.2fs", len(items), delay)
+
+    def _retry_not_ready(self, query: _Query) -> bool:
+        """Send a query answered `not_ready` again after a backoff, unless it has been answered
+        so for ``retry_unavailable_for`` seconds (then False)."""
+        now = asyncio.get_running_loop().time()
+        if query.not_ready_since is None:
+            query.not_ready_since = now
+        if now - query.not_ready_since >= self.retry_unavailable_for:
+            return False
+        self._delayed.add(query)
+
+        def resend() -> None:
+            if query in self._delayed:
+                self._delayed.discard(query)
+                if not query.future.done():
+                    self._queries.append(query)
+                    self._wake()
+
+        self._after_backoff(query.not_ready_answers, resend)
+        query.not_ready_answers += 1
+        return True
+
+    def _after_backoff(self, attempt: int, callback: Callable[[], None]) -> float:
+        """Call ``callback`` after the retry backoff of ``attempt``; returns the delay."""
+        delay = _Backoff(self._retry.base, self._retry.cap, attempt, self._retry.rng).next()
+        asyncio.get_running_loop().call_later(delay, callback)
+        return delay
 
     def _on_submit_error(self, items: list[_Pending], frame: dict[str, Any]) -> None:
         code = str(frame.get("code"))
@@ -908,8 +939,8 @@ class ArenaClient:
 
     def _fail_all(self, error: ArenaClientError) -> None:
         """Fail every waiting call (queued, in flight, delayed) with ``error``."""
-        events = [*self._queue, *self._delayed]
-        queries = list(self._queries)
+        events = [*self._queue, *(d for d in self._delayed if isinstance(d, _Pending))]
+        queries = [*self._queries, *(d for d in self._delayed if isinstance(d, _Query))]
         for waiting in self._in_flight.values():
             if isinstance(waiting, _Query):
                 queries.append(waiting)

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+import arena.actor
 from arena.client import (
     ArenaClient,
     AuthenticationError,
@@ -32,6 +33,7 @@ from arena.client import (
 )
 from arena.client import _Backoff  # the schedule alone: timing it through a socket would be flaky
 from arena.datadir import journal_path
+from arena.replay import replay
 from support.server import ADMIN_TOKEN, InProcessServer, free_socket, make_config, token_for
 
 BOARDS: dict[str, dict[str, Any]] = {
@@ -217,6 +219,38 @@ async def test_unavailable_surfaces_as_rejected_after_retry_unavailable_for(tmp_
             with pytest.raises(EventRejected) as failed:
                 await client.submit("b", "m", 1, idempotency_key="doomed")
     assert (failed.value.reason, failed.value.idempotency_key) == ("unavailable", "doomed")
+
+
+async def test_a_query_answered_not_ready_is_sent_again_until_the_board_has_loaded(tmp_path: Path, monkeypatch: Any) -> None:
+    loading = asyncio.Event()
+
+    async def held_replay(*args: Any, **kwargs: Any) -> Any:
+        await loading.wait()
+        return await replay(*args, **kwargs)
+
+    monkeypatch.setattr(arena.actor, "replay", held_replay)
+    async with InProcessServer(make_config(tmp_path, {"b": {}}), wait_ready=False) as server:
+        try:
+            async with ArenaClient(server.url, token_for("gs"), reconnect_base=0.01, reconnect_max=0.05) as client:
+                query = asyncio.ensure_future(client.top("b", "alltime"))
+                while client.stats.queries_sent < 3:  # answered not_ready, sent again, and again
+                    assert not query.done(), query.exception()
+                    await asyncio.sleep(0.01)
+                loading.set()
+                assert (await asyncio.wait_for(query, 10)).size == 0
+        finally:
+            loading.set()  # a server stops once its boards have loaded
+
+    loading = asyncio.Event()
+    (tmp_path / "2").mkdir()
+    async with InProcessServer(make_config(tmp_path / "2", {"b": {}}), wait_ready=False) as server:
+        try:
+            async with ArenaClient(server.url, token_for("gs"), retry_unavailable_for=0.1) as client:
+                with pytest.raises(QueryFailed) as failed:
+                    await client.top("b", "alltime")  # still loading after retry_unavailable_for
+        finally:
+            loading.set()
+    assert failed.value.code == "not_ready"
 
 
 async def test_queries_return_typed_frozen_answers(server: InProcessServer) -> None:
