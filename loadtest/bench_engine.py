@@ -18,7 +18,9 @@ What is measured, in one process, no network:
   (allocator slack included; noisier).
 * ``rebuild``: a board journal of ``--events`` score events is written with `SqliteJournal.append`
   in batches (timed), reopened read-only like `arena rebuild`, and `arena.replay.replay` into a
-  fresh `BoardEngine` is timed; events/s = journaled events / replay seconds.
+  fresh `BoardEngine` is timed; events/s = journaled events / replay seconds. Beside the replay,
+  a task asks for a turn of the event loop every millisecond: the longest wait and the p99 say
+  how long another board's queries and acks would stall while this board replays.
 
 Peer: the same rank lookups and updates on a bare ``dict`` + ``SortedList`` of the same tuples,
 without the table's wrapper, to show what the wrapper costs.
@@ -310,20 +312,36 @@ class Replayed:
     open_s: float
     cpu_s: float  # process CPU time of the replay, every thread (aiosqlite's included)
     engine: BoardEngine
+    pauses: list[float]  # seconds between turns of the event loop during the replay, sorted
+
+
+async def _turns(gaps: list[float]) -> None:
+    """Ask for a turn of the event loop every millisecond and record how long each took: what
+    another board's queries and acks would wait while this one replays."""
+    last = time.perf_counter()
+    while True:
+        await asyncio.sleep(0.001)
+        now = time.perf_counter()
+        gaps.append(now - last)
+        last = now
 
 
 async def replay_once(path: Path, spec: BoardSpec) -> Replayed:
     started = time.perf_counter()
     journal = await SqliteJournal.open(path, spec, readonly=True)
     opened = time.perf_counter() - started
+    gaps: list[float] = []
+    turns = asyncio.create_task(_turns(gaps))
     try:
         engine = BoardEngine(spec)
         cpu = time.process_time()
         report = await replay(engine, journal, NOW)
         cpu = time.process_time() - cpu
+        await asyncio.sleep(0.002)  # the turns task records the pause the replay ended with
     finally:
+        turns.cancel()
         await journal.close()
-    return Replayed(report, opened, cpu, engine)
+    return Replayed(report, opened, cpu, engine, sorted(gaps))
 
 
 def bench_rebuild(args: argparse.Namespace, results: Results) -> None:
@@ -346,7 +364,7 @@ def bench_rebuild(args: argparse.Namespace, results: Results) -> None:
                         note=f"{args.events / write_s:,.0f} events/s, {args.events // args.batch} transactions, "
                              f"{size / 2**20:.0f} MiB"))
 
-        rates, cpu_rates, opens, totals = [], [], [], []
+        rates, cpu_rates, opens, totals, longest, p99s = [], [], [], [], [], []
         engine: BoardEngine | None = None
         passes: list[float] = []
         for rep in range(args.rebuild_repeats + 1):
@@ -360,6 +378,8 @@ def bench_rebuild(args: argparse.Namespace, results: Results) -> None:
                 cpu_rates.append(report.events / done.cpu_s)
                 opens.append(done.open_s)
                 totals.append(report.seconds)
+                longest.append(done.pauses[-1] * 1e3)
+                p99s.append(done.pauses[int(len(done.pauses) * 0.99)] * 1e3)
                 passes = sorted({t.seconds for t in report.tables})
         assert engine is not None
         largest = max(engine.tables.values(), key=len)
@@ -370,6 +390,9 @@ def bench_rebuild(args: argparse.Namespace, results: Results) -> None:
         results.add(Row("  per CPU second (all threads)", "events/s", cpu_rates, note="less sensitive to a loaded machine"))
         results.add(Row("  replay seconds", "s", totals,
                         note="tables built at " + ", ".join(f"{p:.2f}s" for p in passes) + " (current short tables, then the rest)"))
+        results.add(Row("  longest event-loop pause", "ms", longest,
+                        note="what other boards wait for while one replays; most is the sort of the largest table"))
+        results.add(Row("  event-loop pause p99", "ms", p99s, note="turns asked for every 1 ms during the replay"))
         results.add(Row("  read-only open (not in events/s)", "s", opens, note="includes PRAGMA quick_check"))
 
         if args.profile:

@@ -527,15 +527,16 @@ class Loader:
                     standings[member] = item
         self.events += count
 
-    def finish(self, tables: Iterable[Window] = (), only: Callable[[Window], bool] | None = None) -> list[RankedTable]:
-        """Build and install the tables ``only`` selects (all by default) plus empty ones for
-        ``tables``. Later rows must not reach a table built here. O(n log n)."""
+    def finish(self, tables: Iterable[Window] = (), only: Callable[[Window], bool] | None = None) -> Iterator[RankedTable]:
+        """Build and install, one at a time, the tables ``only`` selects (all by default) plus
+        empty ones for ``tables``; the caller may let other work run between two. Later rows
+        must not reach a table built here. O(n log n)."""
         engine = self.engine
-        built = []
         for window in tables:
             key = (window.kind, window.period_id)
             self._windows.setdefault(key, window)
             self._standings.setdefault(key, {})
+        self._last = self._no_targets()
         build = RankedTable.from_entries if engine.rule.improves_by_key else RankedTable.from_standings
         for key in [k for k in self._standings if only is None or only(self._windows[k])]:
             table = build(engine.rule, self._windows[key], self._standings.pop(key))
@@ -543,6 +544,4 @@ class Loader:
             if marker is not None:
                 table.closed_seq, table.closed_at = marker.seq, marker.closed_at
             engine.tables[key] = table
-            built.append(table)
-        self._last = self._no_targets()
-        return built
+            yield table

@@ -28,6 +28,7 @@ from arena.engine.events import Event, Fingerprint, parse_event
 from arena.engine.periods import PeriodKind
 from arena.engine.records import CloseRecord, Record, VoidRecord
 from arena.engine.scoring import Aggregation, Order, Tie
+from arena.engine.table import RankedTable
 from arena.engine.times import parse_rfc3339_ms
 from arena.errors import BoardDefinitionChanged
 from arena.journal import Journal, SqliteJournal
@@ -447,6 +448,36 @@ async def test_current_short_tables_answer_after_reading_only_their_events_and_e
         (frozenset({PeriodKind.DAILY}), 1, ["m5"]),
         (frozenset({PeriodKind.ALLTIME, PeriodKind.DAILY}), 5, ["m5"]),
     ]
+    assert_same_as_live(engine, h.engines["b"])
+
+
+async def test_other_tasks_get_a_turn_between_two_table_builds_of_a_replay(monkeypatch: Any) -> None:
+    spec = BoardSpec("b", periods=(PeriodKind.ALLTIME, PeriodKind.WEEKLY, PeriodKind.DAILY))
+    h = five_days(spec)
+    journal = MemoryJournal()
+    await journal.append(h.journals["b"])
+    turns = 0
+
+    async def count_turns() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    build = RankedTable.from_entries
+    turns_at_build: list[int] = []
+
+    def counted_build(*args: Any) -> RankedTable:  # each build is one sort: ~1 s at 10**6 members
+        turns_at_build.append(turns)
+        return build(*args)
+
+    monkeypatch.setattr(RankedTable, "from_entries", counted_build)
+    other_board = asyncio.create_task(count_turns())
+    engine = BoardEngine(spec)
+    await replay(engine, journal, ms("2026-06-05T12:00:00Z"))
+    other_board.cancel()
+    assert len(turns_at_build) == 6  # the week, the open day, alltime, three retained days
+    assert all(before < after for before, after in zip(turns_at_build, turns_at_build[1:])), turns_at_build
     assert_same_as_live(engine, h.engines["b"])
 
 
