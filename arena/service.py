@@ -66,8 +66,10 @@ class Arena:
         task.add_done_callback(self._readers.discard)
 
     async def drain(self) -> None:
-        """Stop reading frames on every connection; they ack what they took and close 1012."""
+        """Stop reading frames on every connection; they ack what they took and close 1012.
+        Boards still loading stop now: their queued frames are answered `unavailable`."""
         self.draining = True
+        self.supervisor.abandon_loading()
         for task in list(self._readers):
             task.cancel()
 

@@ -38,7 +38,7 @@ class Supervisor:
         self.handles = {name: BoardHandle(spec, settings.mailbox_events) for name, spec in config.boards.items()}
         self.actors: dict[str, BoardActor] = {}
         self.runs: dict[str, int] = {name: 0 for name in self.handles}
-        self._tasks: list[asyncio.Task[None]] = []
+        self._tasks: dict[str, asyncio.Task[None]] = {}
         for name, handle in self.handles.items():
             metrics.watch_mailbox(name, lambda h=handle: h.mailbox.depth)  # type: ignore[misc]
         clock.on_change(self._poke_all)
@@ -72,7 +72,7 @@ class Supervisor:
                 await journal.close()
             raise
         for name, journal in journals.items():
-            self._tasks.append(asyncio.create_task(self._supervise(self.handles[name], journal), name=f"board:{name}"))
+            self._tasks[name] = asyncio.create_task(self._supervise(self.handles[name], journal), name=f"board:{name}")
 
     def _fail(self, handle: BoardHandle, message: str) -> None:
         handle.fail(message)
@@ -127,12 +127,23 @@ class Supervisor:
     def ready(self) -> bool:
         return all(h.state is BoardState.READY for h in self.handles.values())
 
+    def abandon_loading(self) -> None:
+        """Stop the replays still running and answer their boards' queued frames `unavailable`
+        (the client sends them again): a stopping server does not wait for a board to load, and
+        a replay only reads, so stopping one loses nothing."""
+        for name, task in self._tasks.items():
+            handle = self.handles[name]
+            if handle.state is BoardState.LOADING:
+                task.cancel()
+                self._fail(handle, "server stopped while the board was loading")
+
     async def stop(self) -> None:
-        """Let every actor finish its queued batches, then close the journals."""
+        """Let every loaded actor finish its queued batches, then close the journals."""
+        self.abandon_loading()
         for actor in self.actors.values():
             actor.stop()
         if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await asyncio.gather(*self._tasks.values(), return_exceptions=True)
         for handle in self.handles.values():
             if handle.state is not BoardState.FAILED:
                 handle.fail("server stopped")

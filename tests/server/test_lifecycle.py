@@ -18,6 +18,7 @@ import httpx
 import pytest
 import websockets
 
+import arena.actor
 from arena.config import load_config
 from arena.datadir import journal_path
 from arena.engine.board import BoardSpec
@@ -25,7 +26,7 @@ from arena.engine.events import Event
 from arena.engine.periods import PeriodKind
 from arena.engine.records import ScoreRecord
 from arena.journal import SqliteJournal
-from support.server import ChildServer, Client, InProcessServer, event, make_config, sha, statuses, token_for
+from support.server import ChildServer, Client, InProcessServer, event, make_config, sha, statuses, token_for, until
 
 DEV_CONFIG = """
 [server]
@@ -107,6 +108,27 @@ async def test_sigterm_with_frames_in_flight_loses_no_acked_event(tmp_path: Path
     db.close()
     assert acked <= journaled
     assert "arena stopped" in server.log()
+
+
+async def test_a_server_stopping_while_a_board_loads_answers_its_queued_frames_unavailable(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    async def endless_replay(*args: Any, **kwargs: Any) -> Any:
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(arena.actor, "replay", endless_replay)
+    server = InProcessServer(make_config(tmp_path, {"b": {}}), wait_ready=False)
+    await server.start()
+    assert server.arena is not None
+    mailbox = server.arena.board("b").mailbox
+    client = await Client.connect(server.ws_url, token_for("gs"))
+    answer = client.send({"op": "submit", "events": [event("b", "m", 1, int(time.time() * 1000), "queued")]})
+    await until(lambda: mailbox.depth == 1, "the frame to wait behind the replay")
+    await asyncio.wait_for(server.stop(), 10)  # it waited for the replay to end: forever, here
+    assert statuses((await answer)["results"]) == ["rejected:unavailable"]  # retryable: sent again elsewhere
+    assert client.ws.close_code == 1012
+    assert server.arena.board("b").failure == "server stopped while the board was loading"
+    await client.close()
 
 
 async def test_current_tables_answer_before_alltime_has_loaded(tmp_path: Path) -> None:
