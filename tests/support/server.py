@@ -25,6 +25,7 @@ from websockets.asyncio.client import ClientConnection
 
 from arena.client import ArenaClient
 from arena.config import Admin, Config, GameServer, ServerSettings, parse_board
+from arena.datadir import DataDirLock
 from arena.engine.board import BoardSpec
 from arena.server import ArenaServer, uvicorn_config
 from arena.service import Arena
@@ -76,6 +77,7 @@ class InProcessServer:
         self.arena: Arena | None = None
         self._server: ArenaServer | None = None
         self._task: asyncio.Task[None] | None = None
+        self._lock = DataDirLock(config.server.data_dir)  # as `arena serve`: creates the directory
 
     async def __aenter__(self) -> InProcessServer:
         await self.start()
@@ -89,8 +91,13 @@ class InProcessServer:
         self.port = sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self.ws_url = f"ws://127.0.0.1:{self.port}/v1/ws"
+        self._lock.acquire()
         self.arena = Arena(self.config, fault_injection=self.fault_injection)
-        await self.arena.start()
+        try:
+            await self.arena.start()
+        except BaseException:
+            self._lock.release()
+            raise
         self._server = ArenaServer(self.arena, uvicorn_config(self.arena, "127.0.0.1", self.port), install_signal_handlers=False)
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
         while not self._server.started:
@@ -111,6 +118,7 @@ class InProcessServer:
         await self._task
         assert self.arena is not None
         await self.arena.stop()
+        self._lock.release()
         self._server = None
 
 
