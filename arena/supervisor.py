@@ -134,6 +134,7 @@ class Supervisor:
         for name, task in self._tasks.items():
             handle = self.handles[name]
             if handle.state is BoardState.LOADING:
+                log.info("board %s: replay stopped, the server is stopping", name)
                 task.cancel()
                 self._fail(handle, "server stopped while the board was loading")
 

@@ -111,7 +111,7 @@ async def test_sigterm_with_frames_in_flight_loses_no_acked_event(tmp_path: Path
 
 
 async def test_a_server_stopping_while_a_board_loads_answers_its_queued_frames_unavailable(
-    tmp_path: Path, monkeypatch: Any
+    tmp_path: Path, monkeypatch: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     async def endless_replay(*args: Any, **kwargs: Any) -> Any:
         await asyncio.Event().wait()
@@ -124,7 +124,9 @@ async def test_a_server_stopping_while_a_board_loads_answers_its_queued_frames_u
     client = await Client.connect(server.ws_url, token_for("gs"))
     answer = client.send({"op": "submit", "events": [event("b", "m", 1, int(time.time() * 1000), "queued")]})
     await until(lambda: mailbox.depth == 1, "the frame to wait behind the replay")
-    await asyncio.wait_for(server.stop(), 10)  # it waited for the replay to end: forever, here
+    with caplog.at_level(logging.INFO, logger="arena.supervisor"):
+        await asyncio.wait_for(server.stop(), 10)  # it waited for the replay to end: forever, here
+    assert "board b: replay stopped, the server is stopping" in caplog.messages
     assert statuses((await answer)["results"]) == ["rejected:unavailable"]  # retryable: sent again elsewhere
     assert client.ws.close_code == 1012
     assert server.arena.board("b").failure == "server stopped while the board was loading"
