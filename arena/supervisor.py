@@ -41,6 +41,7 @@ class Supervisor:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         for name, handle in self.handles.items():
             metrics.watch_mailbox(name, lambda h=handle: h.mailbox.depth)  # type: ignore[misc]
+            metrics.watch_wal(name, journal_path(self.data_dir, name))
         clock.on_change(self._poke_all)
 
     def _poke_all(self) -> None:

@@ -13,6 +13,7 @@ import pytest
 import websockets
 
 from arena.engine.events import Event
+from support.faults import parse_metric
 from support.server import ADMIN_TOKEN, Client, InProcessServer, event, make_config, statuses, token_for
 
 NOW = 1796216400000  # 2026-12-02T13:00:00Z
@@ -288,3 +289,13 @@ async def test_a_crashed_actor_is_restarted_from_its_journal_with_the_same_stand
     assert after["sha256"] == before["sha256"] and after["seq"] == before["seq"]
     assert statuses(await client.submit([event("best", "m0", 999, NOW - 1, "lost")])) == ["accepted"]
     await client.close()
+
+
+async def test_metrics_show_each_boards_journal_wal_size(server: Any, tmp_path: Path) -> None:
+    client = await _connect(server)
+    assert statuses(await client.submit([event("best", "ann", 3, NOW - 1, "w1")])) == ["accepted"]
+    await client.close()
+    text = (await server.http.get("/metrics")).text
+    wal = tmp_path / "best.journal.sqlite-wal"
+    assert parse_metric(text, "arena_journal_wal_bytes", board="best") == wal.stat().st_size > 0
+    assert 'arena_journal_wal_bytes{board="latest"}' in text  # every board, written or not
