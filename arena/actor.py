@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -43,30 +42,6 @@ class BoardState(Enum):
 
 class InjectedCrash(RuntimeError):
     """Raised inside an actor by the fault-injection hook (tests only)."""
-
-
-class KeyCache:
-    """Recently journaled idempotency keys; bounded (oldest out first). A miss is not an
-    answer: the caller asks the journal's UNIQUE index."""
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self._keys: dict[str, Fingerprint] = {}
-        self._order: deque[str] = deque()  # a dict's oldest key is O(n) to find after deletes
-
-    def __len__(self) -> int:
-        return len(self._keys)
-
-    def get(self, key: str) -> Fingerprint | None:
-        return self._keys.get(key)
-
-    def add(self, key: str, fingerprint: Fingerprint) -> None:
-        if self.capacity <= 0 or key in self._keys:
-            return
-        self._keys[key] = fingerprint
-        self._order.append(key)
-        if len(self._order) > self.capacity:
-            del self._keys[self._order.popleft()]
 
 
 class BoardHandle:
@@ -150,12 +125,11 @@ class VoidOutcome:
 class BoardActor:
     """One life of a board's actor: replay, then serve batches until stopped or crashed."""
 
-    def __init__(self, handle: BoardHandle, journal: Journal, clock: Clock, metrics: Metrics, key_cache: int) -> None:
+    def __init__(self, handle: BoardHandle, journal: Journal, clock: Clock, metrics: Metrics) -> None:
         self.handle = handle
         self.journal = journal
         self.clock = clock
         self.metrics = metrics
-        self.keys = KeyCache(key_cache)
         self.stopping = False
         self.in_flight: list[Submission] = []
         """Taken from the mailbox and not answered yet: the supervisor answers them after a crash."""
@@ -237,20 +211,10 @@ class BoardActor:
                 command.future.set_result(result)
 
     async def _known_keys(self, batch: list[Submission]) -> dict[str, Fingerprint]:
-        known: dict[str, Fingerprint] = {}
-        misses: list[str] = []
-        cache = self.keys
-        for submission in batch:
-            for event in submission.events:
-                key = event.idempotency_key
-                fingerprint = cache.get(key)
-                if fingerprint is not None:
-                    known[key] = fingerprint
-                else:
-                    misses.append(key)
-        if misses:
-            known.update(await self.journal.lookup(list(dict.fromkeys(misses))))
-        return known
+        # Every key asks the journal's UNIQUE index, in one query on the lookup connection's
+        # thread. An in-memory cache of recent keys in front of it cost the main thread more
+        # than the lookups it saved, even with half the events retried (README, Performance).
+        return await self.journal.lookup([event.idempotency_key for s in batch for event in s.events])
 
     async def _process(self, engine: BoardEngine, batch: list[Submission]) -> None:
         """Decide a batch while the one ahead of it is being journaled; then start journaling
@@ -311,8 +275,6 @@ class BoardActor:
         # in steps, so that queries are answered while a large batch is applied
         for _ in engine.commit_steps(plan, APPLY_STEP):
             await asyncio.sleep(0)
-        for record in plan.accepted:
-            self.keys.add(record.event.idempotency_key, record.event.fingerprint)
         self._answer(batch, plan.results)
         now = self.clock.now()
         for submission in batch:

@@ -42,7 +42,6 @@ class ServerSettings:
     max_connections: int = 1000
     ping_interval_seconds: float = 20.0
     ping_timeout_seconds: float = 20.0
-    key_cache: int = 100_000
     max_restarts: int = 5
     restart_window_seconds: float = 60.0
 
@@ -193,7 +192,6 @@ def _server(s: _Section) -> ServerSettings:
         max_connections=s.int("max_connections", d.max_connections, 1),
         ping_interval_seconds=s.number("ping_interval_seconds", d.ping_interval_seconds, 0.1),
         ping_timeout_seconds=s.number("ping_timeout_seconds", d.ping_timeout_seconds, 0.1),
-        key_cache=s.int("key_cache", d.key_cache, 0),
         max_restarts=s.int("max_restarts", d.max_restarts, 0),
         restart_window_seconds=s.number("restart_window_seconds", d.restart_window_seconds, 0.1),
     )

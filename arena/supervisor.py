@@ -84,7 +84,7 @@ class Supervisor:
         crashes: deque[float] = deque()
         try:
             while True:
-                actor = BoardActor(handle, journal, self.clock, self.metrics, settings.key_cache)
+                actor = BoardActor(handle, journal, self.clock, self.metrics)
                 self.actors[handle.name] = actor
                 self.runs[handle.name] += 1
                 handle.journal = journal

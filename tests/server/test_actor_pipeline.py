@@ -56,7 +56,7 @@ async def run_overlapped(fail: bool) -> tuple[list[str], list[str]]:
     A's write is held; then A's write is released (failing or not). Returns both frames' answers."""
     handle = BoardHandle(BoardSpec("b"), 10_000)
     journal = HeldJournal(fail)
-    actor = BoardActor(handle, journal, Clock(), Metrics(), 100)
+    actor = BoardActor(handle, journal, Clock(), Metrics())
     task = asyncio.create_task(actor.run())
     now = time.time_ns() // 1_000_000
     k1 = Event("b", "alice", 5, now - 1_000, "k1")
@@ -117,7 +117,7 @@ async def test_a_retry_looked_up_before_the_batch_ahead_committed_is_still_a_dup
     # applied first and B is decided with nothing ahead of it: A's keys must count all the same.
     handle = BoardHandle(BoardSpec("b"), 10_000)
     journal = StaleLookupJournal()
-    actor = BoardActor(handle, journal, Clock(), Metrics(), 0)  # no key cache to fall back on
+    actor = BoardActor(handle, journal, Clock(), Metrics())
     task = asyncio.create_task(actor.run())
     now = time.time_ns() // 1_000_000
     k1 = Event("b", "alice", 5, now - 1_000, "k1")

@@ -29,7 +29,7 @@ def configtoml_value(config: Config) -> str:
     s = config.server
     lines = ["[server]"]
     for key in ("host", "port", "data_dir", "durability", "max_batch", "max_frame_bytes", "max_in_flight_frames",
-                "mailbox_events", "max_connections", "key_cache", "max_restarts"):
+                "mailbox_events", "max_connections", "max_restarts"):
         lines.append(f"{key} = {toml_value(getattr(s, key))}")
     for server in config.servers:
         lines += ["", "[[servers]]", f"id = {toml_value(server.id)}", f"token_sha256 = {toml_value(server.token_sha256)}",
