@@ -143,7 +143,7 @@ class BoardEngine:
     ) -> Plan:
         """Validation steps 4-8 for a batch, in order; no state changes. O(events * kinds).
 
-        ``known`` holds the journaled fingerprints of the batch's keys (cache or journal index);
+        ``known`` holds the journaled fingerprints of the batch's keys (from the journal's index);
         ``close_until`` is the instant up to which tables may be closed after the batch.
         ``after`` is a plan being journaled and not yet committed: this one is decided as if it
         were (its seqs, keys, closed and new tables), and is void if it fails.
