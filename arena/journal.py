@@ -376,13 +376,18 @@ async def _connect_readonly(path: Path) -> aiosqlite.Connection:
     return await aiosqlite.connect(f"{Path(path).absolute().as_uri()}?mode=ro", uri=True)
 
 
+def wal_path(journal: Path) -> Path:
+    """The WAL file sqlite keeps beside a journal while it is open."""
+    return Path(f"{journal}-wal")
+
+
 def _check_not_truncated(path: Path) -> None:
     """Raise JournalCorrupt when the main file is shorter than its header says (SQLite would read
     the missing pages as zeros). Decidable only while the WAL holds no frames: mid-checkpoint the
     main file may lag its header, and the WAL has those pages. O(1)."""
     try:
         size = path.stat().st_size
-        wal = Path(f"{path}-wal")
+        wal = wal_path(path)
         if size == 0 or (wal.exists() and wal.stat().st_size > _WAL_HEADER_BYTES):
             return
         with open(path, "rb") as f:

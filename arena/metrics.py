@@ -61,10 +61,9 @@ class Metrics:
     def watch_mailbox(self, board: str, depth: Callable[[], float]) -> None:
         self.mailbox.labels(board).set_function(depth)
 
-    def watch_wal(self, board: str, journal: Path) -> None:
+    def watch_wal(self, board: str, wal: Path) -> None:
         # A WAL that is never reset (a checkpoint starved by readers) slows every write and key
         # lookup: measured, unbounded WAL growth took the lag p50 from about 2 to 14 ms.
-        wal = Path(f"{journal}-wal")
         self.wal.labels(board).set_function(lambda: _file_size(wal))
 
     def render(self) -> bytes:

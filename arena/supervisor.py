@@ -20,7 +20,7 @@ from arena.config import Config
 from arena.datadir import journal_path
 from arena.engine.board import BoardSpec
 from arena.errors import BoardDefinitionChanged, JournalCorrupt, JournalError
-from arena.journal import Journal, SqliteJournal
+from arena.journal import Journal, SqliteJournal, wal_path
 from arena.metrics import Metrics
 
 log = logging.getLogger("arena.supervisor")
@@ -41,7 +41,7 @@ class Supervisor:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         for name, handle in self.handles.items():
             metrics.watch_mailbox(name, lambda h=handle: h.mailbox.depth)  # type: ignore[misc]
-            metrics.watch_wal(name, journal_path(self.data_dir, name))
+            metrics.watch_wal(name, wal_path(journal_path(self.data_dir, name)))
         clock.on_change(self._poke_all)
 
     def _poke_all(self) -> None:
