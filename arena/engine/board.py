@@ -84,10 +84,6 @@ class Plan:
     fresh: dict[TableKey, Window] = field(default_factory=dict)
     seen: dict[str, Fingerprint] = field(default_factory=dict)
 
-    @property
-    def accepted(self) -> Iterable[ScoreRecord]:
-        return (r for r in self.records if isinstance(r, ScoreRecord))
-
 
 class BoardEngine:
     """The in-memory state of one board: open and retained tables, close markers, disputes."""

@@ -6,11 +6,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from arena.engine.board import BoardEngine, BoardSpec
+from arena.engine.board import BoardEngine, BoardSpec, Plan
 from arena.engine.events import Event, Fingerprint, Result, parse_event
 from arena.engine.records import Record, ScoreRecord
 from arena.engine.table import RankedTable
 from arena.engine.times import format_ms, format_optional_ms
+
+
+def accepted(plan: Plan) -> list[ScoreRecord]:
+    """The events a plan accepts (the records the actor's journal would hold for them)."""
+    return [r for r in plan.records if isinstance(r, ScoreRecord)]
 
 
 class EngineHarness:
@@ -49,7 +54,7 @@ class EngineHarness:
         plan = engine.decide([(events, now, source)], known, now)
         self.journals[board].extend(plan.records)
         engine.commit(plan)
-        for record in plan.accepted:
+        for record in accepted(plan):
             known[record.event.idempotency_key] = record.event.fingerprint
         return plan.results[0]
 
