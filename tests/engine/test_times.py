@@ -111,7 +111,9 @@ def test_parse_floors_digits_finer_than_a_millisecond(text: str, expected_ms: in
         "2026-12-00T12:00:00Z",
         "2026-12-02T24:00:00Z",  # hour 24
         "2026-12-02T12:60:00Z",
-        "2026-12-02T23:59:60Z",  # leap second: no epoch-ms name
+        "2026-12-02T23:59:60Z",  # second 60 where no leap second is inserted (not a month's end)
+        "2026-12-31T22:59:60Z",
+        "2026-12-31T23:59:61Z",
         "2026-12-02T12:00:00+24:00",
         "2026-12-02T12:00:00+05:60",
         "0000-01-01T00:00:00Z",
@@ -120,6 +122,18 @@ def test_parse_floors_digits_finer_than_a_millisecond(text: str, expected_ms: in
 def test_parse_rejects_anything_but_rfc3339_with_an_offset(text: str) -> None:
     with pytest.raises(ValueError):
         parse_rfc3339_ms(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["2016-12-31T23:59:60Z", "2016-12-31T23:59:60.5Z", "2016-12-31T18:59:60-05:00", "2017-01-01T05:29:60+05:30"],
+)
+def test_a_leap_second_at_a_months_end_in_utc_reads_as_the_last_millisecond_before_it(text: str) -> None:
+    assert parse_rfc3339_ms(text) == parse_rfc3339_ms("2017-01-01T00:00:00Z") - 1
+
+
+def test_a_leap_second_at_the_end_of_june_is_valid_too() -> None:
+    assert format_ms(parse_rfc3339_ms("2015-06-30T23:59:60Z")) == "2015-06-30T23:59:59.999Z"
 
 
 def test_parse_accepts_leap_day_in_a_leap_year() -> None:
