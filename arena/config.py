@@ -167,6 +167,12 @@ def parse_config(data: dict[str, Any]) -> Config:
         duplicate = next((i for i in ids if ids.count(i) > 1), None)
         if duplicate is not None:
             raise ConfigError(f"{kind}: id {duplicate!r} is defined twice")
+    holders: dict[str, str] = {}  # a token names one server or admin, or `source` is ambiguous
+    entries = [(f"servers[{i}]", s.token_sha256) for i, s in enumerate(servers)]
+    for entry, token in entries + [(f"admins[{i}]", a.token_sha256) for i, a in enumerate(admins)]:
+        if token in holders:
+            raise ConfigError(f"{entry}.token_sha256: the same token as {holders[token]}; give each its own (`arena token`)")
+        holders[token] = entry
     root.done()
     return Config(server=server, servers=servers, admins=admins, boards=boards)
 

@@ -206,13 +206,17 @@ def test_a_changed_board_definition_stops_start_up_with_one_clear_line(tmp_path:
         (('periods = ["alltime", "daily", "hourly"]', 'periods = ["yearly"]'), "boards.b.periods"),
         (('boards = ["*"]', 'boards = ["nope"]'), "servers[0].boards: 'nope' is not a configured board"),
         (("max_in_flight_frames = 16", "ping_interval_seconds = nan"), "server.ping_interval_seconds: must be a finite number"),
+        (('boards = ["*"]', 'boards = ["*"]\n[[servers]]\nid = "gs2"\ntoken_sha256 = "{sha}"'),
+         "servers[1].token_sha256: the same token as servers[0]"),
+        (('boards = ["*"]', 'boards = ["*"]\n[[admins]]\nid = "ops"\ntoken_sha256 = "{sha}"'),
+         "admins[0].token_sha256: the same token as servers[0]"),
     ],
 )
 def test_a_config_error_names_the_key(tmp_path: Path, edit: tuple[str, str], message: str) -> None:
     path = tmp_path / "config.toml"
     text = DEV_CONFIG.format(sha=sha(token_for("gs")))
     assert edit[0] in text
-    path.write_text(text.replace(*edit))
+    path.write_text(text.replace(edit[0], edit[1].format(sha=sha(token_for("gs")))))
     run = subprocess.run([sys.executable, "-m", "arena", "serve", "--config", str(path)], capture_output=True, text=True, timeout=30)
     assert run.returncode == 2
     assert message in run.stderr and "Traceback" not in run.stderr
