@@ -113,15 +113,20 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     print("board\tperiod\tperiod_id\tevents\tmembers\tseconds\tsha256", flush=True)
     for spec in _boards(config, args.board):
         print(f"# rebuilding {spec.name} from {journal_path(config.server.data_dir, spec.name)}", file=sys.stderr, flush=True)
+        now = Clock().now()
         try:
-            _engine, report = _run(lambda: rebuild_board(config, spec, now=Clock().now(), everything=args.all))
+            engine, report = _run(lambda: rebuild_board(config, spec, now=now, everything=args.all))
         except ArenaError as exc:
             print(f"# {spec.name}: {exc}", file=sys.stderr, flush=True)
             failed += 1
             continue
-        for t in sorted(report.tables, key=lambda r: (r.table.window.kind.value, r.table.window.period_id)):
-            w = t.table.window
-            print(f"{spec.name}\t{w.kind.value}\t{w.period_id}\t{t.events}\t{len(t.table)}\t{t.seconds:.3f}\t{t.table.digest()}", flush=True)
+        # every table the server lists, those no event reached (size 0) included
+        rows = {(t.table.window.kind, t.table.window.period_id): (t.table, t.events, t.seconds) for t in report.tables}
+        for kind in spec.periods:
+            for table in engine.listed_tables(kind, now):
+                rows.setdefault((kind, table.window.period_id), (table, 0, 0.0))
+        for (kind, period_id), (table, events, seconds) in sorted(rows.items(), key=lambda row: (row[0][0].value, row[0][1])):
+            print(f"{spec.name}\t{kind.value}\t{period_id}\t{events}\t{len(table)}\t{seconds:.3f}\t{table.digest()}", flush=True)
         rate = report.events / report.seconds if report.seconds else 0.0
         print(f"# {spec.name}: {report.events} events in {report.seconds:.3f}s ({rate:,.0f} events/s)", file=sys.stderr, flush=True)
     return 1 if failed else 0

@@ -35,17 +35,6 @@ class ReplayReport:
     tables: list[TableReport]
 
 
-def _open_windows(engine: BoardEngine, kind: PeriodKind, now: int) -> list[Window]:
-    """The current window of a kind and the earlier ones still inside their grace."""
-    window = engine.calendar.window_at(kind, now)
-    windows = [window]
-    while True:
-        window = engine.calendar.previous(window)
-        if engine.window_closed(window, now):
-            return windows
-        windows.append(window)
-
-
 async def replay(
     engine: BoardEngine,
     journal: Journal,
@@ -69,7 +58,7 @@ async def replay(
 
     short = [kind for kind in engine.kinds if kind in SHORT_KINDS]
     rest = [kind for kind in engine.kinds if kind not in SHORT_KINDS]
-    first_windows = {w for kind in short for w in _open_windows(engine, kind, now)}
+    first_windows = {w for kind in short for w in engine.open_windows(kind, now)}
     floors = {kind: engine.retention_floor(kind, now) for kind in engine.kinds}
 
     def include(window: Window) -> bool:

@@ -126,24 +126,24 @@ async def digest(arena: Arena, board: str, period: str, period_id: str | None) -
 
 
 def periods(arena: Arena, board: str, period: str) -> Body:
+    """O(listed windows): retained windows are memoised between two closes (`retained_windows`)."""
     handle = arena.board(board)
     kind = period_kind(period)
     now = arena.clock.now()
-    current = handle.view(kind, None, now)  # raises not_ready / unavailable / unknown_period
+    handle.view(kind, None, now)  # raises not_ready / unavailable / unknown_period
     engine = handle.engine
     assert engine is not None
     listed = []
-    for window in engine.listed_windows(kind, now):
-        table = current if window == current.window else handle.view(kind, window.period_id, now)
-        fields = wire.table_fields(board, table)
-        closed = engine.window_closed(window, now)
+    for table in engine.listed_tables(kind, now):
+        window = table.window
+        closed = engine.window_closed(window, now)  # by the clock, before the actor's marker too
         listed.append({
             "period_id": window.period_id,
-            "start": fields["start"],
-            "end": fields["end"],
+            "start": format_optional_ms(window.start_ms),
+            "end": format_optional_ms(window.end_ms),
             "closed": closed,
             "closed_at": format_optional_ms(engine.close_moment(window) if closed else None),
-            "size": fields["size"],
+            "size": len(table),
             "disputes": engine.disputes.get((kind, window.period_id), 0),
         })
     return {"board": board, "period": kind.value, "periods": listed}

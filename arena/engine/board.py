@@ -98,6 +98,7 @@ class BoardEngine:
         self.disputes: dict[TableKey, int] = {}
         self.ready: set[PeriodKind] = set()
         self.last_seq = last_seq
+        self._retained: dict[PeriodKind, list[Window]] = {}  # see `retained_windows`
 
     # -- time ------------------------------------------------------------------------------
 
@@ -361,36 +362,60 @@ class BoardEngine:
 
     # -- queries -------------------------------------------------------------------------------
 
-    def retention_floor(self, kind: PeriodKind, now: int) -> int | None:
-        """Start of the oldest window of a kind still queryable: every open window (the current
-        one and earlier ones still in their grace), then the last ``keep_closed`` closed ones.
-        None for alltime. O(keep_closed + windows in grace)."""
+    def _before(self, window: Window) -> Window | None:
+        """The window before ``window``, or None at the calendar's start (1970)."""
+        try:
+            return self.calendar.previous(window)
+        except ValueError:
+            return None
+
+    def open_windows(self, kind: PeriodKind, now: int) -> list[Window]:
+        """The current window of a kind and the earlier ones still in their grace, newest first.
+        O(windows in grace): one or two unless the grace outlasts a window."""
         window = self.calendar.window_at(kind, now)
         if window.start_ms is None:
-            return None
-        closed = 0
-        while True:
-            before = self.calendar.previous(window)
-            if self.window_closed(before, now):
-                if closed == self.spec.keep_closed:
-                    return window.start_ms
-                closed += 1
-            window = before
+            return [window]
+        windows = [window]
+        before = self._before(window)
+        while before is not None and not self.window_closed(before, now):
+            windows.append(before)
+            before = self._before(before)
+        return windows
+
+    def retained_windows(self, kind: PeriodKind, now: int) -> list[Window]:
+        """The last ``keep_closed`` closed windows of a kind, newest first; fewer near the
+        calendar's start (1970). Memoised per kind until a newer window closes, so a query pays
+        O(windows in grace); the first call after a close pays O(keep_closed)."""
+        open_windows = self.open_windows(kind, now)
+        newest = self._before(open_windows[-1]) if open_windows[-1].start_ms is not None else None
+        if newest is None or self.spec.keep_closed == 0:
+            return []
+        memo = self._retained.get(kind)
+        if memo is not None and memo[0] == newest:
+            return memo
+        retained = [newest]
+        while len(retained) < self.spec.keep_closed:
+            before = self._before(retained[-1])
+            if before is None:
+                break
+            retained.append(before)
+        self._retained[kind] = retained
+        return retained
+
+    def retention_floor(self, kind: PeriodKind, now: int) -> int | None:
+        """Start of the oldest window of a kind still queryable: every open window, then the
+        last ``keep_closed`` closed ones. None for alltime. Cost: `retained_windows`."""
+        oldest = (self.retained_windows(kind, now) or self.open_windows(kind, now))[-1]
+        return oldest.start_ms
 
     def listed_windows(self, kind: PeriodKind, now: int) -> list[Window]:
-        """Open and retained windows of a kind, newest first (the periods route)."""
+        """Open and retained windows of a kind, newest first (the periods route): tables of
+        windows after the current one (a clock moved back) too. O(listed windows + tables)."""
         current = self.calendar.window_at(kind, now)
-        floor = self.retention_floor(kind, now)
-        if floor is None:
+        if current.start_ms is None:
             return [current]
-        later = {t.window for k, t in self.tables.items() if k[0] is kind and (t.window.start_ms or 0) > (current.start_ms or 0)}
-        windows = sorted(later, key=lambda w: w.start_ms or 0, reverse=True)
-        window = current
-        windows.append(window)
-        while (window.start_ms or 0) > floor:
-            window = self.calendar.previous(window)
-            windows.append(window)
-        return windows
+        later = {t.window for k, t in self.tables.items() if k[0] is kind and (t.window.start_ms or 0) > current.start_ms}
+        return sorted(later, key=lambda w: w.start_ms or 0, reverse=True) + self.open_windows(kind, now) + self.retained_windows(kind, now)
 
     def window_closed(self, window: Window, now: int) -> bool:
         if (window.kind, window.period_id) in self.markers:
@@ -423,8 +448,20 @@ class BoardEngine:
             raise not_found("unknown_period", f"{kind.value} period {window.period_id} has not begun")
         if floor is not None and window.start_ms is not None and window.start_ms < floor:
             raise not_found("period_not_retained", f"{kind.value} period {window.period_id} is no longer retained")
+        return self._empty_table(window, now)
+
+    def listed_tables(self, kind: PeriodKind, now: int) -> list[RankedTable]:
+        """The tables of `listed_windows`, an empty one for a window no event reached: what the
+        periods route lists and `arena rebuild` prints. O(listed windows)."""
+        listed = []
+        for window in self.listed_windows(kind, now):
+            table = self.tables.get((kind, window.period_id))
+            listed.append(table if table is not None else self._empty_table(window, now))
+        return listed
+
+    def _empty_table(self, window: Window, now: int) -> RankedTable:
         empty = RankedTable(self.rule, window)
-        marker = self.markers.get(key)
+        marker = self.markers.get((window.kind, window.period_id))
         if marker is not None:
             empty.closed_seq, empty.closed_at = marker.seq, marker.closed_at
         elif self.window_closed(window, now):  # no event ever came: closed by the clock, no marker

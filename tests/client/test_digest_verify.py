@@ -235,6 +235,21 @@ async def test_digests_are_equal_after_a_restart_and_in_arena_rebuild(tmp_path: 
             assert before[key]["sha256"] == table.sha256
 
 
+async def test_rebuild_prints_every_table_the_server_lists_the_empty_retained_ones_too(tmp_path: Path) -> None:
+    """Daily with keep_closed = 3 lists four or five windows; rebuild printed only those it had
+    events for."""
+    boards = {"d": {"aggregation": "sum", "periods": ["alltime", "daily"], "keep_closed": 3}}
+    config = make_config(tmp_path / "data", boards)
+    async with InProcessServer(config) as server:
+        client = await Client.connect(server.ws_url, token_for("gs"))
+        assert [r["status"] for r in await client.submit([event("d", "m", 1, now_ms(), "k")])] == ["accepted"]
+        await client.close()
+        served = await served_digests(server.url, boards)
+    rebuilt = rebuild_digests(arena("rebuild", "--config", write_config(config, tmp_path / "config.toml")).stdout)
+    assert len([k for k in served if k[1] == "daily"]) >= 4
+    assert {k: (t.members, t.sha256) for k, t in rebuilt.items()} == {k: (d["size"], d["sha256"]) for k, d in served.items()}
+
+
 async def test_rebuild_all_prints_closed_tables_past_the_retention(tmp_path: Path) -> None:
     boards = {"h": {"aggregation": "sum", "periods": ["hourly"], "keep_closed": 1}}
     config = make_config(tmp_path / "data", boards)
