@@ -225,7 +225,7 @@ class SqliteJournal:
                 )
                 for key, member, value, occurred_at in rows:
                     found[key] = (member, value, occurred_at)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, UnicodeEncodeError) as exc:
             raise JournalError(f"{self.path}: key lookup failed: {exc}") from exc
         return found
 
@@ -265,7 +265,7 @@ class SqliteJournal:
                 if voids:
                     await db.executemany("INSERT INTO score_void VALUES (?,?,?,?,?,?)", voids)
                 await db.execute("COMMIT")
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, UnicodeEncodeError) as exc:  # a string without a UTF-8 form is refused too
             try:
                 await db.rollback()
             except sqlite3.Error:
@@ -404,9 +404,13 @@ def _check_not_truncated(path: Path) -> None:
 
 
 def _json_rows(rows: Sequence[object]) -> str | None:
-    """Rows as one JSON array for the one-step statements, or None when a string holds U+0000:
-    sqlite's JSON functions end a string there (only idempotency keys may hold one)."""
-    payload = orjson.dumps(rows)
+    """Rows as one JSON array for the one-step statements, or None when a string holds U+0000
+    (sqlite's JSON functions end a string there; only idempotency keys may hold one) or has no
+    UTF-8 form (validation refuses those; binding it then fails as a write, never as a crash)."""
+    try:
+        payload = orjson.dumps(rows)
+    except TypeError:
+        return None
     return None if b"\\u0000" in payload else payload.decode()
 
 

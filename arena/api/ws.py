@@ -83,6 +83,15 @@ def _widened_inside(value: object) -> bool:
     return False
 
 
+def _inexact(raw: Any, parsed: Event | Result) -> bool:
+    """Whether orjson's reading of an event may differ from its exact one where that matters: a
+    rejected value or occurred_at (10**30 is `value_out_of_range`, not a float's `invalid_event`),
+    or meta, which is stored exactly as sent. O(size of meta)."""
+    if isinstance(parsed, Event):
+        return parsed.meta is not None and _widened_inside(raw["meta"])
+    return isinstance(raw, dict) and (widened(raw.get("value")) or widened(raw.get("occurred_at")))
+
+
 def exact_frame(text: str, frame: dict[str, Any]) -> dict[str, Any]:
     """``frame`` (already parsed by orjson) parsed again with exact integers: slow, so only for
     the rare frame with a `widened` number that matters."""
@@ -162,17 +171,25 @@ QUERY_OPS: dict[str, Callable[[Arena, dict[str, Any]], Body]] = {
 }
 
 
+def _check_id(frame_id: object) -> None:
+    """Raise FrameError bad_frame for an id that no answer could echo as sent: a number beyond a
+    double's range (1e400 reads as an infinity), or nesting deeper than json can write."""
+    if frame_id is None or type(frame_id) in (int, str):
+        return
+    try:
+        json.dumps(frame_id, allow_nan=False)
+    except (ValueError, RecursionError):
+        raise FrameError("bad_frame", "id cannot be echoed: it holds a number beyond a double's range or nests too deep") from None
+
+
 def _dumps(answer: dict[str, Any]) -> bytes:
-    """An answer as JSON text. orjson refuses integers beyond 64 bits, which an echoed id may
-    hold (see `exact_frame`): those few answers go through json."""
+    """An answer as JSON text. orjson refuses integers beyond 64 bits and lone surrogates, which
+    an echoed id or idempotency key may hold (see `exact_frame`; JSON's "\\ud800" escape reads
+    as one): those few answers go through json, which escapes such a surrogate as it was sent."""
     try:
         return orjson.dumps(answer)
-    except TypeError:  # an id orjson cannot write: beyond 64 bits, or nested over 255 deep
-        pass
-    try:
-        return json.dumps(answer, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
-    except (ValueError, RecursionError):  # too deep for json too, or an infinity (1e400) as well
-        return orjson.dumps({**answer, "id": None})
+    except TypeError:  # beyond 64 bits, a lone surrogate, or nested over 255 deep
+        return json.dumps(answer, separators=(",", ":"), allow_nan=False).encode()
 
 
 def _error(frame_id: object, code: str, message: str) -> bytes:
@@ -234,6 +251,7 @@ class Connection:
             frame = parse_frame(text)
             if _widened_inside(frame.get("id")) or any(widened(v) for v in frame.values()):  # a query's integer field
                 frame = exact_frame(text, frame)
+            _check_id(frame.get("id"))
             frame_id = frame.get("id")
             op = frame.get("op")
             if op == "submit":
@@ -265,10 +283,10 @@ class Connection:
         rejected: dict[str, list[Result]] = {}
         for index, raw in enumerate(events):
             parsed = parse_event(raw, arena.boards, may_write)
+            if text is not None and _inexact(raw, parsed):
+                # nothing is queued or counted yet: start over on the exact parse
+                return self._submit(frame_id, exact_frame(text, frame), received_at, None)
             if isinstance(parsed, Result):
-                if text is not None and isinstance(raw, dict) and (widened(raw.get("value")) or widened(raw.get("occurred_at"))):
-                    # nothing is queued or counted yet: start over on the exact parse
-                    return self._submit(frame_id, exact_frame(text, frame), received_at, None)
                 results[index] = parsed
                 board = raw.get("board") if isinstance(raw, dict) else None
                 rejected.setdefault(board if isinstance(board, str) and board in arena.boards else "", []).append(parsed)

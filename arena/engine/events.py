@@ -6,6 +6,7 @@ Steps 4-7 (duplicates, bounds, skew, closed windows) need the board's state and 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Container
 from enum import StrEnum
@@ -19,8 +20,11 @@ MAX_MEMBER_CHARS = 128
 MAX_KEY_CHARS = 128
 MAX_META_BYTES = 1024
 
-# Unicode category Cc is exactly U+0000-U+001F and U+007F-U+009F.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+# Unicode category Cc is exactly U+0000-U+001F and U+007F-U+009F. U+D800-U+DFFF are surrogates:
+# JSON's "\ud800" escape reads as one, but alone it is no Unicode scalar value and has no UTF-8
+# form, so no journal could store it.
+_CONTROL_OR_SURROGATE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class Reason(StrEnum):
@@ -91,8 +95,16 @@ def _occurred_at_ms(value: object) -> int | None:
     return ms if ms >= 0 else None
 
 
+def valid_text(text: str) -> bool:
+    """Whether a string is Unicode scalar values only (no lone surrogate), so that it has a UTF-8
+    form. O(1) for ASCII text."""
+    return text.isascii() or _SURROGATE.search(text) is None
+
+
 def _meta_text(raw: dict[str, object]) -> str | None:
-    """Compact JSON of meta, None when absent; ValueError when not an object or too big."""
+    """Compact JSON of meta that reads back as the same value, None when absent; ValueError when
+    not an object, too big, or holding what JSON text cannot carry exactly (a lone surrogate, an
+    infinity)."""
     meta = raw.get("meta")
     if meta is None:
         return None
@@ -100,8 +112,15 @@ def _meta_text(raw: dict[str, object]) -> str | None:
         raise ValueError("meta must be an object")
     try:
         encoded = orjson.dumps(meta)
-    except TypeError as exc:
-        raise ValueError("meta is not JSON") from exc
+        # orjson writes an infinity as null: only a text with "null" in it can hide one
+        exact = b"null" not in encoded
+    except TypeError:  # an integer beyond 64 bits, a lone surrogate, or nested over 255 deep
+        exact = False
+    if not exact:  # the rare meta that json settles: it refuses infinities, writes big integers
+        try:
+            encoded = json.dumps(meta, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+        except (ValueError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
+            raise ValueError("meta is not JSON text") from exc
     if len(encoded) > MAX_META_BYTES:
         raise ValueError("meta is too big")
     return encoded.decode()
@@ -122,10 +141,10 @@ def parse_event(
     if not may_write(board):
         return Result(key, Status.REJECTED, Reason.FORBIDDEN)
     invalid = Result(key, Status.REJECTED, Reason.INVALID_EVENT)
-    if key is None or not 1 <= len(key) <= MAX_KEY_CHARS:
+    if key is None or not 1 <= len(key) <= MAX_KEY_CHARS or not valid_text(key):
         return invalid
     member = raw.get("member")
-    if not isinstance(member, str) or not 1 <= len(member) <= MAX_MEMBER_CHARS or _CONTROL.search(member):
+    if not isinstance(member, str) or not 1 <= len(member) <= MAX_MEMBER_CHARS or _CONTROL_OR_SURROGATE.search(member):
         return invalid
     value = raw.get("value")
     if type(value) is not int:  # bool is an int subclass and is invalid, like floats

@@ -3,6 +3,7 @@ through `parse_event` (steps 1-3) and `BoardEngine.decide` (steps 4-8)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import orjson
@@ -99,6 +100,18 @@ def test_a_missing_empty_long_or_control_character_member_is_invalid_event(membe
     assert reason_of(event(member=member)) == "invalid_event"
 
 
+@pytest.mark.parametrize("text", ["\ud800", "a\udfffb", "\udbff\udc00", "é\ud834"])
+def test_a_lone_surrogate_in_a_member_or_key_is_invalid_event(text: str) -> None:
+    """JSON's "\\ud800" escape reads as a lone surrogate: no Unicode scalar value, no UTF-8 form."""
+    assert reason_of(event(member=text)) == "invalid_event"
+    assert parse(event(idempotency_key=text)) == Result(text, Status.REJECTED, Reason.INVALID_EVENT)
+
+
+def test_a_key_may_hold_any_unicode_scalar_value_even_u0000() -> None:
+    parsed = parse(event(idempotency_key="\x00\U0010ffff\ud7ff\ue000"))
+    assert isinstance(parsed, Event) and parsed.idempotency_key == "\x00\U0010ffff\ud7ff\ue000"
+
+
 @pytest.mark.parametrize("member", ["a/b", "100%", "%2F", " spaced ", "\u00a0nbsp", "zero\u200bwidth", "Ünïcødé", "m" * 128])
 def test_any_other_member_string_is_valid(member: str) -> None:
     parsed = parse(event(member=member))
@@ -158,6 +171,24 @@ def test_null_meta_is_absent() -> None:
 def test_meta_is_stored_as_compact_json() -> None:
     parsed = parse(event(meta={"level": 3, "tags": ["a", "b"], "x": {"y": None}}))
     assert isinstance(parsed, Event) and parsed.meta == '{"level":3,"tags":["a","b"],"x":{"y":null}}'
+
+
+@pytest.mark.parametrize("meta", [{"k": "\ud800"}, {"\udc00": 1}, {"k": [{"deep": "x\udbffy"}]}, {"k": math.inf},
+                                  {"k": [-math.inf]}, {"k": math.nan}])
+def test_meta_that_json_text_cannot_carry_is_invalid_event(meta: dict[str, Any]) -> None:
+    """A lone surrogate has no UTF-8 form; 1e400 reads as an infinity, which JSON cannot write."""
+    assert reason_of(event(meta=meta)) == "invalid_event"
+
+
+@pytest.mark.parametrize("number", [2**64, -(2**64) - 5, 10**40])
+def test_meta_integers_beyond_64_bits_are_stored_exactly(number: int) -> None:
+    parsed = parse(event(meta={"big": number, "n": None}))
+    assert isinstance(parsed, Event) and parsed.meta == f'{{"big":{number},"n":null}}'
+
+
+def test_meta_with_null_and_unicode_is_compact_utf8_json() -> None:
+    parsed = parse(event(meta={"a": None, "é": "null ✓"}))
+    assert isinstance(parsed, Event) and parsed.meta == '{"a":null,"é":"null ✓"}'
 
 
 def test_meta_over_1024_bytes_of_compact_utf8_json_is_invalid_event() -> None:
