@@ -18,6 +18,7 @@ import arena.actor
 from arena.client import (
     ArenaClient,
     AuthenticationError,
+    Backoff,
     ClientClosed,
     ConnectionFailed,
     Entry,
@@ -31,7 +32,6 @@ from arena.client import (
     new_idempotency_key,
     ws_url,
 )
-from arena.client import _Backoff  # the schedule alone: timing it through a socket would be flaky
 from arena.datadir import journal_path
 from arena.replay import replay
 from support.server import ADMIN_TOKEN, InProcessServer, free_socket, make_config, token_for
@@ -394,7 +394,8 @@ async def test_a_cancelled_submit_that_was_not_sent_is_dropped(server: InProcess
 
 
 def test_reconnect_backoff_doubles_up_to_its_cap_with_equal_jitter() -> None:
-    backoff = _Backoff(0.05, 2.0, rng=random.Random(7))
+    # the schedule alone: timing it through a socket would be flaky
+    backoff = Backoff(0.05, 2.0, rng=random.Random(7))
     delays = [backoff.next() for _ in range(10)]
     for n, delay in enumerate(delays):
         ceiling = min(2.0, 0.05 * 2**n)
@@ -402,5 +403,5 @@ def test_reconnect_backoff_doubles_up_to_its_cap_with_equal_jitter() -> None:
     assert delays[-1] >= 1.0  # capped at 2 s, never below half of it
     backoff.reset()
     assert 0.025 <= backoff.next() <= 0.05
-    other = _Backoff(0.05, 2.0, rng=random.Random(8))
+    other = Backoff(0.05, 2.0, rng=random.Random(8))
     assert [other.next() for _ in range(10)] != delays  # jitter: clients do not reconnect in step

@@ -1,65 +1,17 @@
-"""A client for game servers: stream score events to Arena over one WebSocket and read standings.
-
-    async with ArenaClient("http://127.0.0.1:8080", token) as arena:
-        result = await arena.submit("high_score", "alice", 1200)    # SubmitResult (accepted)
-        table = await arena.top("high_score", "daily", limit=10)    # Table with .entries
-
-For scripts without an event loop, `connect_sync` (or `ArenaClientSync`) gives the same methods,
-blocking, over a private event loop in a thread.
-
-What the client does for you:
-
-- **Auto-batching.** `submit` calls made within ``linger`` seconds (default 2 ms) of each other
-  travel in one submit frame (at most ``max_batch`` events and ``max_frame_bytes`` bytes).
-- **Pipelining.** Up to ``max_in_flight`` frames are sent before their answers arrive; past that
-  new calls wait in the client's queue (the server applies its own backpressure the same way).
-- **Safe retries.** Every event gets an idempotency key when it is submitted (a time-ordered
-  UUIDv7 unless you pass one) and keeps it for its whole life. When the connection drops (the
-  server restarts, the network fails), the client reconnects with exponential backoff and jitter
-  and resends every event that was not acked, with the same keys. An event the server journaled
-  before the drop comes back ``duplicate``: `SubmitResult.recorded` is True for both ``accepted``
-  and ``duplicate``, and `SubmitResult.status` says which one it was.
-- **`unavailable` is retried.** An event the server answers ``rejected/unavailable`` (nothing was
-  journaled: the board failed or its disk refused the write) is resent with the same key after a
-  backoff, for up to ``retry_unavailable_for`` seconds; only then does it surface as rejected.
-  Likewise a query answered ``not_ready`` (the board is still loading its tables, as it is for a
-  moment after every server restart) is sent again until the board answers.
-
-Errors: every error the client raises on purpose derives from `ArenaClientError`.
-
-    ArenaClientError
-     ├── AuthenticationError   the handshake was refused (HTTP 401/403): missing or unknown token.
-     │                         Never retried; raised by connect, and by every waiting call when a
-     │                         reconnect is refused.
-     ├── ConnectionFailed      no connection could be made for ``give_up_after`` seconds; waiting
-     │                         calls fail with it (``idempotency_keys`` names the dropped events, so
-     │                         they can be resent later with the same keys, safely).
-     ├── ClientClosed          the client is closed (or not connected yet); nothing more is sent.
-     │    └── FrameTooLarge    the server closed with 1009: its max_frame_bytes is below the
-     │                         client's. Not retried (the same frame would be refused again).
-     ├── EventRejected         the server rejected an event (``reason``, ``idempotency_key``), e.g.
-     │                         value_out_of_range, period_closed. ``unavailable`` is raised only
-     │                         after the retries above.
-     └── QueryFailed           the server answered an error frame (``code``, ``message``):
-                               member_not_found, unknown_period, period_not_retained...;
-                               ``not_ready`` only after the retries above.
-"""
+"""`ArenaClient`: one connection to the server and the state machine around it: the queue that
+batches events into frames, the frames in flight, resends after a drop or an `unavailable` answer,
+and reconnects (the package docstring says what the caller sees)."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
 import logging
-import os
-import random
-import threading
 import time
-import uuid
 from collections import deque
-from collections.abc import Callable, Coroutine, Iterable, Mapping
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from enum import StrEnum
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -67,252 +19,38 @@ import orjson
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-__all__ = [
-    "ArenaClient",
-    "ArenaClientError",
-    "ArenaClientSync",
-    "AuthenticationError",
-    "ClientClosed",
-    "ClientStats",
-    "ConnectionFailed",
-    "Entry",
-    "EventRejected",
-    "FrameTooLarge",
-    "Percentile",
-    "QueryFailed",
-    "ScoreAtPercentile",
-    "ScoreEvent",
-    "Standing",
-    "SubmitResult",
-    "SubmitStatus",
-    "Table",
-    "TableInfo",
-    "connect_sync",
-    "new_idempotency_key",
-]
+from arena.client.backoff import Backoff
+from arena.client.errors import (
+    ArenaClientError,
+    AuthenticationError,
+    ClientClosed,
+    ConnectionFailed,
+    FrameTooLarge,
+    QueryFailed,
+)
+from arena.client.models import (
+    ClientStats,
+    OccurredAt,
+    Percentile,
+    ScoreAtPercentile,
+    ScoreEvent,
+    Standing,
+    SubmitResult,
+    SubmitStatus,
+    Table,
+    new_idempotency_key,
+    parse_entry,
+    parse_info,
+    to_ms,
+)
 
 log = logging.getLogger("arena.client")
 
 T = TypeVar("T")
-OccurredAt = int | str | datetime
-"""Epoch milliseconds, an RFC 3339 string with an offset, or an aware `datetime`."""
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_MS = timedelta(milliseconds=1)
 MAX_ANSWER_BYTES = 16 * 1_048_576  # a top(limit=1000) of long member names is well under this
 STABLE_SECONDS = 5.0  # a connection that lasted this long resets the reconnect backoff
 _FRAME_OVERHEAD = 64  # bytes of a submit frame around its events: {"op":"submit","id":N,"events":[...]}
-
-
-# -- errors -------------------------------------------------------------------------------------
-
-
-class ArenaClientError(Exception):
-    """Root of every error the client raises on purpose (the tree is in the module docstring)."""
-
-
-class AuthenticationError(ArenaClientError):
-    """The server refused the token (HTTP ``status`` 401 or 403). Not retried: fix the token."""
-
-    def __init__(self, status: int) -> None:
-        super().__init__(f"the server refused the token (HTTP {status})")
-        self.status = status
-
-
-class ConnectionFailed(ArenaClientError):
-    """No connection for ``give_up_after`` seconds. ``idempotency_keys`` lists the events of the
-    failed calls: resending them later with the same keys is safe (journaled ones come back
-    ``duplicate``)."""
-
-    def __init__(self, message: str, idempotency_keys: tuple[str, ...] = ()) -> None:
-        super().__init__(message)
-        self.idempotency_keys = idempotency_keys
-
-
-class ClientClosed(ArenaClientError):
-    """The client is closed or not connected: use ``async with ArenaClient(...)`` or `connect`."""
-
-
-class FrameTooLarge(ClientClosed):
-    """The server closed the connection with 1009 (a frame over its ``max_frame_bytes``). Every
-    waiting call fails with it and the client stops: set ``max_frame_bytes`` to the server's."""
-
-    def __init__(self, max_frame_bytes: int) -> None:
-        super().__init__(
-            f"the server refused a frame of up to {max_frame_bytes} bytes (close 1009): "
-            "set ArenaClient(max_frame_bytes=...) to the server's max_frame_bytes"
-        )
-
-
-class EventRejected(ArenaClientError):
-    """The server rejected an event. ``reason`` is the wire code (value_out_of_range,
-    period_closed, idempotency_key_reused, forbidden, invalid_event, ...)."""
-
-    def __init__(self, reason: str, idempotency_key: str | None) -> None:
-        super().__init__(f"event {idempotency_key!r} rejected: {reason}")
-        self.reason = reason
-        self.idempotency_key = idempotency_key
-
-
-class QueryFailed(ArenaClientError):
-    """The server answered an error frame: ``code`` (member_not_found, unknown_period,
-    period_not_retained, unknown_board, invalid_request, not_ready, unavailable...) and ``message``."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
-
-
-# -- values -------------------------------------------------------------------------------------
-
-
-class SubmitStatus(StrEnum):
-    ACCEPTED = "accepted"
-    DUPLICATE = "duplicate"
-    REJECTED = "rejected"
-
-
-@dataclass(frozen=True, slots=True)
-class SubmitResult:
-    """The server's answer for one event. ``duplicate`` means it was already journaled (a retry
-    of an event the server had recorded): as good as ``accepted``."""
-
-    idempotency_key: str
-    status: SubmitStatus
-    reason: str | None = None
-
-    @property
-    def recorded(self) -> bool:
-        """True when the event is in the journal: accepted now, or before (duplicate)."""
-        return self.status is not SubmitStatus.REJECTED
-
-    def raise_for_status(self) -> SubmitResult:
-        """Return self, or raise `EventRejected` when the event was rejected."""
-        if self.status is SubmitStatus.REJECTED:
-            raise EventRejected(self.reason or "rejected", self.idempotency_key)
-        return self
-
-
-@dataclass(frozen=True, slots=True)
-class ScoreEvent:
-    """One event for `ArenaClient.submit_many`. ``occurred_at`` defaults to now and
-    ``idempotency_key`` to a new UUIDv7, both fixed when the event is submitted."""
-
-    board: str
-    member: str
-    value: int
-    occurred_at: OccurredAt | None = None
-    idempotency_key: str | None = None
-    meta: Mapping[str, Any] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """One row of a table."""
-
-    rank: int
-    member: str
-    score: int
-    reached_at: datetime  # aware, UTC, millisecond precision
-
-    @property
-    def reached_at_ms(self) -> int:
-        return _to_ms(self.reached_at)
-
-
-@dataclass(frozen=True, slots=True)
-class TableInfo:
-    """Which table answered: one window of one period kind of a board."""
-
-    board: str
-    period: str
-    period_id: str
-    start: datetime | None  # None for alltime
-    end: datetime | None
-    closed: bool
-    size: int
-
-
-@dataclass(frozen=True, slots=True)
-class Table(TableInfo):
-    """A slice of standings (`ArenaClient.top`, `ArenaClient.around`)."""
-
-    entries: tuple[Entry, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Standing(TableInfo):
-    """One member's row (`ArenaClient.rank`)."""
-
-    entry: Entry
-
-
-@dataclass(frozen=True, slots=True)
-class Percentile(TableInfo):
-    """One member's row and ``top_percent`` = 100 * rank / size (rank 1 of 1000: 0.1)."""
-
-    entry: Entry
-    top_percent: float
-
-
-@dataclass(frozen=True, slots=True)
-class ScoreAtPercentile(TableInfo):
-    """The entry at rank ceil(p / 100 * size); None on an empty table."""
-
-    p: float
-    entry: Entry | None
-
-
-@dataclass(frozen=True, slots=True)
-class ClientStats:
-    """Counters since the client was created (a snapshot)."""
-
-    frames_sent: int  # submit frames
-    events_sent: int  # events in those frames, resends included
-    events_resent: int  # after a reconnect or an `unavailable` answer
-    queries_sent: int
-    connections: int  # successful handshakes
-    peak_in_flight: int  # most frames sent and not yet answered at one time
-
-
-def new_idempotency_key() -> str:
-    """A new UUIDv7 string: 48 bits of epoch milliseconds, then 74 random bits. Unique (the
-    random part) and time-ordered, which keeps the journal's key index append-mostly."""
-    ms = time.time_ns() // 1_000_000
-    rand = int.from_bytes(os.urandom(10), "big")
-    value = (ms & ((1 << 48) - 1)) << 80 | 0x7 << 76 | (rand >> 68 & 0xFFF) << 64 | 0b10 << 62 | (rand & ((1 << 62) - 1))
-    return str(uuid.UUID(int=value))
-
-
-def _to_ms(moment: datetime) -> int:
-    if moment.tzinfo is None:
-        raise ValueError("occurred_at must be an aware datetime (with a timezone)")
-    return (moment - _EPOCH) // _MS
-
-
-def _from_rfc3339(text: str) -> datetime:
-    return datetime.fromisoformat(text)
-
-
-def _optional_time(text: str | None) -> datetime | None:
-    return None if text is None else _from_rfc3339(text)
-
-
-def _entry(body: Mapping[str, Any]) -> Entry:
-    return Entry(body["rank"], body["member"], body["score"], _from_rfc3339(body["reached_at"]))
-
-
-def _info(body: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "board": body["board"],
-        "period": body["period"],
-        "period_id": body["period_id"],
-        "start": _optional_time(body["start"]),
-        "end": _optional_time(body["end"]),
-        "closed": body["closed"],
-        "size": body["size"],
-    }
 
 
 def ws_url(url: str) -> str:
@@ -323,9 +61,6 @@ def ws_url(url: str) -> str:
         raise ValueError(f"not an http(s) or ws(s) URL: {url!r}")
     path = parts.path if parts.path not in ("", "/") else "/v1/ws"
     return urlunsplit((scheme, parts.netloc, path, parts.query, ""))
-
-
-# -- the asyncio client ---------------------------------------------------------------------------
 
 
 @dataclass(slots=True, eq=False)
@@ -357,29 +92,11 @@ class _Counters:
     peak_in_flight: int = 0
 
 
-@dataclass(slots=True)
-class _Backoff:
-    """Exponential backoff with equal jitter: attempt n waits in [d/2, d], d = min(cap, base * 2**n)."""
-
-    base: float
-    cap: float
-    attempt: int = 0
-    rng: random.Random = field(default_factory=random.Random)
-
-    def next(self) -> float:
-        delay = min(self.cap, self.base * (1 << min(self.attempt, 30)))
-        self.attempt += 1
-        jitter: float = self.rng.random()
-        return delay / 2 + jitter * delay / 2
-
-    def reset(self) -> None:
-        self.attempt = 0
-
-
 class ArenaClient:
-    """One game server's connection to Arena (see the module docstring for batching, retries
-    and errors). Use it as ``async with ArenaClient(url, token) as client:``, or call `connect`
-    and `close` yourself. Not thread-safe: use it from one event loop (or use `ArenaClientSync`).
+    """One game server's connection to Arena (the `arena.client` docstring tells how it batches
+    and retries; `ArenaClientError` draws the errors). Use it as
+    ``async with ArenaClient(url, token) as client:``, or call `connect` and `close` yourself. Not
+    thread-safe: use it from one event loop (or use `ArenaClientSync`).
 
     ``url`` is the server's base URL (``http://host:port``) or its WebSocket URL
     (``ws://host:port/v1/ws``). Options:
@@ -423,8 +140,8 @@ class ArenaClient:
         self.give_up_after = give_up_after
         self.retry_unavailable_for = retry_unavailable_for
         self.open_timeout = open_timeout
-        self._reconnect = _Backoff(reconnect_base, reconnect_max)
-        self._retry = _Backoff(reconnect_base, reconnect_max)
+        self._reconnect = Backoff(reconnect_base, reconnect_max)
+        self._retry = Backoff(reconnect_base, reconnect_max)
         self._ids = itertools.count(1)
         self._queue: deque[_Pending] = deque()
         self._queued_since: float | None = None  # loop time the queue became non-empty
@@ -560,7 +277,7 @@ class ArenaClient:
         if occurred_at is None:
             occurred_at = time.time_ns() // 1_000_000
         elif isinstance(occurred_at, datetime):
-            occurred_at = _to_ms(occurred_at)
+            occurred_at = to_ms(occurred_at)
         wire: dict[str, Any] = {
             "board": event.board,
             "member": event.member,
@@ -581,12 +298,12 @@ class ArenaClient:
         """Ranks offset+1 .. offset+limit (limit 1..1000). Raises `QueryFailed` (unknown_board,
         unknown_period, period_not_retained, invalid_request, not_ready...)."""
         body = await self._query("top", board=board, period=period, limit=limit, offset=offset, period_id=period_id)
-        return Table(**_info(body), entries=tuple(_entry(e) for e in body["entries"]))
+        return Table(**parse_info(body), entries=tuple(parse_entry(e) for e in body["entries"]))
 
     async def rank(self, board: str, period: str, member: str, *, period_id: str | None = None) -> Standing:
         """A member's rank, score and reached_at. Raises `QueryFailed` (member_not_found, ...)."""
         body = await self._query("rank", board=board, period=period, member=member, period_id=period_id)
-        return Standing(**_info(body), entry=_entry(body["entry"]))
+        return Standing(**parse_info(body), entry=parse_entry(body["entry"]))
 
     async def around(
         self,
@@ -604,19 +321,19 @@ class ArenaClient:
             raise ValueError("give exactly one of member or rank")
         body = await self._query("around", board=board, period=period, member=member, rank=rank, radius=radius,
                                  period_id=period_id)
-        return Table(**_info(body), entries=tuple(_entry(e) for e in body["entries"]))
+        return Table(**parse_info(body), entries=tuple(parse_entry(e) for e in body["entries"]))
 
     async def percentile(self, board: str, period: str, member: str, *, period_id: str | None = None) -> Percentile:
         """A member's entry and top_percent (100 * rank / size). Raises `QueryFailed`."""
         body = await self._query("percentile", board=board, period=period, member=member, period_id=period_id)
-        return Percentile(**_info(body), entry=_entry(body["entry"]), top_percent=body["top_percent"])
+        return Percentile(**parse_info(body), entry=parse_entry(body["entry"]), top_percent=body["top_percent"])
 
     async def score_at_percentile(self, board: str, period: str, p: float, *, period_id: str | None = None) -> ScoreAtPercentile:
         """The entry at rank ceil(p / 100 * size), 0 < p <= 100 (None on an empty table).
         Raises `QueryFailed` (invalid_request for p out of range, ...)."""
         body = await self._query("score_at_percentile", board=board, period=period, p=p, period_id=period_id)
         found = body["entry"]
-        return ScoreAtPercentile(**_info(body), p=body["p"], entry=_entry(found) if found is not None else None)
+        return ScoreAtPercentile(**parse_info(body), p=body["p"], entry=parse_entry(found) if found is not None else None)
 
     async def ping(self) -> None:
         """A round trip to the server (waits for a connection). Raises `ConnectionFailed`, `ClientClosed`."""
@@ -902,7 +619,7 @@ class ArenaClient:
 
     def _after_backoff(self, attempt: int, callback: Callable[[], None]) -> float:
         """Call ``callback`` after the retry backoff of ``attempt``; returns the delay."""
-        delay = _Backoff(self._retry.base, self._retry.cap, attempt, self._retry.rng).next()
+        delay = Backoff(self._retry.base, self._retry.cap, attempt, self._retry.rng).next()
         asyncio.get_running_loop().call_later(delay, callback)
         return delay
 
@@ -967,123 +684,3 @@ def _settle(future: asyncio.Future[T], result: T | None = None, *, exception: Ba
         future.set_exception(exception)
     else:
         future.set_result(result)  # type: ignore[arg-type]
-
-
-# -- the synchronous wrapper --------------------------------------------------------------------
-
-
-class ArenaClientSync:
-    """`ArenaClient` for code without an event loop (scripts, threads): the same methods,
-    blocking. It runs a private event loop in a daemon thread; calls from several threads at once
-    are safe and share frames. Use as ``with connect_sync(url, token) as client:``; `close` flushes.
-
-    Raises what the async methods raise (connect: `AuthenticationError`, `ConnectionFailed`).
-    """
-
-    def __init__(self, url: str, token: str, **options: Any) -> None:
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="arena-client-sync", daemon=True)
-        self._thread.start()
-        self._closed = False
-        try:
-            self._client: ArenaClient = self._call(self._open(url, token, options))
-        except BaseException:
-            self._stop_loop()
-            raise
-
-    @staticmethod
-    async def _open(url: str, token: str, options: dict[str, Any]) -> ArenaClient:
-        return await ArenaClient(url, token, **options).connect()
-
-    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
-        if self._closed:
-            coro.close()
-            raise ClientClosed("the client was closed")
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
-
-    def __enter__(self) -> ArenaClientSync:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self, timeout: float | None = None) -> None:
-        """Flush (as `ArenaClient.close`), close the connection and stop the thread. Idempotent."""
-        if self._closed:
-            return
-        try:
-            self._call(self._client.close(timeout))
-        finally:
-            self._closed = True
-            self._stop_loop()
-
-    def _stop_loop(self) -> None:
-        async def finish() -> None:
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            await self._loop.shutdown_asyncgens()
-
-        asyncio.run_coroutine_threadsafe(finish(), self._loop).result()
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join()
-        self._loop.close()
-
-    @property
-    def stats(self) -> ClientStats:
-        return self._client.stats
-
-    @property
-    def connected(self) -> bool:
-        return self._client.connected
-
-    def submit(
-        self,
-        board: str,
-        member: str,
-        value: int,
-        *,
-        occurred_at: OccurredAt | None = None,
-        idempotency_key: str | None = None,
-        meta: Mapping[str, Any] | None = None,
-    ) -> SubmitResult:
-        """As `ArenaClient.submit` (raises `EventRejected` for a rejected event)."""
-        return self._call(self._client.submit(board, member, value, occurred_at=occurred_at,
-                                              idempotency_key=idempotency_key, meta=meta))
-
-    def submit_many(self, events: Iterable[ScoreEvent | Mapping[str, Any]]) -> list[SubmitResult]:
-        """As `ArenaClient.submit_many` (rejections are in the results, not raised)."""
-        return self._call(self._client.submit_many(list(events)))
-
-    def top(self, board: str, period: str, *, limit: int = 10, offset: int = 0, period_id: str | None = None) -> Table:
-        """As `ArenaClient.top`."""
-        return self._call(self._client.top(board, period, limit=limit, offset=offset, period_id=period_id))
-
-    def rank(self, board: str, period: str, member: str, *, period_id: str | None = None) -> Standing:
-        """As `ArenaClient.rank`."""
-        return self._call(self._client.rank(board, period, member, period_id=period_id))
-
-    def around(self, board: str, period: str, member: str | None = None, *, rank: int | None = None, radius: int = 5,
-               period_id: str | None = None) -> Table:
-        """As `ArenaClient.around`."""
-        return self._call(self._client.around(board, period, member, rank=rank, radius=radius, period_id=period_id))
-
-    def percentile(self, board: str, period: str, member: str, *, period_id: str | None = None) -> Percentile:
-        """As `ArenaClient.percentile`."""
-        return self._call(self._client.percentile(board, period, member, period_id=period_id))
-
-    def score_at_percentile(self, board: str, period: str, p: float, *, period_id: str | None = None) -> ScoreAtPercentile:
-        """As `ArenaClient.score_at_percentile`."""
-        return self._call(self._client.score_at_percentile(board, period, p, period_id=period_id))
-
-    def ping(self) -> None:
-        """As `ArenaClient.ping`."""
-        self._call(self._client.ping())
-
-
-def connect_sync(url: str, token: str, **options: Any) -> ArenaClientSync:
-    """A connected `ArenaClientSync` (options as `ArenaClient`). Raises `AuthenticationError`,
-    `ConnectionFailed`."""
-    return ArenaClientSync(url, token, **options)
-

@@ -1,0 +1,140 @@
+"""`ArenaClientSync` and `connect_sync`: the client for code without an event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine, Iterable, Mapping
+from typing import Any, TypeVar
+
+from arena.client.connection import ArenaClient
+from arena.client.errors import ClientClosed
+from arena.client.models import (
+    ClientStats,
+    OccurredAt,
+    Percentile,
+    ScoreAtPercentile,
+    ScoreEvent,
+    Standing,
+    SubmitResult,
+    Table,
+)
+
+T = TypeVar("T")
+
+
+class ArenaClientSync:
+    """`ArenaClient` for code without an event loop (scripts, threads): the same methods,
+    blocking. It runs a private event loop in a daemon thread; calls from several threads at once
+    are safe and share frames. Use as ``with connect_sync(url, token) as client:``; `close` flushes.
+
+    Raises what the async methods raise (connect: `AuthenticationError`, `ConnectionFailed`).
+    """
+
+    def __init__(self, url: str, token: str, **options: Any) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="arena-client-sync", daemon=True)
+        self._thread.start()
+        self._closed = False
+        try:
+            self._client: ArenaClient = self._call(self._open(url, token, options))
+        except BaseException:
+            self._stop_loop()
+            raise
+
+    @staticmethod
+    async def _open(url: str, token: str, options: dict[str, Any]) -> ArenaClient:
+        return await ArenaClient(url, token, **options).connect()
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self._closed:
+            coro.close()
+            raise ClientClosed("the client was closed")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def __enter__(self) -> ArenaClientSync:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush (as `ArenaClient.close`), close the connection and stop the thread. Idempotent."""
+        if self._closed:
+            return
+        try:
+            self._call(self._client.close(timeout))
+        finally:
+            self._closed = True
+            self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        async def finish() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await self._loop.shutdown_asyncgens()
+
+        asyncio.run_coroutine_threadsafe(finish(), self._loop).result()
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+
+    @property
+    def stats(self) -> ClientStats:
+        return self._client.stats
+
+    @property
+    def connected(self) -> bool:
+        return self._client.connected
+
+    def submit(
+        self,
+        board: str,
+        member: str,
+        value: int,
+        *,
+        occurred_at: OccurredAt | None = None,
+        idempotency_key: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> SubmitResult:
+        """As `ArenaClient.submit` (raises `EventRejected` for a rejected event)."""
+        return self._call(self._client.submit(board, member, value, occurred_at=occurred_at,
+                                              idempotency_key=idempotency_key, meta=meta))
+
+    def submit_many(self, events: Iterable[ScoreEvent | Mapping[str, Any]]) -> list[SubmitResult]:
+        """As `ArenaClient.submit_many` (rejections are in the results, not raised)."""
+        return self._call(self._client.submit_many(list(events)))
+
+    def top(self, board: str, period: str, *, limit: int = 10, offset: int = 0, period_id: str | None = None) -> Table:
+        """As `ArenaClient.top`."""
+        return self._call(self._client.top(board, period, limit=limit, offset=offset, period_id=period_id))
+
+    def rank(self, board: str, period: str, member: str, *, period_id: str | None = None) -> Standing:
+        """As `ArenaClient.rank`."""
+        return self._call(self._client.rank(board, period, member, period_id=period_id))
+
+    def around(self, board: str, period: str, member: str | None = None, *, rank: int | None = None, radius: int = 5,
+               period_id: str | None = None) -> Table:
+        """As `ArenaClient.around`."""
+        return self._call(self._client.around(board, period, member, rank=rank, radius=radius, period_id=period_id))
+
+    def percentile(self, board: str, period: str, member: str, *, period_id: str | None = None) -> Percentile:
+        """As `ArenaClient.percentile`."""
+        return self._call(self._client.percentile(board, period, member, period_id=period_id))
+
+    def score_at_percentile(self, board: str, period: str, p: float, *, period_id: str | None = None) -> ScoreAtPercentile:
+        """As `ArenaClient.score_at_percentile`."""
+        return self._call(self._client.score_at_percentile(board, period, p, period_id=period_id))
+
+    def ping(self) -> None:
+        """As `ArenaClient.ping`."""
+        self._call(self._client.ping())
+
+
+def connect_sync(url: str, token: str, **options: Any) -> ArenaClientSync:
+    """A connected `ArenaClientSync` (options as `ArenaClient`). Raises `AuthenticationError`,
+    `ConnectionFailed`."""
+    return ArenaClientSync(url, token, **options)
+
