@@ -1,8 +1,9 @@
 """One board as an asyncio actor: it owns the mailbox's consumer side, the tables and the journal.
 
-Its loop drains the mailbox in batches: look up the batch's keys, decide (engine), journal in
-one transaction, apply, then answer every waiter. Queries read the tables directly between
-batches (the loop never yields while applying), so after an ack every query sees the events.
+Its loop drains the mailbox in batches into its `CommitPipeline`: look up the batch's keys,
+decide (engine), journal in one transaction, apply, then answer every waiter. Queries read the
+tables directly between two steps of an apply, where the tables are exactly the journal up to
+a seq; after an ack every query sees the events.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from dataclasses import dataclass
 from enum import Enum
 
 from arena.clock import Clock
-from arena.engine.board import BoardEngine, BoardSpec, Plan
+from arena.engine.board import BoardEngine
 from arena.engine.events import Event, Fingerprint, Reason, Result, Status
 from arena.engine.periods import PeriodKind
 from arena.engine.records import StoredEvent, VoidRecord
+from arena.engine.routing import Plan
+from arena.engine.spec import BoardSpec
 from arena.engine.table import RankedTable
 from arena.errors import JournalError, JournalWriteFailed, QueryError, not_found, not_ready, unavailable
 from arena.journal import Journal
@@ -46,12 +49,13 @@ class InjectedCrash(RuntimeError):
 
 class BoardHandle:
     """A board as the edges see it: submit into its mailbox, read its tables, ask its state.
-    Outlives actor restarts."""
+    Outlives actor restarts. `answer` is the one place a submission is answered."""
 
-    def __init__(self, spec: BoardSpec, mailbox_events: int) -> None:
+    def __init__(self, spec: BoardSpec, mailbox_events: int, metrics: Metrics) -> None:
         self.spec = spec
         self.name = spec.name
         self.mailbox = Mailbox(mailbox_events)
+        self.metrics = metrics
         self.state = BoardState.LOADING
         self.failure: str | None = None
         self.engine: BoardEngine | None = None
@@ -62,10 +66,17 @@ class BoardHandle:
         """Queue one frame's events; the future resolves with their results. Never blocks."""
         submission = Submission(events, received_at, source)
         if self.state is BoardState.FAILED:
-            submission.future.set_result(unavailable_results(events))
+            self.answer(submission, unavailable_results(events))
         else:
             self.mailbox.put(submission)
         return submission.future
+
+    def answer(self, submission: Submission, results: list[Result]) -> None:
+        """Answer a submission and count its results by outcome (`arena_events_total`), once:
+        a submission already answered is left as it is. O(events)."""
+        if not submission.future.done():
+            submission.future.set_result(results)
+            self.metrics.count_results(self.name, results)
 
     async def command(self, command: Command) -> object:
         if self.state is BoardState.FAILED:
@@ -88,7 +99,7 @@ class BoardHandle:
         self.failure = message
         for item in self.mailbox.take_all():
             if isinstance(item, Submission):
-                resolve(item, unavailable_results(item.events))
+                self.answer(item, unavailable_results(item.events))
             elif not item.future.done():
                 item.future.set_exception(unavailable(self.name))
 
@@ -97,23 +108,154 @@ def unavailable_results(events: Sequence[Event]) -> list[Result]:
     return [Result(e.idempotency_key, Status.REJECTED, Reason.UNAVAILABLE) for e in events]
 
 
-def resolve(submission: Submission, results: list[Result]) -> None:
-    if not submission.future.done():
-        submission.future.set_result(results)
+def _unavailable_if_accepted(results: list[Result]) -> list[Result]:
+    return [
+        Result(r.idempotency_key, Status.REJECTED, Reason.UNAVAILABLE) if r.status is Status.ACCEPTED else r
+        for r in results
+    ]
 
 
-@dataclass(frozen=True, slots=True)
-class Flight:
-    """A decided batch whose journal write is under way; at most one per board."""
+@dataclass(slots=True)
+class Batch:
+    """Submissions drained together, and their plan, on their way through a `CommitPipeline`."""
 
-    batch: list[Submission]
+    submissions: list[Submission]
     plan: Plan
-    write: asyncio.Task[bool]
+    write: asyncio.Task[bool] | None = None
+    """The journal write while the batch is in flight: True once landed, False when refused."""
 
 
 def _consume(task: asyncio.Task[bool]) -> None:
     if not task.cancelled():
         task.exception()
+
+
+class CommitPipeline:
+    """One board's batches from decided to answered, with at most one journal write in flight:
+
+        decided -> in flight -> landed | refused -> applied -> answered
+
+    A batch is decided (validation, seqs, routes: `BoardEngine.decide`) while the batch ahead of
+    it is in flight, so the journal's fsync overlaps the CPU work of the batches on both sides.
+    A landed batch is applied to the tables in steps, then answered: an ack means journaled and
+    visible. A refused batch answers its accepted events `unavailable`, and the batch decided
+    behind it is decided again. Every answer goes through `BoardHandle.answer`.
+    """
+
+    def __init__(self, handle: BoardHandle, engine: BoardEngine, journal: Journal, clock: Clock) -> None:
+        self.handle = handle
+        self.engine = engine
+        self.journal = journal
+        self.clock = clock
+        self.unanswered: list[Submission] = []
+        """Taken from the mailbox and not answered yet: the supervisor answers them after a crash."""
+        self._flight: Batch | None = None
+        self._lag = handle.metrics.visibility.labels(handle.name)
+
+    @property
+    def in_flight(self) -> bool:
+        return self._flight is not None
+
+    async def push(self, submissions: list[Submission]) -> None:
+        """Decide a drained batch (with no submissions: the close markers now due) and start
+        its write; land the batch ahead of it meanwhile. Raises only on an unexpected failure
+        (a crash of the actor)."""
+        self.unanswered.extend(submissions)
+        try:
+            # Every key asks the journal's UNIQUE index, in one query on the lookup connection's
+            # thread. An in-memory cache of recent keys in front of it cost the main thread more
+            # than the lookups it saved, even with half the events retried (README, Performance).
+            known = await self.journal.lookup([event.idempotency_key for s in submissions for event in s.events])
+        except JournalError as exc:
+            log.error("board %s: %s", self.handle.name, exc)
+            self._answer(submissions, [unavailable_results(s.events) for s in submissions])
+            return
+        ahead = self._flight
+        if ahead is not None and ahead.write is not None and ahead.write.done():
+            landed = await self.land()  # acked now, not after the decide
+            if landed:  # the lookup may have read the journal before that write: its keys count
+                known = {**ahead.plan.seen, **known}
+            ahead = None
+        plan = self._decide(submissions, known)
+        if self.handle.crashes_pending:
+            self.handle.crashes_pending -= 1
+            raise InjectedCrash(f"fault injection: crash of board {self.handle.name}")
+        if ahead is not None:
+            self._flight = None
+            assert ahead.write is not None
+            if not await ahead.write:
+                self._refused(ahead)  # it was decided as if `ahead` were journaled
+                plan = self._decide(submissions, known)
+                ahead = None
+        batch = Batch(submissions, plan)
+        if plan.records:
+            batch.write = asyncio.create_task(self._write(plan))
+            self._flight = batch
+        if ahead is not None:
+            await self._apply(ahead)
+        if not plan.records:
+            await self._apply(batch)
+
+    async def land(self) -> bool:
+        """Wait for the write in flight and apply and answer its batch; False when the journal
+        refused it (then answered too). True when nothing is in flight."""
+        batch = self._flight
+        if batch is None:
+            return True
+        self._flight = None
+        assert batch.write is not None
+        if not await batch.write:
+            self._refused(batch)
+            return False
+        await self._apply(batch)
+        return True
+
+    def abandon(self) -> None:
+        """The actor crashed: the write in flight ends alone (its outcome is read back from the
+        journal at the next start); the supervisor answers `unanswered`."""
+        if self._flight is not None and self._flight.write is not None:
+            self._flight.write.add_done_callback(_consume)
+
+    def _decide(self, submissions: list[Submission], known: dict[str, Fingerprint]) -> Plan:
+        mailbox_next = self.handle.mailbox.first_received_at()
+        close_until = self.clock.now() if mailbox_next is None else mailbox_next
+        return self.engine.decide([(s.events, s.received_at, s.source) for s in submissions], known, close_until)
+
+    async def _write(self, plan: Plan) -> bool:
+        """Journal a plan; False when it is certain nothing was written. A write whose outcome
+        is unknown is settled by reading the committed seq back (the `Journal.append` rule)."""
+        try:
+            await self.journal.append(plan.records)
+            return True
+        except JournalWriteFailed as exc:
+            self.handle.metrics.journal_failures.labels(self.handle.name).inc()
+            log.error("board %s: %s; batch answered unavailable", self.handle.name, exc)
+            committed = await self.journal.committed_seq()
+            if committed == plan.last_seq:
+                return True
+            if committed == plan.base_seq:
+                return False
+            raise JournalError(f"{self.journal.path}: journal at seq {committed}, expected {plan.base_seq}") from exc
+
+    def _refused(self, batch: Batch) -> None:
+        """Answer a batch the journal refused: what it accepted is unavailable."""
+        again = self.engine.refuse(batch.plan)
+        assert len(again) <= 1  # at most the batch being decided behind it, which is decided again
+        self._answer(batch.submissions, [_unavailable_if_accepted(results) for results in batch.plan.results])
+
+    async def _apply(self, batch: Batch) -> None:
+        # in steps, so that queries are answered while a large batch is applied
+        for _ in self.engine.commit_steps(batch.plan, APPLY_STEP):
+            await asyncio.sleep(0)
+        self._answer(batch.submissions, batch.plan.results)
+        now = self.clock.now()
+        for submission in batch.submissions:
+            self._lag.observe(max(now - submission.received_at, 0) / 1000)
+
+    def _answer(self, submissions: list[Submission], results: list[list[Result]]) -> None:
+        for submission, answer in zip(submissions, results):
+            self.handle.answer(submission, answer)
+        self.unanswered = [s for s in self.unanswered if not s.future.done()]
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,20 +267,22 @@ class VoidOutcome:
 class BoardActor:
     """One life of a board's actor: replay, then serve batches until stopped or crashed."""
 
-    def __init__(self, handle: BoardHandle, journal: Journal, clock: Clock, metrics: Metrics) -> None:
+    def __init__(self, handle: BoardHandle, journal: Journal, clock: Clock) -> None:
         self.handle = handle
         self.journal = journal
         self.clock = clock
-        self.metrics = metrics
+        self.metrics = handle.metrics
         self.stopping = False
-        self.in_flight: list[Submission] = []
-        """Taken from the mailbox and not answered yet: the supervisor answers them after a crash."""
-        self._flight: Flight | None = None
-        self._lag = metrics.visibility.labels(handle.name)
+        self.pipeline: CommitPipeline | None = None
+
+    @property
+    def unanswered(self) -> list[Submission]:
+        """Taken from the mailbox and not answered: the supervisor answers them after a crash."""
+        return self.pipeline.unanswered if self.pipeline is not None else []
 
     async def run(self) -> None:
         """Replay the journal, then drain the mailbox until `stop`. Unexpected exceptions
-        propagate to the supervisor; ``in_flight`` then holds the submissions to fail."""
+        propagate to the supervisor; `unanswered` then holds the submissions to fail."""
         handle = self.handle
         board = handle.name
         engine = BoardEngine(handle.spec)
@@ -151,15 +295,14 @@ class BoardActor:
         handle.state = BoardState.READY
         self.metrics.board_state.labels(board).set(1)
         log.info("board %s ready: %d events replayed in %.3fs, last seq %d", board, report.events, report.seconds, engine.last_seq)
-        mailbox = handle.mailbox
+        pipeline = self.pipeline = CommitPipeline(handle, engine, self.journal, self.clock)
         try:
-            await self._serve(engine, mailbox)
+            await self._serve(engine, pipeline, handle.mailbox)
         except BaseException:
-            if self._flight is not None:  # the supervisor answers its batch; the write ends alone
-                self._flight.write.add_done_callback(_consume)
+            pipeline.abandon()
             raise
 
-    async def _serve(self, engine: BoardEngine, mailbox: Mailbox) -> None:
+    async def _serve(self, engine: BoardEngine, pipeline: CommitPipeline, mailbox: Mailbox) -> None:
         while True:
             now = self.clock.now()
             # Derived afresh each turn (a few µs): a batch may open a table, a pinned test clock
@@ -169,28 +312,28 @@ class BoardActor:
             # when it arrived, and closing now would find nothing to close (and loop).
             first = mailbox.first_received_at()
             if deadline is not None and now >= deadline and (first is None or first >= deadline):
-                if self._flight is not None:
-                    await self._land(engine)  # the markers due may be in it
+                if pipeline.in_flight:
+                    await pipeline.land()  # the markers due may be in it
                     continue
-                await self._process(engine, [])
-                if not await self._land(engine):
+                await pipeline.push([])
+                if not await pipeline.land():
                     await mailbox.wait(JOURNAL_RETRY_SECONDS)  # the journal refused the close markers
                     continue
                 engine.rotate(self.clock.now())
                 continue
             item = mailbox.take(MAX_DRAIN_EVENTS)
             if item is None:
-                if self._flight is not None:
-                    await self._land(engine)
+                if pipeline.in_flight:
+                    await pipeline.land()
                 elif self.stopping:
                     return
                 else:
                     await mailbox.wait(None if deadline is None else (deadline - now) / 1000)
             elif isinstance(item, Command):
-                await self._land(engine)
+                await pipeline.land()
                 await self._command(item)
             else:
-                await self._process(engine, item)
+                await pipeline.push(item)
 
     def stop(self) -> None:
         """Finish what is queued, then return from `run`."""
@@ -209,98 +352,6 @@ class BoardActor:
         else:
             if not command.future.done():
                 command.future.set_result(result)
-
-    async def _known_keys(self, batch: list[Submission]) -> dict[str, Fingerprint]:
-        # Every key asks the journal's UNIQUE index, in one query on the lookup connection's
-        # thread. An in-memory cache of recent keys in front of it cost the main thread more
-        # than the lookups it saved, even with half the events retried (README, Performance).
-        return await self.journal.lookup([event.idempotency_key for s in batch for event in s.events])
-
-    async def _process(self, engine: BoardEngine, batch: list[Submission]) -> None:
-        """Decide a batch while the one ahead of it is being journaled; then start journaling
-        this one and apply the one ahead (its events become visible, its frames are acked).
-        So the journal's fsync overlaps the CPU work of the batches on either side of it."""
-        self.in_flight.extend(batch)
-        board = self.handle.name
-        try:
-            known = await self._known_keys(batch)
-        except JournalError as exc:
-            log.error("board %s: %s", board, exc)
-            self._answer(batch, [unavailable_results(s.events) for s in batch])
-            return
-        landing = self._flight
-        if landing is not None and landing.write.done() and await self._land(engine):  # acked now, not after decide
-            # the lookup may have read the journal before that write: its keys count all the same
-            known = {**landing.plan.seen, **known}
-        ahead = self._flight
-        mailbox_next = self.handle.mailbox.first_received_at()
-        close_until = self.clock.now() if mailbox_next is None else mailbox_next
-        intakes = [(s.events, s.received_at, s.source) for s in batch]
-        plan = engine.decide(intakes, known, close_until, after=None if ahead is None else ahead.plan)
-        if self.handle.crashes_pending:
-            self.handle.crashes_pending -= 1
-            raise InjectedCrash(f"fault injection: crash of board {board}")
-        written = True
-        if ahead is not None:
-            written = await ahead.write
-            self._flight = None
-            if not written:
-                self._refused(ahead)
-                plan = engine.decide(intakes, known, close_until)  # it was decided as if `ahead` were journaled
-        if plan.records:
-            self._flight = Flight(batch, plan, asyncio.create_task(self._journal(plan)))
-        if ahead is not None and written:
-            await self._apply(engine, ahead.batch, ahead.plan)
-        if not plan.records:
-            await self._apply(engine, batch, plan)
-
-    async def _land(self, engine: BoardEngine) -> bool:
-        """Wait for the batch being journaled and apply it; False when the journal refused it."""
-        flight = self._flight
-        if flight is None:
-            return True
-        written = await flight.write
-        self._flight = None
-        if written:
-            await self._apply(engine, flight.batch, flight.plan)
-        else:
-            self._refused(flight)
-        return written
-
-    def _refused(self, flight: Flight) -> None:
-        """Answer a batch whose write the journal refused: what it accepted is unavailable."""
-        self._answer(flight.batch, [_unavailable_if_accepted(results) for results in flight.plan.results])
-
-    async def _apply(self, engine: BoardEngine, batch: list[Submission], plan: Plan) -> None:
-        # in steps, so that queries are answered while a large batch is applied
-        for _ in engine.commit_steps(plan, APPLY_STEP):
-            await asyncio.sleep(0)
-        self._answer(batch, plan.results)
-        now = self.clock.now()
-        for submission in batch:
-            self._lag.observe(max(now - submission.received_at, 0) / 1000)
-
-    async def _journal(self, plan: Plan) -> bool:
-        """Journal a plan; False when it is certain nothing was written. A write whose outcome
-        is unknown is settled by reading the committed seq back."""
-        try:
-            await self.journal.append(plan.records)
-            return True
-        except JournalWriteFailed as exc:
-            self.metrics.journal_failures.labels(self.handle.name).inc()
-            log.error("board %s: %s; batch answered unavailable", self.handle.name, exc)
-            committed = await self.journal.committed_seq()
-            if committed == plan.last_seq:
-                return True
-            if committed == plan.base_seq:
-                return False
-            raise JournalError(f"{self.journal.path}: journal at seq {committed}, expected {plan.base_seq}") from exc
-
-    def _answer(self, batch: list[Submission], results: list[list[Result]]) -> None:
-        for submission, answer in zip(batch, results):
-            resolve(submission, answer)
-            self.metrics.count_results(self.handle.name, answer)
-        self.in_flight = [s for s in self.in_flight if not s.future.done()]
 
     # -- admin commands (run inside the loop through `Command`) -------------------------------
 
@@ -332,18 +383,5 @@ class BoardActor:
         # never sees the void's seq without its effect, and a failed read changes nothing.
         remaining = [e for e in await self.journal.member_events(member) if e.seq not in voided]
         await self.journal.append(records)
-        engine.last_seq = records[-1].seq
-        touched = []
-        for target in targets:
-            for window in engine.count_void(target.seq, target.occurred_at):
-                self.metrics.disputes.labels(self.handle.name, window.kind.value).inc()
-                touched.append(window)
-        engine.recompute_member(member, set(touched), remaining)
-
-
-def _unavailable_if_accepted(results: list[Result]) -> list[Result]:
-    return [
-        Result(r.idempotency_key, Status.REJECTED, Reason.UNAVAILABLE) if r.status is Status.ACCEPTED else r
-        for r in results
-    ]
-
+        for window in engine.void(records, targets, remaining):
+            self.metrics.disputes.labels(self.handle.name, window.kind.value).inc()

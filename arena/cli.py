@@ -23,8 +23,9 @@ from arena.auth import RedactTokens, new_token, token_sha256
 from arena.clock import Clock
 from arena.config import Config, load_config
 from arena.datadir import DataDirLock, journal_path
-from arena.engine.board import BoardEngine, BoardSpec
+from arena.engine.board import BoardEngine
 from arena.engine.periods import PeriodKind
+from arena.engine.spec import BoardSpec
 from arena.engine.table import RankedTable
 from arena.engine.times import parse_rfc3339_ms
 from arena.errors import ArenaError

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from arena.engine.board import BoardSpec
 from arena.engine.periods import PeriodKind
 from arena.engine.scoring import Aggregation, Order, Tie
+from arena.engine.spec import BoardSpec
 from arena.errors import ConfigError
 
 JSON_SAFE = 2**53 - 1

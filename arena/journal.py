@@ -15,10 +15,10 @@ from typing import Any, Protocol
 import aiosqlite
 import orjson
 
-from arena.engine.board import BoardSpec
 from arena.engine.events import Fingerprint
 from arena.engine.periods import PeriodKind, Window
 from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
+from arena.engine.spec import BoardSpec
 from arena.errors import BoardDefinitionChanged, JournalCorrupt, JournalError, JournalWriteFailed
 
 ScoreRow = tuple[int, str, int, int, str]

@@ -14,7 +14,8 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from arena.engine.board import SHORT_KINDS, BoardEngine, Loader
+from arena.engine.board import SHORT_KINDS, BoardEngine
+from arena.engine.loader import Loader
 from arena.engine.periods import PeriodKind, Window
 from arena.engine.table import RankedTable
 from arena.journal import Journal

@@ -14,11 +14,11 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from arena.actor import BoardActor, BoardHandle, BoardState, resolve, unavailable_results
+from arena.actor import BoardActor, BoardHandle, BoardState, unavailable_results
 from arena.clock import Clock
 from arena.config import Config
 from arena.datadir import journal_path
-from arena.engine.board import BoardSpec
+from arena.engine.spec import BoardSpec
 from arena.errors import BoardDefinitionChanged, JournalCorrupt, JournalError
 from arena.journal import Journal, SqliteJournal, wal_path
 from arena.metrics import Metrics
@@ -35,7 +35,7 @@ class Supervisor:
         self.metrics = metrics
         self.data_dir = data_dir or config.server.data_dir
         settings = config.server
-        self.handles = {name: BoardHandle(spec, settings.mailbox_events) for name, spec in config.boards.items()}
+        self.handles = {name: BoardHandle(spec, settings.mailbox_events, metrics) for name, spec in config.boards.items()}
         self.actors: dict[str, BoardActor] = {}
         self.runs: dict[str, int] = {name: 0 for name in self.handles}
         self._tasks: dict[str, asyncio.Task[None]] = {}
@@ -84,7 +84,7 @@ class Supervisor:
         crashes: deque[float] = deque()
         try:
             while True:
-                actor = BoardActor(handle, journal, self.clock, self.metrics)
+                actor = BoardActor(handle, journal, self.clock)
                 self.actors[handle.name] = actor
                 self.runs[handle.name] += 1
                 handle.journal = journal
@@ -94,8 +94,8 @@ class Supervisor:
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:  # any crash: fail the batch in flight, then restart or give up
-                    for submission in actor.in_flight:
-                        resolve(submission, unavailable_results(submission.events))
+                    for submission in actor.unanswered:
+                        handle.answer(submission, unavailable_results(submission.events))
                     if isinstance(exc, JournalCorrupt):
                         log.error("board %s failed: %s", handle.name, exc)
                         self._fail(handle, str(exc))

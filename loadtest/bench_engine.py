@@ -54,12 +54,13 @@ from pathlib import Path
 from sortedcontainers import SortedList
 
 from arena.cli import GC_THRESHOLDS
-from arena.engine.board import BoardEngine, BoardSpec
+from arena.engine.board import BoardEngine
 from arena.engine.events import Event
 from arena.engine.periods import ALLTIME_WINDOW, PeriodKind
 from arena.engine.rankkey import pack
 from arena.engine.records import Record, ScoreRecord
 from arena.engine.scoring import Aggregation, Order, ScoringRule, Standing, Tie
+from arena.engine.spec import BoardSpec
 from arena.engine.table import RankedTable
 from arena.journal import SqliteJournal
 from arena.replay import ReplayReport, replay

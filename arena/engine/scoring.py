@@ -14,6 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
+
+from arena.engine.rankkey import pack
 
 
 class Aggregation(StrEnum):
@@ -37,6 +40,14 @@ Standing = tuple[int, int, str]
 
 Fold = Callable[[Standing | None, int, int, str], Standing | None]
 """fold(current, value, occurred_at, key) -> the new standing, or None when it does not change."""
+
+Update = Any
+"""What one event brings to a member's state in every table it goes to (`ScoringRule.update`):
+made once per event and shared by those tables."""
+
+State = Any
+"""A member's state in a table being built or applied to: a packed entry (`rankkey.pack`) for a
+rule that `improves_by_key`, a `Standing` otherwise."""
 
 _SHIFT = 64
 _OFFSET = 1 << 63
@@ -67,6 +78,17 @@ def _fold_latest(cur: Standing | None, value: int, occurred_at: int, key: str) -
     return None
 
 
+def _merge_entry(cur: bytes | None, entry: bytes) -> bytes | None:
+    return entry if cur is None or entry < cur else None
+
+
+def _merging(fold: Fold) -> Callable[[Standing | None, tuple[int, int, str]], Standing | None]:
+    def merge(cur: Standing | None, update: tuple[int, int, str]) -> Standing | None:
+        return fold(cur, update[0], update[1], update[2])
+
+    return merge
+
+
 @dataclass(frozen=True, slots=True)
 class ScoringRule:
     """The aggregation, order and tie rule of one board.
@@ -76,6 +98,12 @@ class ScoringRule:
     ``improves_by_key``: ``fold`` changes a standing exactly when the event's own sort key is
     smaller than the standing's (best with the earliest tie), so a table may compare keys
     instead of folding.
+
+    ``update`` and ``merge`` are the one way the live tables, a replay and a table build fold
+    events: ``merge(state, update(member, value, occurred_at, key))`` is the member's new
+    `State`, or None when the event does not change it. For a rule that `improves_by_key` the
+    state is the packed entry itself, so merging is one bytes comparison and the tables an event
+    goes to share its entry object.
     """
 
     aggregation: Aggregation
@@ -85,6 +113,7 @@ class ScoringRule:
     score_sign: int
     reached_sign: int
     improves_by_key: bool
+    merge: Callable[[State | None, Update], State | None]
 
     @classmethod
     def for_board(cls, aggregation: Aggregation, order: Order, tie: Tie) -> ScoringRule:
@@ -94,6 +123,7 @@ class ScoringRule:
             fold = _fold_sum
         else:
             fold = _fold_latest
+        improves_by_key = aggregation is Aggregation.BEST and tie is Tie.EARLIEST
         return cls(
             aggregation=aggregation,
             order=order,
@@ -101,8 +131,15 @@ class ScoringRule:
             fold=fold,
             score_sign=-1 if order is Order.DESC else 1,
             reached_sign=1 if tie is Tie.EARLIEST else -1,
-            improves_by_key=aggregation is Aggregation.BEST and tie is Tie.EARLIEST,
+            improves_by_key=improves_by_key,
+            merge=_merge_entry if improves_by_key else _merging(fold),
         )
+
+    def update(self, member: str, value: int, occurred_at: int, key: str) -> Update:
+        """What one event brings to every table it goes to (see the class docstring). O(1)."""
+        if self.improves_by_key:
+            return pack(self.sort_key(value, occurred_at), member)
+        return (value, occurred_at, key)
 
     def sort_key(self, score: int, reached_at: int) -> int:
         """Pack a standing into one int ordered like the ranks. O(1)."""
@@ -114,10 +151,3 @@ class ScoringRule:
             (sort_key >> _SHIFT) * self.score_sign,
             ((sort_key & _MASK) - _OFFSET) * self.reached_sign,
         )
-
-    def fold_all(self, events: list[tuple[int, int, str]]) -> Standing | None:
-        """A member's standing from scratch: events are (value, occurred_at, key). O(len)."""
-        standing: Standing | None = None
-        for value, occurred_at, key in events:
-            standing = self.fold(standing, value, occurred_at, key) or standing
-        return standing

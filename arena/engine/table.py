@@ -16,7 +16,7 @@ from sortedcontainers import SortedList
 
 from arena.engine.periods import Window
 from arena.engine.rankkey import decode_member, pack, sort_key_of, split_all, unpack
-from arena.engine.scoring import Aggregation, ScoringRule, Standing
+from arena.engine.scoring import Aggregation, ScoringRule, Standing, State, Update
 
 
 class Entry(NamedTuple):
@@ -56,13 +56,14 @@ class RankedTable:
         return table
 
     @classmethod
-    def from_entries(cls, rule: ScoringRule, window: Window, entries: dict[str, bytes]) -> RankedTable:
-        """Build a table from ``member -> pack(sort_key, member)`` (a rule that `improves_by_key`
-        keeps no other state) in one sort; the table takes the dict. O(n log n)."""
-        assert rule.improves_by_key
+    def from_states(cls, rule: ScoringRule, window: Window, states: dict[str, State]) -> RankedTable:
+        """Build a table in one sort from member states merged by `ScoringRule.merge` (a replay);
+        packed entries are taken with their dict. O(n log n)."""
+        if not rule.improves_by_key:
+            return cls.from_standings(rule, window, states)
         table = cls(rule, window)
-        table._items = entries
-        table._sorted = SortedList(entries.values())
+        table._items = states
+        table._sorted = SortedList(states.values())
         return table
 
     @property
@@ -81,51 +82,52 @@ class RankedTable:
 
     def apply(self, member: str, value: int, occurred_at: int, key: str) -> bool:
         """Fold one event into the member's standing; True when the standing changed. O(log n)."""
-        return self.apply_all([(member, value, occurred_at, key)]) > 0
+        return self.apply_updates([(member, self.rule.update(member, value, occurred_at, key))]) > 0
 
-    def apply_all(self, events: Iterable[tuple[str, int, int, str]]) -> int:
-        """Fold events ``(member, value, occurred_at, key)`` in; a member's entry moves once
-        however many of its events there are (folds are order-independent). Returns how many
-        members changed. O(events + changed members * log n)."""
-        if self.rule.improves_by_key:
-            sort_key = self.rule.sort_key
-            return self.apply_entries(
-                (member, pack(sort_key(value, occurred_at), member)) for member, value, occurred_at, _key in events
-            )
-        fold = self.rule.fold
-        standing = self.standing
-        pending: dict[str, Standing] = {}
-        for member, value, occurred_at, key in events:
-            new = fold(pending[member] if member in pending else standing(member), value, occurred_at, key)
+    def apply_updates(self, updates: Iterable[tuple[str, Update]]) -> int:
+        """Merge events in, each given as ``(member, rule.update(member, ...))``: a member's entry
+        moves once however many of its events there are (merges are order-independent), and its
+        entry is looked up once. Returns how many members changed.
+        O(events + changed members * log n)."""
+        merge = self.rule.merge
+        packed = self.rule.improves_by_key
+        current = self._items.get if packed else self.standing
+        pending: dict[str, State] = {}
+        before: dict[str, State | None] = {}  # the member's state in the table
+        for member, update in updates:
+            if member in pending:
+                new = merge(pending[member], update)
+            else:
+                old = current(member)
+                new = merge(old, update)
+                if new is not None:
+                    before[member] = old
             if new is not None:
                 pending[member] = new
-        for member, new in pending.items():
-            self.set_standing(member, new)
-        return len(pending)
-
-    def apply_entries(self, events: Iterable[tuple[str, bytes]]) -> int:
-        """`apply_all` for a rule that `improves_by_key`, with each event already packed as
-        ``(member, pack(sort_key(value, occurred_at), member))``: the event's entry replaces the
-        member's when it sorts first, with no standing unpacked and one dict lookup per member.
-        Tables that take the same packed events share their entry objects."""
-        items = self._items
-        pending: dict[str, tuple[bytes | None, bytes]] = {}  # member -> (entry in the table, new entry)
-        for member, item in events:
-            seen = pending.get(member)
-            if seen is not None:
-                if item < seen[1]:
-                    pending[member] = (seen[0], item)
-                continue
-            old = items.get(member)
-            if old is None or item < old:
-                pending[member] = (old, item)
-        add, remove = self._sorted.add, self._sorted.remove
-        for member, (old, item) in pending.items():
+        if not packed:
+            for member, standing in pending.items():
+                self.set_standing(member, standing)
+            return len(pending)
+        items, add, remove = self._items, self._sorted.add, self._sorted.remove
+        for member, entry in pending.items():
+            old = before[member]
             if old is not None:
                 remove(old)
-            items[member] = item
-            add(item)
+            items[member] = entry
+            add(entry)
         return len(pending)
+
+    def set_state(self, member: str, state: State | None) -> None:
+        """Replace a member's state as `ScoringRule.merge` makes it (None removes the member).
+        O(log n)."""
+        if not self.rule.improves_by_key or state is None:
+            self.set_standing(member, state)
+            return
+        old = self._items.get(member)
+        if old is not None:
+            self._sorted.remove(old)
+        self._items[member] = state
+        self._sorted.add(state)
 
     def set_standing(self, member: str, standing: Standing | None) -> None:
         """Replace a member's standing (None removes the member). O(log n)."""

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arena.engine.board import BoardSpec
 from arena.engine.events import Event
 from arena.engine.periods import ALLTIME_WINDOW, Calendar, PeriodKind
 from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
+from arena.engine.spec import BoardSpec
 from arena.errors import JournalCorrupt, JournalWriteFailed
 from arena.journal import ScoreRow, SqliteJournal
 

@@ -23,11 +23,13 @@ from hypothesis import strategies as st
 from arena.cli import rebuild_board
 from arena.config import Config, ServerSettings
 from arena.datadir import journal_path
-from arena.engine.board import BoardEngine, BoardSpec, Plan
+from arena.engine.board import BoardEngine
 from arena.engine.events import Event, Fingerprint, parse_event
 from arena.engine.periods import PeriodKind
 from arena.engine.records import CloseRecord, Record, VoidRecord
+from arena.engine.routing import Plan
 from arena.engine.scoring import Aggregation, Order, Tie
+from arena.engine.spec import BoardSpec
 from arena.engine.table import RankedTable
 from arena.engine.times import parse_rfc3339_ms
 from arena.errors import BoardDefinitionChanged
@@ -36,11 +38,11 @@ from arena.replay import ReplayReport, replay
 from support.engine_harness import EngineHarness
 from support.memory_journal import MemoryJournal
 from support.oracle import (
-    boards_and_frames,
     Frame,
     OBoard,
     OEvent,
     Oracle,
+    boards_and_frames,
     check_engine,
     drive,
     engine_rows,
@@ -171,7 +173,7 @@ def test_a_restart_between_any_two_frames_changes_no_ack_and_no_table(
 def test_deciding_a_batch_before_the_one_ahead_is_committed_changes_nothing(
     case: tuple[OBoard, list[Frame]], step: int
 ) -> None:
-    """The actor decides batch N+1 while batch N is being journaled (``decide(after=N)``), then
+    """The actor decides batch N+1 while batch N is being journaled (N is in flight), then
     commits N in steps of ``step`` records, answering queries in between: records and final
     tables must be those of one batch at a time, and at every pause the tables must be a
     rebuild of the journal up to ``last_seq``."""
@@ -196,7 +198,7 @@ def test_deciding_a_batch_before_the_one_ahead_is_committed_changes_nothing(
     for frame in frames:
         parsed = [parse_event(e.raw("b"), {"b"}, lambda _b: True) for e in frame.events]
         events = [e for e in parsed if isinstance(e, Event)]
-        plan = engine.decide([(events, frame.now, "gs")] if not frame.tick else [], known, frame.now, after=ahead)
+        plan = engine.decide([(events, frame.now, "gs")] if not frame.tick else [], known, frame.now)
         land(ahead, frame.now)
         ahead = plan
         if frame.tick:
@@ -244,7 +246,7 @@ def test_rebuild_from_a_sqlite_journal_equals_the_live_tables(
 def test_voids_live_and_on_rebuild_equal_the_oracle_without_the_voided_events(
     case: tuple[OBoard, list[Frame]], data: st.DataObject
 ) -> None:
-    """BoardActor._void's engine steps (count_void, recompute_member) on the live engine, against
+    """BoardActor._void's engine step (BoardEngine.void) on the live engine, against
     a replay of the journal with the void records, against the oracle minus the voided keys."""
     board, frames = case
     harness, oracle = drive(board, frames)
@@ -268,19 +270,17 @@ def test_voids_live_and_on_rebuild_equal_the_oracle_without_the_voided_events(
     check_engine(rebuilt, oracle, now, rotated_at=None, without=without, everything=True)
     assert_same_as_live(replay_memory(live.spec, journal.records, now), live)
     assert rebuilt.disputes == live.disputes
-    assert sum(live.disputes.values()) == sum(len(live.applied_windows(r.seq, r.event.occurred_at)) for r in chosen)
+    assert sum(live.disputes.values()) == sum(len(live.router.windows(r.seq, r.event.occurred_at)) for r in chosen)
 
 
 async def void(engine: BoardEngine, journal: Journal, key: str, now: int) -> None:
-    """What BoardActor.void_key does, minus the actor: journal a VoidRecord, count it as a
-    dispute of every table its event was applied to, re-fold the member there."""
+    """What BoardActor.void_key does, minus the actor: journal a VoidRecord and apply it."""
     target = await journal.event_by_key(key)
     assert target is not None and not target.voided
     record = VoidRecord(engine.last_seq + 1, target.seq, key, "cheating", "ops", now)
+    remaining = [e for e in await journal.member_events(target.member) if e.seq != target.seq]
     await journal.append([record])
-    engine.last_seq = record.seq
-    windows = engine.count_void(target.seq, target.occurred_at)
-    engine.recompute_member(target.member, set(windows), await journal.member_events(target.member))
+    engine.void([record], [target], remaining)
 
 
 # -- close markers, late events, retention ------------------------------------------------------
@@ -464,14 +464,14 @@ async def test_other_tasks_get_a_turn_between_two_table_builds_of_a_replay(monke
             turns += 1
             await asyncio.sleep(0)
 
-    build = RankedTable.from_entries
+    build = RankedTable.from_states
     turns_at_build: list[int] = []
 
     def counted_build(*args: Any) -> RankedTable:  # each build is one sort: ~1 s at 10**6 members
         turns_at_build.append(turns)
         return build(*args)
 
-    monkeypatch.setattr(RankedTable, "from_entries", counted_build)
+    monkeypatch.setattr(RankedTable, "from_states", counted_build)
     other_board = asyncio.create_task(count_turns())
     engine = BoardEngine(spec)
     await replay(engine, journal, ms("2026-06-05T12:00:00Z"))

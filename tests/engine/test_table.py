@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arena.engine.board import BoardSpec
 from arena.engine.events import Status
 from arena.engine.periods import ALLTIME_WINDOW, PeriodKind
 from arena.engine.rankkey import unpack
 from arena.engine.scoring import Aggregation, Order, ScoringRule, Standing, Tie
+from arena.engine.spec import BoardSpec
 from arena.engine.table import Entry, RankedTable
 from arena.engine.times import MAX_MS, parse_rfc3339_ms
 from support.engine_harness import EngineHarness
@@ -230,7 +230,7 @@ EVENTS = st.lists(st.tuples(st.sampled_from("abcd"), st.integers(-5, 5), st.inte
 
 @settings(max_examples=300, deadline=None)
 @given(st.sampled_from(RULES), EVENTS, EVENTS)
-def test_apply_all_equals_folding_the_events_one_by_one(
+def test_apply_updates_equals_folding_the_events_one_by_one(
     rule: ScoringRule, before: list[tuple[str, int, int, str]], batch: list[tuple[str, int, int, str]]
 ) -> None:
     table = RankedTable(rule, ALLTIME_WINDOW)
@@ -242,7 +242,7 @@ def test_apply_all_equals_folding_the_events_one_by_one(
             if new is not None:
                 model[member] = new
                 changed.add(member)
-        assert table.apply_all(events) == len(changed)
+        assert table.apply_updates((m, rule.update(m, v, o, k)) for m, v, o, k in events) == len(changed)
         check_invariants(table, model)
 
 

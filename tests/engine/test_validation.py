@@ -10,9 +10,10 @@ import orjson
 import pytest
 
 from arena.actor import unavailable_results
-from arena.engine.board import BoardEngine, BoardSpec
+from arena.engine.board import BoardEngine
 from arena.engine.events import MAX_META_BYTES, Event, Reason, Result, Status, parse_event
 from arena.engine.periods import PeriodKind
+from arena.engine.spec import BoardSpec
 from arena.engine.times import parse_rfc3339_ms
 from support.engine_harness import EngineHarness, accepted
 
@@ -387,7 +388,7 @@ def test_an_instant_with_no_nameable_window_counts_as_a_closed_window() -> None:
     assert outcome(h, event(board="ny", occurred_at=1000), event(board="nyd", occurred_at=1000)) == [
         "accepted", "period_closed"]
     assert list(h.engines["ny"].tables) == [(PeriodKind.ALLTIME, "alltime")]
-    assert h.engines["ny"].applied_windows(1, 1000) == [h.engines["ny"].tables[(PeriodKind.ALLTIME, "alltime")].window]
+    assert h.engines["ny"].router.windows(1, 1000) == (h.engines["ny"].tables[(PeriodKind.ALLTIME, "alltime")].window,)
 
 
 # -- step 8 / 9 and the frame --------------------------------------------------------------------

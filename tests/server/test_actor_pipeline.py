@@ -10,9 +10,9 @@ from collections.abc import Sequence
 
 from arena.actor import BoardActor, BoardHandle
 from arena.clock import Clock
-from arena.engine.board import BoardSpec
 from arena.engine.events import Event, Fingerprint, Result
 from arena.engine.records import Record, ScoreRecord
+from arena.engine.spec import BoardSpec
 from arena.errors import JournalWriteFailed
 from arena.metrics import Metrics
 from support.memory_journal import MemoryJournal
@@ -54,9 +54,9 @@ def outcomes(results: list[Result]) -> list[str]:
 async def run_overlapped(fail: bool) -> tuple[list[str], list[str]]:
     """Frame A (k1) is looked up; frame B (k1 again, k2) arrives meanwhile, so B is decided while
     A's write is held; then A's write is released (failing or not). Returns both frames' answers."""
-    handle = BoardHandle(BoardSpec("b"), 10_000)
+    handle = BoardHandle(BoardSpec("b"), 10_000, Metrics())
     journal = HeldJournal(fail)
-    actor = BoardActor(handle, journal, Clock(), Metrics())
+    actor = BoardActor(handle, journal, Clock())
     task = asyncio.create_task(actor.run())
     now = time.time_ns() // 1_000_000
     k1 = Event("b", "alice", 5, now - 1_000, "k1")
@@ -115,9 +115,9 @@ class StaleLookupJournal(HeldJournal):
 async def test_a_retry_looked_up_before_the_batch_ahead_committed_is_still_a_duplicate() -> None:
     # B's lookup reads before A is journaled; A's write ends before B's lookup answers, so A is
     # applied first and B is decided with nothing ahead of it: A's keys must count all the same.
-    handle = BoardHandle(BoardSpec("b"), 10_000)
+    handle = BoardHandle(BoardSpec("b"), 10_000, Metrics())
     journal = StaleLookupJournal()
-    actor = BoardActor(handle, journal, Clock(), Metrics())
+    actor = BoardActor(handle, journal, Clock())
     task = asyncio.create_task(actor.run())
     now = time.time_ns() // 1_000_000
     k1 = Event("b", "alice", 5, now - 1_000, "k1")

@@ -6,9 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from arena.engine.board import BoardEngine, BoardSpec, Plan
+from arena.engine.board import BoardEngine
 from arena.engine.events import Event, Fingerprint, Result, parse_event
 from arena.engine.records import Record, ScoreRecord
+from arena.engine.routing import Plan
+from arena.engine.spec import BoardSpec
 from arena.engine.table import RankedTable
 from arena.engine.times import format_ms, format_optional_ms
 

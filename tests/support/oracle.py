@@ -16,10 +16,11 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from arena.engine.board import BoardEngine, BoardSpec
+from arena.engine.board import BoardEngine
 from arena.engine.events import Result
 from arena.engine.periods import PeriodKind
 from arena.engine.scoring import Aggregation, Order, Tie
+from arena.engine.spec import BoardSpec
 from arena.engine.table import RankedTable
 from support.engine_harness import EngineHarness
 

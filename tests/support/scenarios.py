@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 
 from arena.config import parse_board
-from arena.engine.board import BoardSpec
+from arena.engine.spec import BoardSpec
 
 DIR = Path(__file__).resolve().parent.parent / "conformance"
 NAMES = sorted(p.stem for p in DIR.glob("*.json"))

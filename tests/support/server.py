@@ -26,7 +26,7 @@ from websockets.asyncio.client import ClientConnection
 from arena.client import ArenaClient
 from arena.config import Admin, Config, GameServer, ServerSettings, parse_board
 from arena.datadir import DataDirLock
-from arena.engine.board import BoardSpec
+from arena.engine.spec import BoardSpec
 from arena.server import ArenaServer, uvicorn_config
 from arena.service import Arena
 

@@ -1,0 +1,99 @@
+"""Replaying journaled score records into a board's tables (`arena.replay` drives it).
+
+Records are routed by the same rule as the live path (`Route.windows`) and folded by the same
+merge (`ScoringRule.update` and `merge`), so a rebuild equals the live tables. Member states
+accumulate in plain dicts, and each table is sorted once when it is built, which is what makes
+a rebuild fast.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+
+from arena.engine.board import BoardEngine
+from arena.engine.periods import Window
+from arena.engine.routing import Route, TableKey
+from arena.engine.scoring import State
+from arena.engine.table import RankedTable
+
+_NOWHERE = Route(0, -1, ())
+"""A route holding no instant: the first row looks its route up."""
+
+_Target = tuple[dict[str, State], list[int]] | None
+"""Where a window's records go in one pass: its member states and its count of records applied;
+None for a window the pass leaves out."""
+
+
+class Loader:
+    """Replays journaled score records into the tables one pass includes."""
+
+    def __init__(self, engine: BoardEngine, include: Callable[[Window], bool], voided: set[int]) -> None:
+        self.engine = engine
+        self.include = include
+        self.voided = voided
+        self.events = 0
+        self._states: dict[TableKey, dict[str, State]] = {}
+        self._windows: dict[TableKey, Window] = {}
+        self.applied: dict[TableKey, list[int]] = {}
+        # id(window) -> (window, target); the window is kept so that its id is not reused
+        self._targets: dict[int, tuple[Window, _Target]] = {}
+        self._route = _NOWHERE
+
+    def _target(self, window: Window) -> _Target:
+        target: _Target = None
+        if self.include(window):
+            key = (window.kind, window.period_id)
+            self._windows[key] = window
+            target = (self._states.setdefault(key, {}), self.applied.setdefault(key, [0]))
+        self._targets[id(window)] = (window, target)
+        return target
+
+    def feed(self, rows: Iterable[tuple[int, str, int, int, str]]) -> None:
+        """Apply rows (seq, member, value, occurred_at, key), in any order: merges commute, and
+        a close marker excludes by seq. O(rows * kinds)."""
+        route_of = self.engine.router.route
+        update_of, merge = self.engine.rule.update, self.engine.rule.merge
+        targets = self._targets
+        route = self._route
+        voided = self.voided
+        count = 0
+        for seq, member, value, occurred_at, key in rows:
+            if seq in voided:
+                continue
+            count += 1
+            if not route.start <= occurred_at < route.end:
+                route = route_of(occurred_at)
+            update = None
+            for window in route.windows(seq):
+                known = targets.get(id(window))
+                target = known[1] if known is not None else self._target(window)
+                if target is None:
+                    continue
+                states, applied = target
+                applied[0] += 1
+                if update is None:
+                    update = update_of(member, value, occurred_at, key)
+                new = merge(states.get(member), update)
+                if new is not None:
+                    states[member] = new
+        self._route = route
+        self.events += count
+
+    def finish(self, tables: Iterable[Window] = (), only: Callable[[Window], bool] | None = None) -> Iterator[RankedTable]:
+        """Build and install, one at a time, the tables ``only`` selects (all by default) plus
+        empty ones for ``tables``; the caller may let other work run between two. Later rows
+        must not reach a table built here. O(n log n)."""
+        engine = self.engine
+        for window in tables:
+            key = (window.kind, window.period_id)
+            self._windows.setdefault(key, window)
+            self._states.setdefault(key, {})
+        self._targets.clear()  # a later row looks its windows up again (and finds no states)
+        self._route = _NOWHERE
+        for key in [k for k in self._states if only is None or only(self._windows[k])]:
+            table = RankedTable.from_states(engine.rule, self._windows[key], self._states.pop(key))
+            marker = engine.markers.get(key)
+            if marker is not None:
+                table.closed_seq, table.closed_at = marker.seq, marker.closed_at
+            engine.tables[key] = table
+            yield table

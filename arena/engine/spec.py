@@ -1,0 +1,35 @@
+"""A board as configured: its scoring rules, periods and bounds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from arena.engine.periods import PeriodKind
+from arena.engine.scoring import Aggregation, Order, Tie
+
+
+@dataclass(frozen=True, slots=True)
+class BoardSpec:
+    """A board as configured. Only `definition` is fixed for the life of its journal."""
+
+    name: str
+    aggregation: Aggregation = Aggregation.BEST
+    order: Order = Order.DESC
+    tie: Tie = Tie.EARLIEST
+    periods: tuple[PeriodKind, ...] = (PeriodKind.ALLTIME,)
+    timezone: str = "UTC"
+    min_value: int = 0
+    max_value: int = 1_000_000_000
+    close_grace_ms: int = 60_000
+    max_future_skew_ms: int = 30_000
+    keep_closed: int = 3
+
+    def definition(self) -> dict[str, object]:
+        """What the journal stores and start-up compares: changing it needs a new board name."""
+        return {
+            "aggregation": self.aggregation.value,
+            "order": self.order.value,
+            "tie": self.tie.value,
+            "timezone": self.timezone,
+            "periods": sorted(kind.value for kind in self.periods),
+        }
