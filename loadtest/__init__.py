@@ -9,6 +9,8 @@ Run ``python -m loadtest --help``. Modules:
 * ``query``       query phases (HTTP and WS), latency per request
 * ``arena_run``   prefill, ingest, queries, lag probe against Arena
 * ``ceiling``     a bare uvicorn ASGI app: the HTTP ceiling
-* ``redis_peer``  the same work against Redis 7 (Lua per frame, AOF fsync always)
+* ``resp``        a RESP2 client on a raw asyncio Protocol, many commands in flight
+* ``redis_server`` a private redis-server (AOF fsync always)
+* ``redis_peer``  the same work against Redis 7 (Lua per frame); ``redis_query`` its queries
 * ``compare``     all of it, one table; ``rebuild`` times ``arena rebuild``
 """

@@ -20,7 +20,7 @@ import pytest
 
 from loadtest.compare import measured_phases, print_compare
 from loadtest.ingest import IngestCounts, run_ingest
-from loadtest.redis_peer import redis_binary
+from loadtest.redis_server import redis_binary
 from loadtest.stats import percentile
 from loadtest.workload import DUPLICATE, Event, Workload, WorkloadSpec
 
