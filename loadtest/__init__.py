@@ -4,7 +4,9 @@ Run ``python -m loadtest --help``. Modules:
 
 * ``workload``    the seeded event stream (pure)
 * ``ingest``      the game-server simulator's driver: frames in flight, every ack checked
-* ``arena_client`` start/stop ``arena serve``; the pipelining WebSocket client
+* ``process``     servers in child processes: start on a free port, wait until ready, stop
+                  (``arena serve``, redis-server and the ceiling app here, and in the tests)
+* ``arena_client`` the benchmark board's server; the pipelining WebSocket client
 * ``httpclient``  a tiny keep-alive HTTP/1.1 client on a raw asyncio Protocol
 * ``query``       query phases (HTTP and WS), latency per request
 * ``arena_run``   prefill, ingest, queries, lag probe against Arena

@@ -413,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except Exception as exc:
-        from loadtest.arena_client import ServerFailed
+        from loadtest.process import ServerFailed
 
         if isinstance(exc, ServerFailed):
             print(f"error: {exc}", file=sys.stderr)

@@ -76,7 +76,7 @@ async def run_ceiling(cfg: RunConfig, workload: Workload, body_bytes: int, board
         res["body_bytes"] = body_bytes
         return res
     finally:
-        ceiling.stop()
+        ceiling.cleanup()
 
 
 async def compare(cfg: RunConfig, *, durability: str = "full", keep: bool = False,

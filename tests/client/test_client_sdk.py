@@ -34,7 +34,8 @@ from arena.client import (
 from arena.client import _Backoff  # the schedule alone: timing it through a socket would be flaky
 from arena.datadir import journal_path
 from arena.replay import replay
-from support.server import ADMIN_TOKEN, InProcessServer, free_socket, make_config, token_for
+from loadtest.process import free_socket
+from support.server import ADMIN_TOKEN, InProcessServer, make_config, token_for
 
 BOARDS: dict[str, dict[str, Any]] = {
     "b": {"aggregation": "best", "periods": ["alltime", "daily"]},

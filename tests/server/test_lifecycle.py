@@ -8,8 +8,6 @@ import dataclasses
 import logging
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ from arena.engine.events import Event
 from arena.engine.periods import PeriodKind
 from arena.engine.records import ScoreRecord
 from arena.journal import SqliteJournal
+from support import arena_cli
 from support.server import ChildServer, Client, InProcessServer, event, make_config, sha, statuses, token_for, until
 
 DEV_CONFIG = """
@@ -167,10 +166,7 @@ def test_a_second_server_on_the_same_data_dir_refuses_to_start(tmp_path: Path) -
     first = _child(tmp_path)
     first.start()
     try:
-        second = subprocess.run(
-            [sys.executable, "-m", "arena", "serve", "--config", str(first.config_path), "--port", "0"],
-            capture_output=True, text=True, timeout=30,
-        )
+        second = arena_cli.arena("serve", "--config", first.config_path, "--port", "0", timeout=30)
         assert second.returncode == 2
         assert "in use by another arena serve" in second.stderr
     finally:
@@ -190,8 +186,7 @@ def test_a_changed_board_definition_stops_start_up_with_one_clear_line(tmp_path:
         server.signal(signal.SIGTERM)
         server.wait()
     server.config_path.write_text(server.config_path.read_text().replace('aggregation = "sum"', 'aggregation = "best"'))
-    run = subprocess.run([sys.executable, "-m", "arena", "serve", "--config", str(server.config_path), "--port", "0"],
-                         capture_output=True, text=True, timeout=30)
+    run = arena_cli.arena("serve", "--config", server.config_path, "--port", "0", timeout=30)
     assert run.returncode == 2
     lines = [line for line in run.stderr.splitlines() if line.startswith("arena serve:")]
     assert len(lines) == 1 and "aggregation: 'sum' -> 'best'" in lines[0] and "Traceback" not in run.stderr
@@ -213,7 +208,7 @@ def test_a_config_error_names_the_key(tmp_path: Path, edit: tuple[str, str], mes
     text = DEV_CONFIG.format(sha=sha(token_for("gs")))
     assert edit[0] in text
     path.write_text(text.replace(*edit))
-    run = subprocess.run([sys.executable, "-m", "arena", "serve", "--config", str(path)], capture_output=True, text=True, timeout=30)
+    run = arena_cli.arena("serve", "--config", path, timeout=30)
     assert run.returncode == 2
     assert message in run.stderr and "Traceback" not in run.stderr
 

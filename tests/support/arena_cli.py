@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from arena.config import Config
+from loadtest.process import ARENA
 
 
 def toml_value(value: object) -> str:
@@ -60,7 +60,7 @@ def write_config(config: Config, path: Path) -> Path:
 
 def arena(*args: str | Path, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
     """Run `python -m arena ARGS` and capture its output."""
-    return subprocess.run([sys.executable, "-m", "arena", *map(str, args)], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([*ARENA, *map(str, args)], capture_output=True, text=True, timeout=timeout)
 
 
 @dataclass(frozen=True)

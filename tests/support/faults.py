@@ -1,6 +1,6 @@
-"""Helpers of the fault-injection tests (tests/faults): config files for child servers, a child
-server that may start with failed boards or inside a private tmpfs, and read-only looks at what
-the server journaled and answers (sqlite journal, digests, offline rebuild, metrics, memory)."""
+"""Helpers of the fault-injection tests (tests/faults): config files for child servers
+(`support.server.ChildServer`), and read-only looks at what the server journaled and answers
+(sqlite journal, digests, offline rebuild, metrics, memory)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import re
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ import orjson
 import websockets
 
 from support.arena_cli import toml_value
-from support.server import ADMIN_TOKEN, ChildServer, sha, token_for
+from support.server import ADMIN_TOKEN, sha, token_for
 
 Fingerprint = tuple[str, int, int]
 TableId = tuple[str, str, str]
@@ -56,59 +55,6 @@ def write_config(
     path = directory / "config.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
-
-
-class FaultServer(ChildServer):
-    """A ChildServer that can start with failed boards (wait for /healthz instead of /readyz)
-    and run under a command prefix (e.g. ``unshare --mount`` for a private tmpfs)."""
-
-    def __init__(self, config_path: Path, *, prefix: Sequence[str] = (), log_level: str = "INFO",
-                 serve_args: Sequence[str] = (), **kwargs: Any) -> None:
-        super().__init__(config_path, **kwargs)
-        self.prefix = list(prefix)
-        self.log_level = log_level
-        self.serve_args = list(serve_args)
-
-    def start(self, timeout: float = 60.0, *, ready: bool = True) -> None:  # type: ignore[override]
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.ws_url = f"ws://127.0.0.1:{self.port}/v1/ws"
-        args = [sys.executable, "-m", "arena", "--log-level", self.log_level, "serve", "--config", str(self.config_path),
-                "--port", str(self.port), *self.serve_args]
-        if self.fault_injection:
-            args.append("--fault-injection")
-        self.log_path = self.config_path.parent / f"serve-{self.port}.log"
-        self._log = open(self.log_path, "wb")
-        env = {**os.environ, **(self.env or {})}
-        self.proc = subprocess.Popen(self.prefix + args, stdout=self._log, stderr=subprocess.STDOUT, env=env)
-        path = "/readyz" if ready else "/healthz"
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"arena serve exited {self.proc.returncode}:\n{self.log()}")
-            try:
-                if httpx.get(self.url + path, timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        raise TimeoutError(f"arena serve not ready:\n{self.log()}")
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 # -- what the journal holds (read-only, like `arena verify`) -------------------------------------

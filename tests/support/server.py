@@ -6,11 +6,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import itertools
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -29,6 +24,7 @@ from arena.datadir import DataDirLock
 from arena.engine.board import BoardSpec
 from arena.server import ArenaServer, uvicorn_config
 from arena.service import Arena
+from loadtest.process import ArenaServe, free_socket
 
 ADMIN_TOKEN = "admin-token"
 
@@ -58,13 +54,6 @@ def make_config(
         admins=(Admin("ops", sha(ADMIN_TOKEN)),),
         boards=specs,
     )
-
-
-def free_socket() -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    return sock
 
 
 class InProcessServer:
@@ -122,59 +111,12 @@ class InProcessServer:
         self._server = None
 
 
-class ChildServer:
-    """`arena serve` in a child process, for SIGTERM/SIGKILL tests."""
+class ChildServer(ArenaServe):
+    """`arena serve` in a child process with the test routes on (``--fault-injection``), for
+    signals, restarts and faults; see `loadtest.process.ArenaServe`."""
 
-    def __init__(self, config_path: Path, *, fault_injection: bool = True, env: Mapping[str, str] | None = None) -> None:
-        self.config_path = config_path
-        self.fault_injection = fault_injection
-        self.env = env
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self, timeout: float = 30.0, port: int | None = None) -> None:
-        """Start and wait for /readyz; ``port`` reuses one (a restart on the same address)."""
-        if port is None:
-            sock = free_socket()
-            port = sock.getsockname()[1]
-            sock.close()
-        self.port = port
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.ws_url = f"ws://127.0.0.1:{self.port}/v1/ws"
-        args = [sys.executable, "-m", "arena", "serve", "--config", str(self.config_path), "--port", str(self.port)]
-        if self.fault_injection:
-            args.append("--fault-injection")
-        self.log_path = self.config_path.parent / f"serve-{self.port}.log"
-        self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ, **(self.env or {})})
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"arena serve exited {self.proc.returncode}:\n{self.log()}")
-            try:
-                if httpx.get(self.url + "/readyz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        raise TimeoutError(f"arena serve not ready:\n{self.log()}")
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def signal(self, sig: int) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(sig)
-
-    def wait(self, timeout: float = 30.0) -> int:
-        assert self.proc is not None
-        code = self.proc.wait(timeout)
-        self._log.close()
-        return code
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.wait()
+    def __init__(self, config_path: Path, *, fault_injection: bool = True, **options: Any) -> None:
+        super().__init__(config_path, fault_injection=fault_injection, **options)
 
 
 async def until(condition: Callable[[], object], what: str, timeout: float = 30.0) -> None:
