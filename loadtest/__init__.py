@@ -6,6 +6,7 @@ Run ``python -m loadtest --help``. Modules:
 * ``ingest``      the game-server simulator's driver: frames in flight, every ack checked
 * ``process``     servers in child processes: start on a free port, wait until ready, stop
                   (``arena serve``, redis-server and the ceiling app here, and in the tests)
+* ``config_toml`` config.toml text of an ``arena.config.Config`` (also the tests' writer)
 * ``arena_client`` the benchmark board's server; the pipelining WebSocket client
 * ``httpclient``  a tiny keep-alive HTTP/1.1 client on a raw asyncio Protocol
 * ``query``       query phases (HTTP and WS), latency per request

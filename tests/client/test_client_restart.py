@@ -16,7 +16,7 @@ import pytest
 
 from arena.client import ArenaClient, AuthenticationError, ConnectionFailed, SubmitResult, SubmitStatus
 from arena.datadir import journal_path
-from support.arena_cli import write_config
+from loadtest.config_toml import write_config
 from support.server import ChildServer, make_config, token_for
 
 PRODUCERS = 50

@@ -19,7 +19,8 @@ from arena.api import queries
 from arena.client import ArenaClient, ScoreEvent
 from arena.datadir import journal_path
 from arena.engine.times import parse_rfc3339_ms
-from support.arena_cli import arena, rebuild_digests, write_config
+from loadtest.config_toml import write_config
+from support.arena_cli import arena, rebuild_digests
 from support.server import ChildServer, Client, InProcessServer, clear_of_an_hour_boundary, event, make_config, token_for
 
 HOUR = 3_600_000

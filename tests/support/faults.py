@@ -8,8 +8,6 @@ import asyncio
 import os
 import re
 import sqlite3
-import subprocess
-import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,8 +16,9 @@ import httpx
 import orjson
 import websockets
 
-from support.arena_cli import toml_value
-from support.server import ADMIN_TOKEN, sha, token_for
+from loadtest import config_toml
+from support.arena_cli import arena, rebuild_digests
+from support.server import make_config
 
 Fingerprint = tuple[str, int, int]
 TableId = tuple[str, str, str]
@@ -43,18 +42,10 @@ def write_config(
     data_dir: Path | None = None,
     **settings: Any,
 ) -> Path:
-    """``directory/config.toml`` for a child server: tokens are `token_for(id)` and `ADMIN_TOKEN`."""
-    lines = ["[server]", f"data_dir = {toml_value(data_dir or directory / 'data')}"]
-    lines += [f"{key} = {toml_value(value)}" for key, value in settings.items()]
-    for sid, scope in (servers or {"gs": ["*"]}).items():
-        lines += ["", "[[servers]]", f"id = {toml_value(sid)}", f"token_sha256 = {toml_value(sha(token_for(sid)))}",
-                  f"boards = {toml_value(list(scope))}"]
-    lines += ["", "[[admins]]", 'id = "ops"', f"token_sha256 = {toml_value(sha(ADMIN_TOKEN))}"]
-    for name, body in boards.items():
-        lines += ["", f"[boards.{name}]"] + [f"{key} = {toml_value(value)}" for key, value in body.items()]
-    path = directory / "config.toml"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    """``directory/config.toml`` of `make_config` for a child server: data in ``directory/data``
+    unless ``data_dir``; tokens are `token_for(id)` and `ADMIN_TOKEN`."""
+    config = make_config(data_dir or directory / "data", boards, servers, **settings)
+    return config_toml.write_config(config, directory / "config.toml")
 
 
 # -- what the journal holds (read-only, like `arena verify`) -------------------------------------
@@ -95,25 +86,13 @@ def server_digests(url: str, boards: Mapping[str, Sequence[str]]) -> dict[TableI
     return found
 
 
-def rebuild_digests(config_path: Path) -> dict[TableId, tuple[str, int]]:
-    """`arena rebuild --config` (offline, read-only): (board, period, period_id) -> (sha256, members)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "arena", "rebuild", "--config", str(config_path)],
-        capture_output=True, text=True, timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    found: dict[TableId, tuple[str, int]] = {}
-    for line in done.stdout.splitlines()[1:]:
-        board, period, period_id, _events, members, _seconds, digest = line.split("\t")
-        found[(board, period, period_id)] = (digest, int(members))
-    return found
-
-
 def assert_standings_match_rebuild(url: str, config_path: Path, boards: Mapping[str, Sequence[str]]) -> None:
     """Every table the server serves equals the offline rebuild of its journal (and vice versa for
     tables with entries)."""
     served = server_digests(url, boards)
-    rebuilt = rebuild_digests(config_path)
+    run = arena("rebuild", "--config", config_path)
+    assert run.returncode == 0, run.stderr
+    rebuilt = {table: (t.sha256, t.members) for table, t in rebuild_digests(run.stdout).items()}
     for table, (digest, size) in served.items():
         if size:
             assert rebuilt.get(table) == (digest, size), f"{table}: server {digest}/{size}, rebuild {rebuilt.get(table)}"

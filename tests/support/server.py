@@ -140,11 +140,6 @@ async def clear_of_an_hour_boundary(margin_seconds: float = 90.0) -> None:
         await asyncio.sleep(3600 - into + margin_seconds)
 
 
-def write_config(path: Path, config_toml: str) -> Path:
-    path.write_text(config_toml)
-    return path
-
-
 class Client:
     """A game server's WebSocket connection: numbered frames, answers matched by id."""
 
