@@ -57,7 +57,7 @@ from typing import Any
 import orjson
 
 from loadtest.common import RunConfig
-from loadtest.ingest import AckError, Source, Submitter, run_ingest
+from loadtest.ingest import AckError, Source, Submitter, background_ingest, background_rate, run_ingest
 from loadtest.query import run_phase
 from loadtest.redis_query import REDIS_QUERY_OPS, redis_query_workers
 from loadtest.redis_server import RedisServer
@@ -308,22 +308,14 @@ async def run_redis(cfg: RunConfig, workload: Workload, server: RedisServer, *,
 
 async def lag_under_load(cfg: RunConfig, workload: Workload, port: int, board: RedisBoard,
                          conns: list[RespConnection], max_rate: float | None) -> dict[str, Any]:
-    rate = (max_rate or 10_000.0) * cfg.lag_rate_share
+    rate = background_rate(cfg, max_rate)
     pairs: list[tuple[Submitter, Source]] = [
         (RedisIngest(c, board, f"loadtest-{i}"), workload.stream(i, cfg.batch, label="lagbg"))
         for i, c in enumerate(conns)]
-    stop = asyncio.Event()
-    bg = asyncio.create_task(run_ingest("lag-background redis", pairs, inflight=cfg.inflight,
-                                        seconds=600.0, rate=rate, progress_every=cfg.progress_every,
-                                        stop_event=stop))
-    await asyncio.sleep(max(0.5, cfg.warmup))
-    try:
+    async with background_ingest(cfg, "lag-background redis", pairs, rate) as background:
         res = await redis_lag(port, board, cfg, cfg.lag_probes)
-    finally:
-        stop.set()
-        background = await bg
     res["background_rate"] = rate
-    res["background"] = {k: background[k] for k in ("counts", "events_per_s", "ok")}
+    res["background"] = background
     res["ok"] = res["ok"] and background["ok"]
     progress(f"lag redis: p50={fmt_ms(res['lag']['p50_ms'])}ms p99={fmt_ms(res['lag']['p99_ms'])}ms"
              f" at {fmt_int(rate)} ev/s background, ok={res['ok']}")
