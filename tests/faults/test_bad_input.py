@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import select
 import socket
 import time
 from collections.abc import Iterator
@@ -407,7 +408,9 @@ def test_a_reader_that_never_reads_acks_is_throttled_without_hurting_others(serv
         sent = 0
         stalled_since: float | None = None
         buffered = wire
+        deadline = time.monotonic() + 120
         while sent < budget:
+            assert time.monotonic() < deadline, f"the server still reads after 120 s ({sent / 1e6:.1f} MB)"
             try:
                 n = sock.send(buffered)
                 sent += n
@@ -418,7 +421,7 @@ def test_a_reader_that_never_reads_acks_is_throttled_without_hurting_others(serv
                     stalled_since = time.monotonic()
                 elif time.monotonic() - stalled_since > 3:
                     break  # the server has stopped reading us
-                time.sleep(0.01)
+                select.select([], [sock], [], 0.01)  # until there is room, 10 ms at most
         assert sent < budget, "the server kept reading a client that never reads its acks"
         # Meanwhile another connection is served normally.
         with _connect(server) as ws:

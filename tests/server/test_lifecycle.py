@@ -9,6 +9,7 @@ import logging
 import signal
 import sqlite3
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,7 @@ def _child(tmp_path: Path) -> ChildServer:
     return ChildServer(config)
 
 
-async def _digests(url: str, board: str, periods: list[str]) -> dict[str, Any]:
+async def _digests(url: str, board: str, periods: Sequence[str]) -> dict[str, Any]:
     async with httpx.AsyncClient(base_url=url) as http:
         return {p: (await http.get(f"/v1/boards/{board}/{p}/digest")).json() for p in periods}
 
@@ -150,13 +151,20 @@ async def test_current_tables_answer_before_alltime_has_loaded(tmp_path: Path) -
     async with InProcessServer(make_config(tmp_path, {"b": spec}), wait_ready=False) as server:
         async with httpx.AsyncClient(base_url=server.url) as http:
             seen: list[tuple[int, int]] = []
-            while True:
+            answers: list[httpx.Response] = []
+
+            async def alltime_loaded() -> bool:
                 daily = await http.get("/v1/boards/b/daily/top")
                 alltime = await http.get("/v1/boards/b/alltime/top")
                 seen.append((daily.status_code, alltime.status_code))
+                answers[:] = [daily, alltime]
                 if alltime.status_code == 200:
-                    break
+                    return True
                 assert alltime.json()["error"]["code"] == "not_ready"
+                return False
+
+            await until(alltime_loaded, "alltime to load")
+            daily, alltime = answers
             assert (200, 503) in seen
             assert alltime.json()["size"] == 10_001
             assert daily.json()["entries"][0]["member"] == "today"
@@ -236,7 +244,9 @@ async def test_the_handshake_gets_503_past_max_connections(tmp_path: Path) -> No
             await Client.connect(server.ws_url, token_for("gs"))
         assert refused.value.response.status_code == 503
         await clients[0].close()
-        await asyncio.sleep(0.05)
+        running = server.arena
+        assert running is not None
+        await until(lambda: running.connections < 2, "the server to see the close")
         third = await Client.connect(server.ws_url, token_for("gs"))
         for c in (clients[1], third):
             await c.close()

@@ -1,17 +1,19 @@
 """Real Arena servers for tests: in-process (uvicorn on a free port, same event loop) or as a
-child process (`python -m arena serve`, for signals). Plus a small WebSocket client."""
+child process (`python -m arena serve`, for signals). Plus a small WebSocket client, and `until`:
+a poll with a deadline, so that a test waiting for something fails instead of hanging the run."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import inspect
 import itertools
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import httpx
 import orjson
@@ -68,7 +70,7 @@ class InProcessServer:
         self._task: asyncio.Task[None] | None = None
         self._lock = DataDirLock(config.server.data_dir)  # as `arena serve`: creates the directory
 
-    async def __aenter__(self) -> InProcessServer:
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 
@@ -88,9 +90,11 @@ class InProcessServer:
             self._lock.release()
             raise
         self._server = ArenaServer(self.arena, uvicorn_config(self.arena, "127.0.0.1", self.port), install_signal_handlers=False)
-        self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
-        while not self._server.started:
-            await asyncio.sleep(0.005)
+        server, task = self._server, asyncio.create_task(self._server.serve(sockets=[sock]))
+        self._task = task
+        await until(lambda: server.started or task.done(), "uvicorn to start")
+        if not server.started:
+            raise AssertionError("uvicorn ended before it started") from task.exception()
         if self.wait_ready:
             await self.until_ready()
 
@@ -120,10 +124,15 @@ class ChildServer(ArenaServe):
 
 
 async def until(condition: Callable[[], object], what: str, timeout: float = 30.0) -> None:
-    """Poll ``condition`` until it holds; fail the test after ``timeout`` seconds instead of
-    hanging it."""
+    """Poll ``condition`` (a function, or a coroutine function: then each poll is awaited) until
+    it holds; fail the test after ``timeout`` seconds instead of hanging it."""
     deadline = time.monotonic() + timeout
-    while not condition():
+    while True:
+        holds = condition()
+        if inspect.isawaitable(holds):
+            holds = await holds
+        if holds:
+            return
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
         await asyncio.sleep(0.005)
