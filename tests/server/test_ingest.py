@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import faulthandler
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from support.server import (
     Client,
     InProcessServer,
     event,
+    loop_turns_within,
     make_config,
     statuses,
     token_for,
@@ -159,11 +159,8 @@ async def test_a_frame_waiting_in_the_mailbox_across_the_close_moment_is_applied
     # stamped before the close moment; the actor only gets to it after (no await in between)
     future = handle.submit([Event("sum", "waiting", 5, NOW + 10, "stamped-in-time")], close - 1, "gs")
     server.arena.clock.set(close + 1)
-    faulthandler.dump_traceback_later(30, exit=True)  # a frozen event loop would hang the run
-    try:
+    with loop_turns_within(30, "the actor, past the close moment with a frame stamped before it"):
         results = await asyncio.wait_for(future, 10)
-    finally:
-        faulthandler.cancel_dump_traceback_later()
     assert [r.status.value for r in results] == ["accepted"]
     hour = (await server.http.get("/v1/boards/sum/hourly/top", params={"period_id": "2026-12-02T13"})).json()
     assert hour["closed"] is True and [(e["member"], e["score"]) for e in hour["entries"]] == [("waiting", 5), ("early", 1)]

@@ -1,16 +1,18 @@
 """Real Arena servers for tests: in-process (uvicorn on a free port, same event loop) or as a
-child process (`python -m arena serve`, for signals). Plus a small WebSocket client, and `until`:
-a poll with a deadline, so that a test waiting for something fails instead of hanging the run."""
+child process (`python -m arena serve`, for signals). Plus a small WebSocket client, and the
+deadlines that keep a test from hanging the run: `until` and `loop_turns_within`."""
 
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import hashlib
 import inspect
 import itertools
+import signal
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self, TypeVar
@@ -136,6 +138,57 @@ async def until(condition: Callable[[], object], what: str, timeout: float = 30.
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
         await asyncio.sleep(0.005)
+
+
+class LoopFrozen(BaseException):
+    """Raised by `loop_turns_within` into the code that holds a frozen event loop. Not an
+    Exception, so that no ``except Exception`` of the code under test takes it for its own error:
+    it ends the task that froze the loop."""
+
+
+@contextmanager
+def loop_turns_within(seconds: float, what: str) -> Iterator[None]:
+    """Inside the block, fail the test when the event loop stops turning for ``seconds`` (code
+    that never awaits: no other task and no timeout runs, and the whole run would hang).
+
+    The loop keeps a heartbeat; once a second a timer signal looks at it, and when it is stale
+    dumps every thread's stack to stderr and raises `LoopFrozen` into the code that holds the
+    loop. That task ends, the loop turns again, and the block fails with an AssertionError: this
+    test fails, the run goes on. For a coroutine on the main thread (the signal is SIGALRM)."""
+    loop = asyncio.get_running_loop()
+    last_turn = time.monotonic()
+    fired = False
+    beat: asyncio.TimerHandle
+
+    def turned() -> None:
+        nonlocal last_turn, beat
+        last_turn = time.monotonic()
+        beat = loop.call_later(0.1, turned)
+
+    def check(signum: int, frame: object) -> None:
+        nonlocal fired
+        if time.monotonic() - last_turn > seconds:
+            if not fired:
+                faulthandler.dump_traceback(all_threads=True)
+            fired = True
+            raise LoopFrozen(what)
+
+    beat = loop.call_later(0.1, turned)
+    previous = signal.signal(signal.SIGALRM, check)
+    signal.setitimer(signal.ITIMER_REAL, 1.0, 1.0)
+    failure: BaseException | None = None
+    try:
+        yield
+    except BaseException as exc:
+        if not fired:
+            raise
+        failure = exc  # what the frozen task's end led to
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        beat.cancel()
+    if fired:
+        raise AssertionError(f"the event loop did not turn for {seconds:g}s: {what} (stacks on stderr)") from failure
 
 
 async def clear_of_an_hour_boundary(margin_seconds: float = 90.0) -> None:
