@@ -12,7 +12,7 @@ from typing import Any
 from loadtest.arena_client import ArenaTarget, ArenaWs
 from loadtest.common import RunConfig
 from loadtest.httpclient import HttpConnection
-from loadtest.ingest import Source, Submitter, run_ingest
+from loadtest.ingest import Source, Submitter, background_ingest, background_rate, run_ingest
 from loadtest.query import arena_http_path, arena_http_phase, arena_ws_phase
 from loadtest.stats import (
     CpuMeter,
@@ -201,39 +201,25 @@ async def arena_lag_probe(cfg: RunConfig, target: ArenaTarget, *, probes: int,
             "ok": not errors and violations == 0}
 
 
-def background_rate(cfg: RunConfig, max_rate: float | None) -> float:
-    """Events/s of the background stream: ``lag_rate_share`` of the measured max."""
-    return (max_rate or 10_000.0) * cfg.lag_rate_share
-
-
 @asynccontextmanager
-async def background_ingest(cfg: RunConfig, workload: Workload, target: ArenaTarget, rate: float,
-                            label: str) -> AsyncIterator[dict[str, Any]]:
-    """The simulator streaming at ``rate`` events/s for as long as the block runs; the dict
-    yielded gets its counts, events/s and verdict when the block ends."""
+async def arena_background(cfg: RunConfig, workload: Workload, target: ArenaTarget, rate: float,
+                           label: str) -> AsyncIterator[dict[str, Any]]:
+    """`background_ingest` of the simulator on its own connections to Arena."""
     conns = await _open_all(target, cfg.connections)
-    stop = asyncio.Event()
     pairs: list[tuple[Submitter, Source]] = [
         (c, workload.stream(i, cfg.batch, label)) for i, c in enumerate(conns)]
-    bg = asyncio.create_task(run_ingest(f"{label} arena", pairs, inflight=cfg.inflight,
-                                        seconds=600.0, rate=rate, progress_every=cfg.progress_every,
-                                        stop_event=stop))
-    out: dict[str, Any] = {}
     try:
-        await asyncio.sleep(max(0.5, cfg.warmup))
-        yield out
+        async with background_ingest(cfg, f"{label} arena", pairs, rate) as background:
+            yield background
     finally:
-        stop.set()
-        background = await bg
         await _close_all(conns)
-        out.update({k: background[k] for k in ("counts", "events_per_s", "ok")})
 
 
 async def arena_lag(cfg: RunConfig, workload: Workload, target: ArenaTarget,
                     max_rate: float | None, via: str = "ws") -> dict[str, Any]:
     """The lag probe while the simulator streams at ``lag_rate_share`` of ``max_rate``."""
     rate = background_rate(cfg, max_rate)
-    async with background_ingest(cfg, workload, target, rate, "lagbg") as background:
+    async with arena_background(cfg, workload, target, rate, "lagbg") as background:
         res = await arena_lag_probe(cfg, target, probes=cfg.lag_probes, via=via)
     res["background_rate"] = rate
     res["background"] = background
@@ -249,7 +235,7 @@ async def arena_rank_under_ingest(cfg: RunConfig, workload: Workload, target: Ar
     """HTTP rank queries flat out while the simulator streams at ``lag_rate_share`` of
     ``max_rate`` (half speed by default): what a game's players see while scores pour in."""
     rate = background_rate(cfg, max_rate)
-    async with background_ingest(cfg, workload, target, rate, "rankbg") as background:
+    async with arena_background(cfg, workload, target, rate, "rankbg") as background:
         res = await arena_http_phase(target, workload.names, "rank", period=cfg.period,
                                      connections=cfg.query_connections, seconds=cfg.query_seconds,
                                      warmup=cfg.warmup, rate=cfg.query_rate, windows=cfg.windows,

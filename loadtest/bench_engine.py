@@ -64,6 +64,8 @@ from arena.engine.spec import BoardSpec
 from arena.engine.table import RankedTable
 from arena.journal import SqliteJournal
 from arena.replay import ReplayReport, replay
+from loadtest.stats import fmt_unit, progress, rss_bytes
+from loadtest.workload import member_name
 
 TARGET_RANK_US = 15.0
 TARGET_REBUILD_EVENTS_S = 1_000_000.0
@@ -84,7 +86,8 @@ class Row:
     def cells(self) -> list[str]:
         lo, mid, hi = min(self.values), statistics.median(self.values), max(self.values)
         verdict = "" if self.ok is None else ("ok" if self.ok else "MISSED")
-        return [self.name, self.unit, fmt(lo), fmt(mid), fmt(hi), self.target, verdict, self.note]
+        figures = [fmt_unit(x, self.unit) for x in (lo, mid, hi)]
+        return [self.name, self.unit, *figures, self.target, verdict, self.note]
 
 
 @dataclass
@@ -95,33 +98,6 @@ class Results:
     def add(self, row: Row) -> Row:
         self.rows.append(row)
         return row
-
-
-def fmt(x: float) -> str:
-    if x >= 100_000:
-        return f"{x:,.0f}"
-    if x >= 100:
-        return f"{x:.0f}"
-    if x >= 10:
-        return f"{x:.1f}"
-    return f"{x:.2f}"
-
-
-def progress(message: str) -> None:
-    print(f"# {time.strftime('%H:%M:%S')} {message}", file=sys.stderr, flush=True)
-
-
-def rss_bytes() -> int:
-    """Resident set size from /proc (Linux); 0 where unavailable."""
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
-def member_name(i: int) -> str:
-    return f"player-{i:07d}"
 
 
 def per_op_us(run: Callable[[], int], repeats: int) -> list[float]:
@@ -143,7 +119,9 @@ def standings_for(n: int, rnd: random.Random) -> dict[str, Standing]:
 
 
 def bench_table(args: argparse.Namespace, results: Results) -> None:
-    n, repeats, q = args.members, args.repeats, args.queries
+    n: int = args.members
+    repeats: int = args.repeats
+    q: int = args.queries
     rnd = random.Random(args.seed)
     rule = ScoringRule.for_board(Aggregation.BEST, Order.DESC, Tie.EARLIEST)
 
@@ -155,12 +133,12 @@ def bench_table(args: argparse.Namespace, results: Results) -> None:
     # reuse that memory and the delta would read low.
     progress("table: build (timed) and RSS delta")
     gc.collect()
-    rss0 = rss_bytes()
+    rss0 = rss_bytes(os.getpid())
     started = time.perf_counter()
     table = RankedTable.from_standings(rule, ALLTIME_WINDOW, standings)
     build_s = time.perf_counter() - started
     gc.collect()
-    rss_delta = (rss_bytes() - rss0) / n
+    rss1 = rss_bytes(os.getpid())
     assert len(table) == n
     results.add(Row("build from standings", "s", [build_s], note="pack each standing, then one sort (a replay does the sort per table)"))
 
@@ -181,7 +159,8 @@ def bench_table(args: argparse.Namespace, results: Results) -> None:
     results.add(Row("memory: + member strings", "B/member", [with_names],
                     f"<= {TARGET_BYTES_PER_MEMBER:.0f}", with_names <= TARGET_BYTES_PER_MEMBER,
                     f"a name like {names[0]!r} is {sys.getsizeof(names[0])} B; shared by a board's tables"))
-    if rss0:
+    if rss0 is not None and rss1 is not None:
+        rss_delta = (rss1 - rss0) / n
         results.add(Row("memory: RSS delta of the first table", "B/member", [rss_delta],
                         f"<= {TARGET_BYTES_PER_MEMBER:.0f}", rss_delta <= TARGET_BYTES_PER_MEMBER,
                         "member strings excluded; allocator slack included"))

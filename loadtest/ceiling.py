@@ -10,17 +10,15 @@ sets the body size (default: the size of a typical ``members/{member}`` answer).
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
 from typing import Any
 
 import orjson
+
+from loadtest.process import Child, free_port, http_ok
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -64,15 +62,12 @@ async def app(scope: Scope, receive: Callable[[], Awaitable[Message]],
     await send(_BODY)
 
 
-class CeilingServer:
+class CeilingServer(Child):
     """The ceiling app in its own uvicorn process on a free loopback port."""
 
     def __init__(self, body_bytes: int = DEFAULT_BODY_BYTES) -> None:
-        from loadtest.arena_client import free_port
-
-        self.port = free_port()
+        super().__init__("the ceiling app")
         self.body_bytes = body_bytes
-        self.proc: subprocess.Popen[bytes] | None = None
         self._tmp = tempfile.TemporaryDirectory(prefix="arena-ceiling-")
 
     @property
@@ -80,39 +75,18 @@ class CeilingServer:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 30.0) -> str:
+        """Start it and wait until it answers; returns its base URL. Raises ServerFailed."""
+        self.port = free_port()
         root = str(Path(__file__).resolve().parent.parent)
-        env = dict(os.environ, LOADTEST_CEILING_BYTES=str(self.body_bytes),
-                   PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        cmd = [sys.executable, "-m", "uvicorn", "loadtest.ceiling:app", "--host", "127.0.0.1",
-               "--port", str(self.port), "--loop", "uvloop", "--http", "httptools",
-               "--no-access-log", "--log-level", "warning", "--lifespan", "off"]
-        err_path = Path(self._tmp.name) / "stderr.log"
-        with open(err_path, "wb") as err:
-            self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env,
-                                         stdin=subprocess.DEVNULL)
-        t_end = time.monotonic() + timeout
-        while time.monotonic() < t_end:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"ceiling app exited: {err_path.read_text(errors='replace')[-2000:]}")
-            try:
-                with urllib.request.urlopen(self.base_url + "/", timeout=1) as resp:
-                    if resp.status == 200:
-                        return self.base_url
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("ceiling app did not answer in time")
+        env = {"LOADTEST_CEILING_BYTES": str(self.body_bytes),
+               "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        argv = [sys.executable, "-m", "uvicorn", "loadtest.ceiling:app", "--host", "127.0.0.1",
+                "--port", str(self.port), "--loop", "uvloop", "--http", "httptools",
+                "--no-access-log", "--log-level", "warning", "--lifespan", "off"]
+        self._spawn(argv, Path(self._tmp.name) / "ceiling.log", lambda: http_ok(self.base_url + "/"),
+                    timeout=timeout, env=env)
+        return self.base_url
 
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc else None
-
-    def stop(self) -> None:
-        proc, self.proc = self.proc, None
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+    def cleanup(self) -> None:
+        self.stop(15)
         self._tmp.cleanup()

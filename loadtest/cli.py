@@ -249,7 +249,7 @@ def _finish(a: argparse.Namespace, doc: dict[str, Any], ok: bool) -> int:
 
 def cmd_compare(a: argparse.Namespace) -> int:
     from loadtest.compare import compare, print_compare
-    from loadtest.redis_peer import INSTALL_HINT, redis_binary
+    from loadtest.redis_server import INSTALL_HINT, redis_binary
     from loadtest.report import default_json_path, write_json
 
     if not a.no_redis and redis_binary() is None:
@@ -343,7 +343,8 @@ def cmd_lag(a: argparse.Namespace) -> int:
 
 
 def cmd_redis(a: argparse.Namespace) -> int:
-    from loadtest.redis_peer import INSTALL_HINT, RedisServer, redis_binary, run_redis
+    from loadtest.redis_peer import run_redis
+    from loadtest.redis_server import INSTALL_HINT, RedisServer, redis_binary
     from loadtest.workload import Workload
 
     binary = redis_binary()
@@ -412,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except Exception as exc:
-        from loadtest.arena_client import ServerFailed
+        from loadtest.process import ServerFailed
 
         if isinstance(exc, ServerFailed):
             print(f"error: {exc}", file=sys.stderr)

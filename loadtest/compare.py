@@ -24,7 +24,8 @@ from loadtest.arena_run import (
 from loadtest.ceiling import CeilingServer
 from loadtest.common import RunConfig
 from loadtest.query import arena_http_phase
-from loadtest.redis_peer import RedisServer, redis_binary, run_redis
+from loadtest.redis_peer import run_redis
+from loadtest.redis_server import INSTALL_HINT, RedisServer, redis_binary
 from loadtest.report import build_rows, format_phase_details, format_table, machine_info, timed_phases
 from loadtest.stats import progress
 from loadtest.workload import Workload
@@ -75,7 +76,7 @@ async def run_ceiling(cfg: RunConfig, workload: Workload, body_bytes: int, board
         res["body_bytes"] = body_bytes
         return res
     finally:
-        ceiling.stop()
+        ceiling.cleanup()
 
 
 async def compare(cfg: RunConfig, *, durability: str = "full", keep: bool = False,
@@ -113,7 +114,7 @@ async def compare(cfg: RunConfig, *, durability: str = "full", keep: bool = Fals
         results["redis"] = {"skipped": "--no-redis"}
     elif binary is None:
         results["redis"] = {"skipped": "redis-server not installed"}
-        progress("redis-server not found; install it with: sudo apt-get install redis-server")
+        progress(f"redis-server not found; {INSTALL_HINT}")
     else:
         rs = RedisServer(binary)
         try:

@@ -15,10 +15,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
 
+from loadtest.common import RunConfig
 from loadtest.stats import Recorder, fmt_int, now, progress
 from loadtest.workload import ACCEPTED, DUPLICATE, Event
 
@@ -274,3 +277,26 @@ async def run_ingest(label: str, pairs: list[tuple[Submitter, Source]], *, infli
         "error_samples": summary["error_samples"],
         "ok": counts.ok,
     }
+
+
+def background_rate(cfg: RunConfig, max_rate: float | None) -> float:
+    """Events/s of a background stream: ``lag_rate_share`` of the measured max."""
+    return (max_rate or 10_000.0) * cfg.lag_rate_share
+
+
+@asynccontextmanager
+async def background_ingest(cfg: RunConfig, label: str, pairs: list[tuple[Submitter, Source]],
+                            rate: float) -> AsyncIterator[dict[str, Any]]:
+    """The pairs streaming at ``rate`` events/s (after a warm-up) for as long as the block runs;
+    the dict yielded gets their counts, events/s and verdict when the block ends."""
+    stop = asyncio.Event()
+    streaming = asyncio.create_task(run_ingest(label, pairs, inflight=cfg.inflight, seconds=600.0, rate=rate,
+                                               progress_every=cfg.progress_every, stop_event=stop))
+    out: dict[str, Any] = {}
+    try:
+        await asyncio.sleep(max(0.5, cfg.warmup))
+        yield out
+    finally:
+        stop.set()
+        background = await streaming
+        out.update({k: background[k] for k in ("counts", "events_per_s", "ok")})

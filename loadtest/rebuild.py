@@ -16,9 +16,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from loadtest.arena_client import PERIODS, ArenaServer, arena_command
+from loadtest.arena_client import PERIODS, ArenaServer
 from loadtest.arena_run import arena_ingest, arena_prefill
 from loadtest.common import RunConfig
+from loadtest.process import ARENA
 from loadtest.stats import fmt_int, progress
 from loadtest.workload import Workload
 
@@ -86,7 +87,7 @@ def live_digests(base_url: str, board: str, periods: tuple[str, ...]) -> dict[st
 
 def time_rebuild(config: Path, repeats: int, timeout: float = 3600.0) -> dict[str, Any]:
     """Run ``arena rebuild --config`` ``repeats`` times; wall time includes Python start-up."""
-    cmd = [*arena_command(), "rebuild", "--config", str(config)]
+    cmd = [*ARENA, "rebuild", "--config", str(config)]
     walls: list[float] = []
     runs: list[dict[str, Any]] = []
     for r in range(repeats):

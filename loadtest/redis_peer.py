@@ -41,33 +41,27 @@ resolved by milliseconds.
 
 Queries: rank = ``ZREVRANK`` + ``ZSCORE`` (one round trip, pipelined), top =
 ``ZREVRANGE 0 9 WITHSCORES``, around = ``ZREVRANK`` then ``ZREVRANGE r-5 r+5
-WITHSCORES``. Memory: ``INFO memory`` used_memory before/after the prefill.
+WITHSCORES`` (`loadtest.redis_query`). Memory: ``INFO memory`` used_memory before/after the
+prefill.
 
-The client is a small RESP2 protocol on asyncio (no redis-py in the hot path):
-many commands in flight per connection, replies matched in order.
+The redis-server is `loadtest.redis_server`, the client `loadtest.resp` (RESP2 on asyncio, no
+redis-py in the hot path).
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
-import signal
-import subprocess
-import sys
-import tempfile
 import time
-from collections import deque
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import orjson
 
-from loadtest.arena_client import free_port
 from loadtest.common import RunConfig
-from loadtest.ingest import AckError, Source, Submitter, run_ingest
-from loadtest.query import TARGETS_PER_WORKER, RequestFn, pick_members, run_phase
+from loadtest.ingest import AckError, Source, Submitter, background_ingest, background_rate, run_ingest
+from loadtest.query import run_phase
+from loadtest.redis_query import REDIS_QUERY_OPS, redis_query_workers
+from loadtest.redis_server import RedisServer
+from loadtest.resp import RedisError, RespConnection
 from loadtest.stats import (
     CpuMeter,
     cpu_per_unit,
@@ -79,12 +73,6 @@ from loadtest.stats import (
 )
 from loadtest.workload import Event, Workload
 
-REDIS_SERVER = "/usr/bin/redis-server"
-INSTALL_HINT = "install it with: sudo apt-get install redis-server"
-
-K_ALLTIME = 1 << 22
-K_WEEKLY = 1 << 20
-K_DAILY = 1 << 17
 MAX_FUTURE_SKEW_MS = 30_000
 
 LUA_SUBMIT = r"""
@@ -93,6 +81,7 @@ LUA_SUBMIT = r"""
 -- of [idempotency_key, member, value, occurred_at_ms])
 -- returns one status letter per event: A accepted, D duplicate, K idempotency_key_reused,
 -- R value_out_of_range, F occurred_in_future
+-- tie factors K (see the module docstring): alltime 2^22 = 4194304, weekly 2^20, daily 2^17
 local board, source = ARGV[1], ARGV[2]
 local lo, hi = tonumber(ARGV[3]), tonumber(ARGV[4])
 local skew, epoch = tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -138,218 +127,6 @@ _STATUS = {
     ord("R"): "rejected:value_out_of_range",
     ord("F"): "rejected:occurred_in_future",
 }
-
-
-def decode_score(score: float, k: int = K_ALLTIME) -> int:
-    """The value folded into a ZSET score (see the module docstring)."""
-    return -int(-score // k)
-
-
-# --------------------------------------------------------------------------- RESP
-
-
-class RedisError(Exception):
-    """An error reply (``-ERR ...``)."""
-
-
-class _Incomplete(Exception):
-    pass
-
-
-def _parse(buf: bytearray, pos: int) -> tuple[Any, int]:
-    end = buf.find(b"\r\n", pos)
-    if end < 0:
-        raise _Incomplete
-    kind = buf[pos]
-    if kind == 36:  # $ bulk string
-        n = int(buf[pos + 1 : end])
-        if n < 0:
-            return None, end + 2
-        stop = end + 2 + n
-        if len(buf) < stop + 2:
-            raise _Incomplete
-        return bytes(buf[end + 2 : stop]), stop + 2
-    if kind == 58:  # : integer
-        return int(buf[pos + 1 : end]), end + 2
-    if kind == 43:  # + simple string
-        return bytes(buf[pos + 1 : end]), end + 2
-    if kind == 45:  # - error
-        return RedisError(buf[pos + 1 : end].decode(errors="replace")), end + 2
-    if kind == 42:  # * array
-        n = int(buf[pos + 1 : end])
-        if n < 0:
-            return None, end + 2
-        items = []
-        p = end + 2
-        for _ in range(n):
-            item, p = _parse(buf, p)
-            items.append(item)
-        return items, p
-    raise RedisError(f"unexpected RESP type byte {kind!r}")
-
-
-def encode_command(args: tuple[bytes | str | int, ...]) -> bytes:
-    parts = [b"*%d\r\n" % len(args)]
-    for a in args:
-        b = a if isinstance(a, bytes) else str(a).encode()
-        parts.append(b"$%d\r\n" % len(b))
-        parts.append(b)
-        parts.append(b"\r\n")
-    return b"".join(parts)
-
-
-Transform = Callable[[Any], Any] | None
-
-
-class _RespProtocol(asyncio.Protocol):
-    def __init__(self) -> None:
-        self.transport: asyncio.Transport | None = None
-        self.buf = bytearray()
-        self.waiters: deque[tuple[asyncio.Future[Any], Transform]] = deque()
-        self.lost: Exception | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]  # uvloop's is not an asyncio.Transport subclass
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.lost = ConnectionError(f"redis connection lost: {exc!r}")
-        while self.waiters:
-            fut, _ = self.waiters.popleft()
-            if not fut.done():
-                fut.set_exception(self.lost)
-
-    def data_received(self, data: bytes) -> None:
-        buf = self.buf
-        buf += data
-        pos = 0
-        waiters = self.waiters
-        while waiters:
-            try:
-                value, pos2 = _parse(buf, pos)
-            except _Incomplete:
-                break
-            pos = pos2
-            fut, transform = waiters.popleft()
-            if fut.done():
-                continue
-            if isinstance(value, RedisError):
-                fut.set_exception(value)
-            elif transform is None:
-                fut.set_result(value)
-            else:
-                try:
-                    fut.set_result(transform(value))
-                except Exception as exc:  # noqa: BLE001 - handed to the waiter
-                    fut.set_exception(exc)
-        if pos:
-            del buf[:pos]
-
-
-class RespConnection:
-    """One Redis connection with any number of commands in flight."""
-
-    def __init__(self, proto: _RespProtocol) -> None:
-        self._proto = proto
-        self._loop = asyncio.get_running_loop()
-
-    @classmethod
-    async def open(cls, port: int, host: str = "127.0.0.1") -> RespConnection:
-        _, proto = await asyncio.get_running_loop().create_connection(_RespProtocol, host, port)
-        return cls(proto)
-
-    def command(self, *args: bytes | str | int, transform: Transform = None) -> asyncio.Future[Any]:
-        """Write one command now; the future gets its (transformed) reply."""
-        return self.pipeline([args], [transform])[0]
-
-    def pipeline(self, commands: list[tuple[bytes | str | int, ...]],
-                 transforms: list[Transform] | None = None) -> list[asyncio.Future[Any]]:
-        """Write several commands in one write; one future per reply."""
-        proto = self._proto
-        if proto.lost is not None or proto.transport is None:
-            raise proto.lost or ConnectionError("not connected")
-        futs: list[asyncio.Future[Any]] = []
-        for i, _ in enumerate(commands):
-            fut: asyncio.Future[Any] = self._loop.create_future()
-            proto.waiters.append((fut, transforms[i] if transforms else None))
-            futs.append(fut)
-        proto.transport.write(b"".join(encode_command(c) for c in commands))
-        return futs
-
-    async def call(self, *args: bytes | str | int) -> Any:
-        return await self.command(*args)
-
-    def close(self) -> None:
-        if self._proto.transport is not None:
-            self._proto.transport.close()
-
-
-# --------------------------------------------------------------------------- server
-
-
-def redis_binary() -> str | None:
-    path = REDIS_SERVER if os.path.exists(REDIS_SERVER) else shutil.which("redis-server")
-    return path
-
-
-class RedisServer:
-    """A private redis-server: free loopback port, temp dir, AOF fsync always."""
-
-    def __init__(self, binary: str, workdir: Path | None = None) -> None:
-        self.binary = binary
-        self._tmp: tempfile.TemporaryDirectory[str] | None = None
-        if workdir is None:
-            self._tmp = tempfile.TemporaryDirectory(prefix="arena-redis-peer-")
-            workdir = Path(self._tmp.name)
-        self.dir = workdir
-        self.port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.log_path = self.dir / "redis.log"
-
-    def start(self, timeout: float = 20.0) -> None:
-        cmd = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
-               "--save", "", "--appendonly", "yes", "--appendfsync", "always", "--daemonize", "no",
-               "--protected-mode", "yes", "--logfile", str(self.log_path)]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE)
-        t_end = time.monotonic() + timeout
-        import socket
-
-        while time.monotonic() < t_end:
-            if self.proc.poll() is not None:
-                err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
-                log = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-                raise RuntimeError(f"redis-server exited ({self.proc.returncode}): {err}{log[-2000:]}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
-                    s.sendall(b"*1\r\n$4\r\nPING\r\n")
-                    if s.recv(64).startswith(b"+PONG"):
-                        return
-            except OSError:
-                pass
-            time.sleep(0.05)
-        raise RuntimeError("redis-server did not answer PING in time")
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc else None
-
-    def stop(self) -> None:
-        proc, self.proc = self.proc, None
-        if proc is not None:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(5)
-            if proc.stderr:
-                proc.stderr.close()
-
-    def cleanup(self) -> None:
-        self.stop()
-        if self._tmp is not None:
-            self._tmp.cleanup()
 
 
 # --------------------------------------------------------------------------- ingest
@@ -412,49 +189,6 @@ async def key_memory(conn: RespConnection, board: str) -> dict[str, int]:
             out[kind] = out.get(kind, 0) + int(usage or 0)
         if cursor == b"0":
             return out
-
-
-# --------------------------------------------------------------------------- queries
-
-
-def redis_query_workers(conns: list[RespConnection], board: RedisBoard, names: list[str], op: str,
-                        seed: int) -> list[RequestFn]:
-    fns: list[RequestFn] = []
-    key = board.alltime_key
-    for w, conn in enumerate(conns):
-        members = [m.encode() for m in pick_members(names, TARGETS_PER_WORKER, f"{seed}:query:{op}:{w}")]
-
-        def make(conn: RespConnection, members: list[bytes]) -> RequestFn:
-            n = len(members)
-
-            async def rank(i: int) -> str | None:
-                m = members[i % n]
-                f_rank, f_score = conn.pipeline([(b"ZREVRANK", key, m), (b"ZSCORE", key, m)])
-                r = await f_rank
-                s = await f_score
-                if not isinstance(r, int) or s is None:
-                    return f"member_not_found: {m!r}"
-                return None
-
-            async def top(i: int) -> str | None:
-                reply = await conn.command(b"ZREVRANGE", key, b"0", b"9", b"WITHSCORES")
-                if not isinstance(reply, list) or not reply:
-                    return f"empty_top: {reply!r:.100}"
-                return None
-
-            async def around(i: int) -> str | None:
-                m = members[i % n]
-                r = await conn.command(b"ZREVRANK", key, m)
-                if not isinstance(r, int):
-                    return f"member_not_found: {m!r}"
-                reply = await conn.command(b"ZREVRANGE", key, max(0, r - 5), r + 5, b"WITHSCORES")
-                if not isinstance(reply, list) or m not in reply[::2]:
-                    return f"wrong_around: {m!r}"
-                return None
-
-            return {"rank": rank, "top": top, "around": around}[op]
-        fns.append(make(conn, members))
-    return fns
 
 
 # --------------------------------------------------------------------------- lag
@@ -551,10 +285,10 @@ async def run_redis(cfg: RunConfig, workload: Workload, server: RedisServer, *,
                      f" cpu client/server/other {res['client_cpu']}/{res['server_cpu']}/{res['other_cpu']}")
         if "query" in parts:
             out["query"] = {}
-            for op in ("rank", "top", "around"):
+            for op in REDIS_QUERY_OPS:
                 qconns = [await RespConnection.open(server.port) for _ in range(cfg.query_connections)]
                 try:
-                    fns = redis_query_workers(qconns, board, workload.names, op, cfg.seed)
+                    fns = redis_query_workers(qconns, board.alltime_key, workload.names, op, cfg.seed)
                     out["query"][op] = await run_phase(f"redis-{op}", fns, seconds=cfg.query_seconds,
                                                        warmup=cfg.warmup, rate=cfg.query_rate,
                                                        windows=cfg.windows, progress_every=cfg.progress_every,
@@ -574,34 +308,15 @@ async def run_redis(cfg: RunConfig, workload: Workload, server: RedisServer, *,
 
 async def lag_under_load(cfg: RunConfig, workload: Workload, port: int, board: RedisBoard,
                          conns: list[RespConnection], max_rate: float | None) -> dict[str, Any]:
-    rate = (max_rate or 10_000.0) * cfg.lag_rate_share
+    rate = background_rate(cfg, max_rate)
     pairs: list[tuple[Submitter, Source]] = [
         (RedisIngest(c, board, f"loadtest-{i}"), workload.stream(i, cfg.batch, label="lagbg"))
         for i, c in enumerate(conns)]
-    stop = asyncio.Event()
-    bg = asyncio.create_task(run_ingest("lag-background redis", pairs, inflight=cfg.inflight,
-                                        seconds=600.0, rate=rate, progress_every=cfg.progress_every,
-                                        stop_event=stop))
-    await asyncio.sleep(max(0.5, cfg.warmup))
-    try:
+    async with background_ingest(cfg, "lag-background redis", pairs, rate) as background:
         res = await redis_lag(port, board, cfg, cfg.lag_probes)
-    finally:
-        stop.set()
-        background = await bg
     res["background_rate"] = rate
-    res["background"] = {k: background[k] for k in ("counts", "events_per_s", "ok")}
+    res["background"] = background
     res["ok"] = res["ok"] and background["ok"]
     progress(f"lag redis: p50={fmt_ms(res['lag']['p50_ms'])}ms p99={fmt_ms(res['lag']['p99_ms'])}ms"
              f" at {fmt_int(rate)} ev/s background, ok={res['ok']}")
     return res
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m loadtest.redis_peer`` = ``python -m loadtest redis``."""
-    from loadtest.cli import main as cli_main
-
-    return cli_main(["redis", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

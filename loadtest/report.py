@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from loadtest.stats import fmt_int, fmt_ms
+from loadtest.stats import fmt_int, fmt_ms, fmt_unit
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
@@ -80,21 +80,13 @@ def build_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
     return [x for x in rows if x["arena"] is not None or x["peer_value"] is not None]
 
 
-def _fmt(value: Any, unit: str) -> str:
-    if value is None:
-        return "-"
-    if unit == "ms" or unit.startswith("µs"):
-        return fmt_ms(value)
-    return fmt_int(value)
-
-
 def format_table(rows: list[dict[str, Any]]) -> str:
     head = f"{'metric':<31} {'unit':<15} {'arena':>12} {'peer':>8} {'peer value':>12} {'arena/peer':>10}"
     lines = [head, "-" * len(head)]
     for x in rows:
         ratio = "-" if x["ratio"] is None else f"{x['ratio']:.2f}"
-        lines.append(f"{x['metric']:<31} {x['unit']:<15} {_fmt(x['arena'], x['unit']):>12} {x['peer']:>8}"
-                     f" {_fmt(x['peer_value'], x['unit']):>12} {ratio:>10}")
+        lines.append(f"{x['metric']:<31} {x['unit']:<15} {fmt_unit(x['arena'], x['unit']):>12} {x['peer']:>8}"
+                     f" {fmt_unit(x['peer_value'], x['unit']):>12} {ratio:>10}")
     return "\n".join(lines)
 
 

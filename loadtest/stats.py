@@ -201,3 +201,11 @@ def fmt_ms(x: float | None) -> str:
     if x is None or math.isnan(x):
         return "-"
     return f"{x:.2f}" if x < 100 else f"{x:,.0f}"
+
+
+def fmt_unit(x: float | None, unit: str) -> str:
+    """A figure in its unit: times (``s``, ``ms``, ``µs/...``) as `fmt_ms` does, counts, rates
+    and sizes as whole numbers."""
+    if unit in ("s", "ms") or unit.startswith("µs"):
+        return fmt_ms(x)
+    return fmt_int(x)

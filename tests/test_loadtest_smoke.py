@@ -18,11 +18,15 @@ from typing import Any
 
 import pytest
 
+from arena.config import load_config
+from loadtest.arena_client import bench_config
 from loadtest.compare import measured_phases, print_compare
+from loadtest.config_toml import write_config
 from loadtest.ingest import IngestCounts, run_ingest
-from loadtest.redis_peer import redis_binary
+from loadtest.redis_server import redis_binary
 from loadtest.stats import percentile
 from loadtest.workload import DUPLICATE, Event, Workload, WorkloadSpec
+from support.server import make_config
 
 ROOT = Path(__file__).resolve().parent.parent
 MEMBERS = 200
@@ -189,6 +193,15 @@ def test_workload_is_deterministic_for_a_seed() -> None:
     assert a == b
     assert IngestCounts().ok  # nothing sent, nothing wrong
     assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.0
+
+
+def test_the_config_writer_writes_what_arena_reads(tmp_path: Path) -> None:
+    boards = {"b": {"aggregation": "sum", "periods": ["alltime", "hourly"], "min_value": -5, "close_grace_seconds": 120,
+                    "timezone": "Asia/Kolkata"}, "c": {}}
+    config = make_config(tmp_path / "data", boards, {"gs": ["b"], "all": ["*"]}, ping_interval_seconds=2.5, max_batch=10)
+    assert load_config(write_config(config, tmp_path / "config.toml")) == config
+    bench = bench_config(tmp_path / "bench", "secret", durability="normal", max_batch=500)
+    assert load_config(write_config(bench, tmp_path / "bench.toml")) == bench
 
 
 def test_the_engine_benchmark_runs_end_to_end_on_tiny_numbers() -> None:

@@ -16,8 +16,8 @@ import pytest
 
 from arena.client import ArenaClient, AuthenticationError, ConnectionFailed, SubmitResult, SubmitStatus
 from arena.datadir import journal_path
-from support.arena_cli import write_config
-from support.server import ChildServer, make_config, token_for
+from loadtest.config_toml import write_config
+from support.server import ChildServer, make_config, token_for, until
 
 PRODUCERS = 50
 EVENTS_EACH = 60
@@ -92,12 +92,11 @@ async def test_queries_waiting_during_a_restart_are_answered_after_it(tmp_path: 
             await client.submit("b", "a", 1, occurred_at=int(time.time() * 1000))
             server.signal(signal.SIGTERM)
             await asyncio.to_thread(server.wait)
-            while client.connected:  # until the client has seen the 1012 close
-                await asyncio.sleep(0.01)
+            await until(lambda: not client.connected, "the client to see the 1012 close")
             query = asyncio.ensure_future(client.top("b", "alltime"))
             submit = asyncio.ensure_future(client.submit("b", "c", 2))
-            await asyncio.sleep(0.2)
-            assert not query.done() and not submit.done()  # they wait for the server, not fail
+            done, _ = await asyncio.wait([query, submit], timeout=0.2)  # reconnects fail meanwhile
+            assert not done  # they wait for the server, not fail
             await asyncio.to_thread(server.start, 30.0, server.port)
             assert (await submit).status is SubmitStatus.ACCEPTED
             top = await query

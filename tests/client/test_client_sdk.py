@@ -34,7 +34,8 @@ from arena.client import (
 )
 from arena.datadir import journal_path
 from arena.replay import replay
-from support.server import ADMIN_TOKEN, InProcessServer, free_socket, make_config, token_for
+from loadtest.process import free_socket
+from support.server import ADMIN_TOKEN, InProcessServer, make_config, token_for, until
 
 BOARDS: dict[str, dict[str, Any]] = {
     "b": {"aggregation": "best", "periods": ["alltime", "daily"]},
@@ -233,9 +234,12 @@ async def test_a_query_answered_not_ready_is_sent_again_until_the_board_has_load
         try:
             async with ArenaClient(server.url, token_for("gs"), reconnect_base=0.01, reconnect_max=0.05) as client:
                 query = asyncio.ensure_future(client.top("b", "alltime"))
-                while client.stats.queries_sent < 3:  # answered not_ready, sent again, and again
+
+                def sent_again_and_again() -> bool:  # answered not_ready, sent again, and again
                     assert not query.done(), query.exception()
-                    await asyncio.sleep(0.01)
+                    return client.stats.queries_sent >= 3
+
+                await until(sent_again_and_again, "the query to be sent three times")
                 loading.set()
                 assert (await asyncio.wait_for(query, 10)).size == 0
         finally:
@@ -386,7 +390,7 @@ async def test_submit_many_with_one_unsendable_event_sends_none(server: InProces
 async def test_a_cancelled_submit_that_was_not_sent_is_dropped(server: InProcessServer) -> None:
     async with ArenaClient(server.url, token_for("gs"), linger=10.0, max_batch=1000) as client:
         waiting = asyncio.ensure_future(client.submit("b", "gone", 1))
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0)  # one turn: the submit runs up to its wait, its event queued (lingering)
         waiting.cancel()
         kept = await client.submit_many([ScoreEvent("b", f"m{i}", i) for i in range(1000)])  # a full batch goes at once
         assert all(r.recorded for r in kept)

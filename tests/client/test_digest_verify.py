@@ -19,8 +19,18 @@ from arena.api import queries
 from arena.client import ArenaClient, ScoreEvent
 from arena.datadir import journal_path
 from arena.engine.times import parse_rfc3339_ms
-from support.arena_cli import arena, rebuild_digests, write_config
-from support.server import ChildServer, Client, InProcessServer, clear_of_an_hour_boundary, event, make_config, token_for
+from loadtest.config_toml import write_config
+from support.arena_cli import arena, rebuild_digests
+from support.server import (
+    ChildServer,
+    Client,
+    InProcessServer,
+    clear_of_an_hour_boundary,
+    event,
+    make_config,
+    token_for,
+    until,
+)
 
 HOUR = 3_600_000
 BOARDS = {
@@ -67,7 +77,12 @@ async def fill(url: str, n: int = 600) -> None:
 async def run_arena(*args: str | Path) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "arena", *map(str, args),
                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, err = await proc.communicate()
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), 120)
+    finally:
+        if proc.returncode is None:  # timed out: leave nothing running
+            proc.kill()
+            await proc.wait()
     assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()
 
@@ -157,8 +172,7 @@ async def test_verify_passes_while_events_keep_arriving(tmp_path: Path) -> None:
     try:
         await fill(server.url)
         task = asyncio.create_task(writer())
-        while written < 20:
-            await asyncio.sleep(0.01)
+        await until(lambda: written >= 20, "the writer's first 20 frames")
         before = written
         code, out, err = await run_arena("verify", "--config", server.config_path, "--url", server.url)
         during = written - before

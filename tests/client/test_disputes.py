@@ -17,7 +17,8 @@ import pytest
 
 from arena.client import ArenaClient, ScoreEvent
 from arena.engine.times import parse_rfc3339_ms
-from support.arena_cli import arena, rebuild_digests, write_config
+from loadtest.config_toml import write_config
+from support.arena_cli import arena, rebuild_digests
 import support.server
 from support.server import ADMIN_TOKEN, InProcessServer, make_config, token_for
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import select
 import socket
 import time
 from collections.abc import Iterator
@@ -19,8 +20,8 @@ from hypothesis import strategies as st
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
-from support.faults import FaultServer, memory_kib, write_config
-from support.server import token_for
+from support.faults import memory_kib, write_config
+from support.server import ChildServer, token_for
 
 
 BOARDS: dict[str, dict[str, Any]] = {
@@ -37,9 +38,9 @@ _keys = itertools.count()
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultServer]:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChildServer]:
     root = tmp_path_factory.mktemp("bad-input")
-    child = FaultServer(write_config(root, BOARDS))
+    child = ChildServer(write_config(root, BOARDS))
     child.start()
     try:
         yield child
@@ -47,7 +48,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultServer]:
         child.kill()
 
 
-def _connect(server: FaultServer, **kwargs: Any) -> ClientConnection:
+def _connect(server: ChildServer, **kwargs: Any) -> ClientConnection:
     # No client keepalive: its thread draws ping payloads from the global `random`, and hypothesis
     # fails a test (deprecation warning, an error here) if that happens during a draw.
     kwargs.setdefault("ping_interval", None)
@@ -85,21 +86,21 @@ def _valid(board: str = "v") -> dict[str, Any]:
 # -- frames the contract names one by one --------------------------------------------------------
 
 
-def test_invalid_utf8_text_frame_closes_1007(server: FaultServer) -> None:
+def test_invalid_utf8_text_frame_closes_1007(server: ChildServer) -> None:
     with _connect(server) as ws:
         _closed_with(ws, b'{"op":"ping","id":"\xff\xfe"}', 1007, text=True)
     with _connect(server) as ws:
         _usable(ws)
 
 
-def test_binary_frame_is_bad_frame_and_the_connection_stays_open(server: FaultServer) -> None:
+def test_binary_frame_is_bad_frame_and_the_connection_stays_open(server: ChildServer) -> None:
     with _connect(server) as ws:
         answer = _ask(ws, b'{"op":"ping","id":1}')
         assert answer["op"] == "error" and answer["code"] == "bad_frame" and answer["id"] is None
         _usable(ws)
 
 
-def test_frame_over_max_frame_bytes_closes_1009(server: FaultServer) -> None:
+def test_frame_over_max_frame_bytes_closes_1009(server: ChildServer) -> None:
     with _connect(server) as ws:
         _closed_with(ws, '{"op":"ping","id":"' + "x" * (1 << 20) + '"}', 1009)
     with _connect(server) as ws:  # just under the limit is a frame like any other
@@ -107,7 +108,7 @@ def test_frame_over_max_frame_bytes_closes_1009(server: FaultServer) -> None:
         assert _ask(ws, big)["op"] == "pong"
 
 
-def test_ten_thousand_events_in_one_frame_is_batch_too_large(server: FaultServer) -> None:
+def test_ten_thousand_events_in_one_frame_is_batch_too_large(server: ChildServer) -> None:
     with _connect(server) as ws:
         answer = _ask(ws, json.dumps({"op": "submit", "id": 7, "events": [{}] * 10_000}))
         assert (answer["op"], answer["id"], answer["code"]) == ("error", 7, "batch_too_large")
@@ -132,7 +133,7 @@ def test_ten_thousand_events_in_one_frame_is_batch_too_large(server: FaultServer
     '{"op":"ping","id":1} trailing',
     "\ufeff{}",
 ])
-def test_malformed_frames_are_bad_frame(server: FaultServer, text: str) -> None:
+def test_malformed_frames_are_bad_frame(server: ChildServer, text: str) -> None:
     with _connect(server) as ws:
         answer = _ask(ws, text)
         assert answer["op"] == "error" and answer["code"] == "bad_frame", answer
@@ -174,7 +175,7 @@ def test_malformed_frames_are_bad_frame(server: FaultServer, text: str) -> None:
     ({"op": "top", "board": "v", "period": "alltime", "offset": 10**30}, None),
     ({"op": "around", "board": "v", "period": "alltime", "rank": 10**30}, None),
 ])
-def test_bad_requests_get_their_error_code(server: FaultServer, frame: dict[str, Any], code: str | None) -> None:
+def test_bad_requests_get_their_error_code(server: ChildServer, frame: dict[str, Any], code: str | None) -> None:
     with _connect(server) as ws:
         frame = {"id": "q", **frame}
         answer = _ask(ws, json.dumps(frame))
@@ -186,7 +187,7 @@ def test_bad_requests_get_their_error_code(server: FaultServer, frame: dict[str,
         _usable(ws)
 
 
-def test_huge_float_in_a_query_is_an_error_not_a_dead_connection(server: FaultServer) -> None:
+def test_huge_float_in_a_query_is_an_error_not_a_dead_connection(server: ChildServer) -> None:
     with _connect(server) as ws:  # 1e400 is a JSON number that no double holds
         answer = _ask(ws, '{"op":"score_at_percentile","id":1,"board":"v","period":"alltime","p":1e400}')
         assert answer["op"] == "error" and answer["code"] == "invalid_request", answer
@@ -201,14 +202,14 @@ def test_huge_float_in_a_query_is_an_error_not_a_dead_connection(server: FaultSe
     ('{"op":"ping","id":' + "[" * 300 + "]" * 300 + "}", json.loads("[" * 300 + "]" * 300)),
     ('{"op":"ping","id":"\\ud800"}', "\ud800"),
 ])
-def test_odd_ids_are_echoed_exactly(server: FaultServer, text: str, frame_id: object) -> None:
+def test_odd_ids_are_echoed_exactly(server: ChildServer, text: str, frame_id: object) -> None:
     with _connect(server) as ws:
         assert _ask(ws, text) == {"op": "pong", "id": frame_id}
         _usable(ws)
 
 
 @pytest.mark.parametrize("text", ['{"op":"ping","id":1e400}', '{"op":"ping","id":' + "[" * 1000 + "]" * 1000 + "}"])
-def test_an_id_no_answer_can_echo_is_bad_frame(server: FaultServer, text: str) -> None:
+def test_an_id_no_answer_can_echo_is_bad_frame(server: ChildServer, text: str) -> None:
     """1e400 reads as an infinity, which JSON cannot write; 1,000 levels are too deep to write."""
     with _connect(server) as ws:
         answer = _ask(ws, text)
@@ -281,14 +282,14 @@ def _fuzz(examples: int) -> settings:
 
 
 @pytest.fixture(scope="module")
-def observer(server: FaultServer) -> Iterator[ClientConnection]:
+def observer(server: ChildServer) -> Iterator[ClientConnection]:
     """A connection that only watches: every fuzz example checks it is still served."""
     with _connect(server) as ws:
         yield ws
 
 
 def _every_event_gets_the_contracts_result(
-    server: FaultServer, observer: ClientConnection, events: list[tuple[Any, str]], repeat: int
+    server: ChildServer, observer: ClientConnection, events: list[tuple[Any, str]], repeat: int
 ) -> None:
     sent = [e for e, _ in events]
     expected = [status for _, status in events]
@@ -340,7 +341,7 @@ _fields = st.fixed_dictionaries(
 )
 
 
-def _random_frames_get_a_well_formed_answer(server: FaultServer, observer: ClientConnection, frame: Any) -> None:
+def _random_frames_get_a_well_formed_answer(server: ChildServer, observer: ClientConnection, frame: Any) -> None:
     with _connect(server) as ws:
         answer = _ask(ws, json.dumps(frame))
         is_object = isinstance(frame, dict)
@@ -385,7 +386,7 @@ test_random_frames_get_a_well_formed_answer_many = pytest.mark.slow(
     ("/v1/boards/v/alltime/members/" + "%FF" * 10, 404),
     ("/v1/boards/" + "x" * 5000 + "/alltime/top", 404),
 ])
-def test_bad_query_parameters_are_client_errors(server: FaultServer, path: str, status: int) -> None:
+def test_bad_query_parameters_are_client_errors(server: ChildServer, path: str, status: int) -> None:
     answer = httpx.get(server.url + path, timeout=60)
     assert answer.status_code == status, answer.text
     assert httpx.get(server.url + "/healthz", timeout=60).status_code == 200
@@ -394,7 +395,7 @@ def test_bad_query_parameters_are_client_errors(server: FaultServer, path: str, 
 # -- slow readers: backpressure, not buffering --------------------------------------------------
 
 
-def test_a_reader_that_never_reads_acks_is_throttled_without_hurting_others(server: FaultServer) -> None:
+def test_a_reader_that_never_reads_acks_is_throttled_without_hurting_others(server: ChildServer) -> None:
     """A client pipelining submits and never reading: the server's acks fill the socket, its
     in-flight slots stay taken, and it stops reading that connection. The client's writes then
     stall; memory stays flat; another connection is served meanwhile."""
@@ -415,7 +416,9 @@ def test_a_reader_that_never_reads_acks_is_throttled_without_hurting_others(serv
         sent = 0
         stalled_since: float | None = None
         buffered = wire
+        deadline = time.monotonic() + 120
         while sent < budget:
+            assert time.monotonic() < deadline, f"the server still reads after 120 s ({sent / 1e6:.1f} MB)"
             try:
                 n = sock.send(buffered)
                 sent += n
@@ -426,7 +429,7 @@ def test_a_reader_that_never_reads_acks_is_throttled_without_hurting_others(serv
                     stalled_since = time.monotonic()
                 elif time.monotonic() - stalled_since > 3:
                     break  # the server has stopped reading us
-                time.sleep(0.01)
+                select.select([], [sock], [], 0.01)  # until there is room, 10 ms at most
         assert sent < budget, "the server kept reading a client that never reads its acks"
         # Meanwhile another connection is served normally.
         with _connect(server) as ws:

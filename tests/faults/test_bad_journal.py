@@ -8,8 +8,6 @@ import random
 import shutil
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,8 +18,10 @@ import orjson
 import pytest
 from websockets.sync.client import connect
 
-from support.faults import FaultServer, assert_standings_match_rebuild, journal_file, server_digests, write_config
-from support.server import token_for
+from loadtest.process import wait_until
+from support.arena_cli import arena
+from support.faults import assert_standings_match_rebuild, journal_file, server_digests, write_config
+from support.server import ChildServer, token_for
 
 
 BOARDS: dict[str, dict[str, Any]] = {"good": {"periods": ["alltime", "daily"]}, "bad": {"periods": ["alltime", "daily"]}}
@@ -48,7 +48,7 @@ def _events(board: str, n: int, prefix: str) -> list[dict[str, Any]]:
 def pristine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A data dir whose journals a real server wrote and then closed cleanly (WAL checkpointed)."""
     root = tmp_path_factory.mktemp("pristine")
-    server = FaultServer(write_config(root, BOARDS))
+    server = ChildServer(write_config(root, BOARDS))
     server.start()
     try:
         for board in BOARDS:
@@ -103,13 +103,17 @@ def test_corrupt_journal_fails_its_board_by_name_and_the_others_serve(
     bad = journal_file(data, "bad")
     CORRUPTIONS[corruption](bad)
     config = write_config(tmp_path, BOARDS)
-    server = FaultServer(config)
+    server = ChildServer(config)
     server.start(ready=False)
     try:
-        deadline = time.monotonic() + 30
-        while (ready := httpx.get(server.url + "/readyz")).json()["boards"]["good"] != "ready":
-            assert time.monotonic() < deadline, ready.text
-            time.sleep(0.02)
+        answers: list[httpx.Response] = []
+
+        def good_is_ready() -> bool:
+            answers[:] = [httpx.get(server.url + "/readyz")]
+            return bool(answers[0].json()["boards"]["good"] == "ready")
+
+        wait_until(good_is_ready, "board good to be ready", 30, interval=0.02)
+        [ready] = answers
         body = ready.json()
         assert ready.status_code == 503
         assert body["boards"] == {"good": "ready", "bad": "failed"}
@@ -130,8 +134,7 @@ def test_corrupt_journal_fails_its_board_by_name_and_the_others_serve(
     finally:
         server.kill()
     # The offline rebuild refuses the bad journal by name too, and still rebuilds the good one.
-    done = subprocess.run([sys.executable, "-m", "arena", "rebuild", "--config", str(config)],
-                          capture_output=True, text=True, timeout=120)
+    done = arena("rebuild", "--config", config)
     assert done.returncode == 1
     assert str(bad) in done.stderr
     assert any(line.startswith("good\talltime\t") for line in done.stdout.splitlines())
@@ -142,7 +145,7 @@ def test_torn_wal_after_sigkill_starts_with_a_consistent_prefix(tmp_path: Path) 
     starts with the transactions before the cut, whole, and its standings equal a rebuild."""
     config = write_config(tmp_path, BOARDS)
     data = tmp_path / "data"
-    server = FaultServer(config)
+    server = ChildServer(config)
     server.start()
     batches = [_events("bad", 50, f"b{batch}") for batch in range(20)]
     try:

@@ -25,8 +25,8 @@ from typing import Any
 import httpx
 import pytest
 
-from support.faults import FaultServer, journal_file, journaled, metric, parse_metric, write_config
-from support.server import Client, InProcessServer, event, make_config, statuses, token_for
+from support.faults import journal_file, journaled, metric, parse_metric, write_config
+from support.server import ChildServer, Client, InProcessServer, event, make_config, statuses, token_for
 
 
 BOARDS: dict[str, dict[str, Any]] = {"a": {"aggregation": "sum", "periods": ["alltime", "daily"]}, "b": {"aggregation": "sum", "periods": ["alltime"]}}
@@ -139,7 +139,7 @@ async def test_real_full_disk_rejects_unavailable_and_recovers_when_space_return
         pytest.skip("cannot mount a tmpfs in a private mount namespace here")
     config = write_config(tmp_path, BOARDS, data_dir=data)
     mount = 'mount -t tmpfs -o size=8m tmpfs "$0" && exec "$@"'
-    server = FaultServer(config, prefix=["unshare", "--mount", "--propagation", "private", "sh", "-c", mount, str(data)])
+    server = ChildServer(config, prefix=["unshare", "--mount", "--propagation", "private", "sh", "-c", mount, str(data)])
     server.start()
     try:
         inside = Path(f"/proc/{server.pid}/root{data}")  # the server's private tmpfs

@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from support.faults import FaultServer, journaled, metric, server_digests, write_config
-from support.server import Client, clear_of_an_hour_boundary, statuses, token_for
+from support.faults import journaled, metric, server_digests, write_config
+from support.server import ChildServer, Client, clear_of_an_hour_boundary, statuses, token_for
 
 
 BOARDS: dict[str, dict[str, Any]] = {"a": {"aggregation": "best", "periods": ["alltime", "daily"]}, "b": {"aggregation": "sum", "periods": ["alltime", "hourly"]}}
@@ -46,7 +46,7 @@ async def test_duplicate_storm_changes_nothing_and_counts_every_duplicate(tmp_pa
     await clear_of_an_hour_boundary()
     config = write_config(tmp_path, BOARDS)
     data = tmp_path / "data"
-    server = FaultServer(config)
+    server = ChildServer(config)
     await asyncio.to_thread(server.start)
     try:
         batch = _batch(200)

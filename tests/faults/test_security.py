@@ -16,8 +16,8 @@ import pytest
 import websockets
 from websockets.sync.client import connect
 
-from support.faults import FaultServer, journal_file, journaled, write_config
-from support.server import ADMIN_TOKEN, token_for
+from support.faults import journal_file, journaled, write_config
+from support.server import ADMIN_TOKEN, ChildServer, token_for
 
 
 BOARDS: dict[str, dict[str, Any]] = {"a": {"aggregation": "best", "periods": ["alltime", "daily"]}, "b": {"aggregation": "sum", "periods": ["alltime"]}}
@@ -54,10 +54,10 @@ class Session:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultServer]:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChildServer]:
     # DEBUG logging (handshake headers included) and the access log: the most a log can show.
     root = tmp_path_factory.mktemp("security")
-    child = FaultServer(write_config(root, BOARDS, SERVERS), log_level="DEBUG", serve_args=["--access-log"],
+    child = ChildServer(write_config(root, BOARDS, SERVERS), log_level="DEBUG", serve_args=["--access-log"],
                         fault_injection=False)
     child.start()
     try:
@@ -80,14 +80,14 @@ def session() -> Session:
     {"Authorization": f"Bearer {token_for('gs')}x"},
     {"Authorization": f"{token_for('gs')}"},
 ], ids=["missing", "wrong", "admin", "basic", "empty", "suffix", "no_scheme"])
-def test_ws_handshake_without_a_game_server_token_is_refused(server: FaultServer, headers: dict[str, str]) -> None:
+def test_ws_handshake_without_a_game_server_token_is_refused(server: ChildServer, headers: dict[str, str]) -> None:
     with pytest.raises(websockets.InvalidStatus) as refused:
         connect(server.ws_url, additional_headers=headers, open_timeout=30)
     assert refused.value.response.status_code in (401, 403)
     assert not any(token.encode() in (refused.value.response.body or b"") for token in TOKENS)
 
 
-def test_a_scoped_token_cannot_write_another_board(server: FaultServer, session: Session) -> None:
+def test_a_scoped_token_cannot_write_another_board(server: ChildServer, session: Session) -> None:
     results = session.submit(server.ws_url, token_for("scoped"), [
         _event("a", "alice", "scoped-a-1"), _event("b", "alice", "scoped-b-1"), _event("nope", "alice", "scoped-x-1"),
     ])
@@ -124,7 +124,7 @@ def _fingerprint(data: Path) -> dict[str, str]:
     return found
 
 
-def test_query_routes_never_write(server: FaultServer, session: Session) -> None:
+def test_query_routes_never_write(server: ChildServer, session: Session) -> None:
     session.submit(server.ws_url, token_for("gs"), [_event("a", "alice", "q-1")])
     data = server.config_path.parent / "data"
     before = _fingerprint(data), {board: journaled(data, board) for board in BOARDS}
@@ -138,7 +138,7 @@ def test_query_routes_never_write(server: FaultServer, session: Session) -> None
     assert (_fingerprint(data), {board: journaled(data, board) for board in BOARDS}) == before
 
 
-def test_audit_lists_a_members_events_only_for_an_admin(server: FaultServer, session: Session) -> None:
+def test_audit_lists_a_members_events_only_for_an_admin(server: ChildServer, session: Session) -> None:
     session.submit(server.ws_url, token_for("scoped"), [_event("a", "carol", "audit-1", 30)])
     session.submit(server.ws_url, token_for("gs"), [_event("a", "carol", "audit-2", 40), _event("a", "dave", "audit-3")])
     url = server.url + "/v1/boards/a/events"
@@ -160,7 +160,7 @@ def test_audit_lists_a_members_events_only_for_an_admin(server: FaultServer, ses
         assert e["occurred_at"] <= e["received_at"]
 
 
-def test_tokens_never_appear_in_logs_or_answers(server: FaultServer, session: Session) -> None:
+def test_tokens_never_appear_in_logs_or_answers(server: ChildServer, session: Session) -> None:
     # Refused handshakes and failed admin calls above carried every token; now look for them.
     with pytest.raises(websockets.InvalidStatus):
         connect(server.ws_url, additional_headers={"Authorization": f"Bearer {WRONG_TOKEN}"})

@@ -17,7 +17,6 @@ import pytest
 
 from arena.engine.times import parse_rfc3339_ms
 from support.faults import (
-    FaultServer,
     Fingerprint,
     Ledger,
     assert_standings_match_rebuild,
@@ -27,7 +26,7 @@ from support.faults import (
     seed,
     write_config,
 )
-from support.server import ADMIN_TOKEN, Client, token_for, until
+from support.server import ADMIN_TOKEN, ChildServer, Client, token_for, until
 
 
 BOARDS: dict[str, dict[str, Any]] = {
@@ -64,7 +63,7 @@ def _journal(data_dir: Path) -> dict[str, dict[str, Fingerprint]]:
     return {board: journaled(data_dir, board) for board in BOARDS}
 
 
-async def _ingest_and_kill(server: FaultServer, rng: random.Random, round_no: int) -> Ledger:
+async def _ingest_and_kill(server: ChildServer, rng: random.Random, round_no: int) -> Ledger:
     """Writers stream until a random moment after the first ack, then the server is SIGKILLed."""
     ledger = Ledger()
     stop = asyncio.Event()
@@ -126,7 +125,7 @@ def _check_audit(url: str, ledger: Ledger, member: str) -> None:
             member, sent["value"], sent["occurred_at"], "gs")
 
 
-async def _resend_unacked(server: FaultServer, ledger: Ledger, journal: dict[str, dict[str, Fingerprint]]) -> None:
+async def _resend_unacked(server: ChildServer, ledger: Ledger, journal: dict[str, dict[str, Fingerprint]]) -> None:
     """The client's retry after reconnecting: duplicate for what was journaled, accepted otherwise."""
     client = await Client.connect(server.ws_url, token_for("gs"))
     try:
@@ -150,7 +149,7 @@ async def _run(tmp_path: Path, n_rounds: int) -> list[dict[str, int]]:
     config = write_config(tmp_path, BOARDS)
     data_dir = tmp_path / "data"
     rng = random.Random(seed())
-    server = FaultServer(config)
+    server = ChildServer(config)
     await asyncio.to_thread(server.start)
     sent: dict[str, dict[str, Any]] = {}
     report = []

@@ -19,21 +19,25 @@ from support.memory_journal import MemoryJournal
 
 
 class HeldJournal(MemoryJournal):
-    """The first lookup waits for ``lookup_gate``; the first append waits for ``write_gate``,
-    then fails (``fail``) or is written."""
+    """The first lookup (``looking_up`` is set) waits for ``lookup_gate``; the first append
+    (``writing`` is set) waits for ``write_gate``, then fails (``fail``) or is written (``written``
+    is set)."""
 
     def __init__(self, fail: bool) -> None:
         super().__init__()
         self.fail = fail
         self.lookup_gate = asyncio.Event()
         self.write_gate = asyncio.Event()
+        self.looking_up = asyncio.Event()
         self.writing = asyncio.Event()
+        self.written = asyncio.Event()
         self._lookups = 0
         self._appends = 0
 
     async def lookup(self, keys: Sequence[str]) -> dict[str, Fingerprint]:
         self._lookups += 1
         if self._lookups == 1:
+            self.looking_up.set()
             await self.lookup_gate.wait()
         return await super().lookup(keys)
 
@@ -45,6 +49,7 @@ class HeldJournal(MemoryJournal):
             if self.fail:
                 raise JournalWriteFailed("injected: nothing written")
         await super().append(records)
+        self.written.set()
 
 
 def outcomes(results: list[Result]) -> list[str]:
@@ -63,8 +68,7 @@ async def run_overlapped(fail: bool) -> tuple[list[str], list[str]]:
     k2 = Event("b", "bob", 7, now - 1_000, "k2")
     try:
         a = handle.submit([k1], now, "gs")
-        while journal._lookups == 0:
-            await asyncio.sleep(0.001)
+        await asyncio.wait_for(journal.looking_up.wait(), 5)
         b = handle.submit([k1, k2], now, "gs")
         journal.lookup_gate.set()
         await asyncio.wait_for(journal.writing.wait(), 5)  # B is decided by now, with A ahead of it
@@ -123,14 +127,12 @@ async def test_a_retry_looked_up_before_the_batch_ahead_committed_is_still_a_dup
     k1 = Event("b", "alice", 5, now - 1_000, "k1")
     try:
         first = handle.submit([k1], now, "gs")
-        while journal._lookups == 0:
-            await asyncio.sleep(0.001)
+        await asyncio.wait_for(journal.looking_up.wait(), 5)
         second = handle.submit([k1], now, "gs")  # taken after A is decided and its write begun
         journal.lookup_gate.set()
         await asyncio.wait_for(journal.second_lookup_read.wait(), 5)
         journal.write_gate.set()
-        while not journal.records:
-            await asyncio.sleep(0.001)
+        await asyncio.wait_for(journal.written.wait(), 5)
         journal.release.set()
         answers = await asyncio.wait_for(asyncio.gather(first, second), 5)
     finally:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import faulthandler
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -13,8 +13,19 @@ import pytest
 import websockets
 
 from arena.engine.events import Event
+from arena.mailbox import Command
 from support.faults import parse_metric
-from support.server import ADMIN_TOKEN, Client, InProcessServer, event, make_config, statuses, token_for
+from support.server import (
+    ADMIN_TOKEN,
+    Client,
+    InProcessServer,
+    event,
+    loop_turns_within,
+    make_config,
+    statuses,
+    token_for,
+    until,
+)
 
 NOW = 1796216400000  # 2026-12-02T13:00:00Z
 HOUR = 3_600_000
@@ -27,9 +38,13 @@ BOARDS: dict[str, dict[str, Any]] = {
 SERVERS = {"gs": ["*"], "only_best": ["best"]}
 
 
+class ServerWithHttp(InProcessServer):
+    http: httpx.AsyncClient
+
+
 @pytest.fixture
-async def server(tmp_path: Path) -> Any:
-    async with InProcessServer(make_config(tmp_path, BOARDS, SERVERS)) as running:
+async def server(tmp_path: Path) -> AsyncIterator[ServerWithHttp]:
+    async with ServerWithHttp(make_config(tmp_path, BOARDS, SERVERS)) as running:
         async with httpx.AsyncClient(base_url=running.url) as http:
             await http.post("/v1/_test/clock", json={"now_ms": NOW})
             running.http = http
@@ -130,21 +145,22 @@ async def test_late_event_inside_the_grace_is_applied_and_after_the_close_reject
     await client.close()
 
 
+async def _nothing(actor: object) -> None:
+    """An admin command that does nothing: its answer says the actor finished what came before."""
+
+
 async def test_a_frame_waiting_in_the_mailbox_across_the_close_moment_is_applied_then_closed(server: Any) -> None:
     close = NOW + HOUR + 60_000  # the hourly window 13:00-14:00 closes here
     client = await _connect(server)
     assert statuses(await client.submit([event("sum", "early", 1, NOW + 5, "early")])) == ["accepted"]
     await server.http.post("/v1/_test/clock", json={"now_ms": close - 1})
     handle = server.arena.boards["sum"]
-    await asyncio.sleep(0.1)  # the actor waits for the 13:00 table's close moment
+    await handle.command(Command(_nothing))  # a round trip: the actor waits for the 13:00 table's close moment
     # stamped before the close moment; the actor only gets to it after (no await in between)
     future = handle.submit([Event("sum", "waiting", 5, NOW + 10, "stamped-in-time")], close - 1, "gs")
     server.arena.clock.set(close + 1)
-    faulthandler.dump_traceback_later(30, exit=True)  # a frozen event loop would hang the run
-    try:
+    with loop_turns_within(30, "the actor, past the close moment with a frame stamped before it"):
         results = await asyncio.wait_for(future, 10)
-    finally:
-        faulthandler.cancel_dump_traceback_later()
     assert [r.status.value for r in results] == ["accepted"]
     hour = (await server.http.get("/v1/boards/sum/hourly/top", params={"period_id": "2026-12-02T13"})).json()
     assert hour["closed"] is True and [(e["member"], e["score"]) for e in hour["entries"]] == [("waiting", 5), ("early", 1)]
@@ -158,12 +174,15 @@ async def test_a_frame_waiting_in_the_mailbox_across_the_close_moment_is_applied
 async def test_the_rotator_closes_a_table_at_its_close_moment_without_traffic(server: Any) -> None:
     end = NOW + HOUR
     await server.http.post("/v1/_test/clock", json={"now_ms": end + 60_000})
-    for _ in range(200):
+    listed: dict[str, Any] = {}
+
+    async def closed() -> bool:
         periods = (await server.http.get("/v1/boards/sum/hourly/periods")).json()["periods"]
-        if next(p for p in periods if p["period_id"] == "2026-12-02T13")["closed"]:
-            break
-        await asyncio.sleep(0.01)
-    listed = {p["period_id"]: p for p in periods}
+        listed.clear()
+        listed.update((p["period_id"], p) for p in periods)
+        return bool(listed["2026-12-02T13"]["closed"])
+
+    await until(closed, "the 13:00 table to close")
     assert listed["2026-12-02T13"]["closed_at"] == "2026-12-02T14:01:00.000Z"
     assert listed["2026-12-02T14"]["closed"] is False
 
@@ -223,9 +242,8 @@ async def test_ws_frame_errors_keep_the_connection_open(server: Any) -> None:
     await client.ws.send("not json")
     await client.ws.send("[1, 2]")
     await client.ws.send(b"\x00binary")
-    await asyncio.sleep(0.05)
+    assert (await client.request({"op": "ping"}))["op"] == "pong"  # answered after the three, in order
     assert [(f["op"], f["code"], f["id"]) for f in client.unmatched] == [("error", "bad_frame", None)] * 3
-    assert (await client.request({"op": "ping"}))["op"] == "pong"
     await client.close()
 
 

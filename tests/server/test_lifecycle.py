@@ -8,9 +8,8 @@ import dataclasses
 import logging
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from arena.engine.periods import PeriodKind
 from arena.engine.records import ScoreRecord
 from arena.engine.spec import BoardSpec
 from arena.journal import SqliteJournal
+from support import arena_cli
 from support.server import ChildServer, Client, InProcessServer, event, make_config, sha, statuses, token_for, until
 
 DEV_CONFIG = """
@@ -52,7 +52,7 @@ def _child(tmp_path: Path) -> ChildServer:
     return ChildServer(config)
 
 
-async def _digests(url: str, board: str, periods: list[str]) -> dict[str, Any]:
+async def _digests(url: str, board: str, periods: Sequence[str]) -> dict[str, Any]:
     async with httpx.AsyncClient(base_url=url) as http:
         return {p: (await http.get(f"/v1/boards/{board}/{p}/digest")).json() for p in periods}
 
@@ -151,13 +151,20 @@ async def test_current_tables_answer_before_alltime_has_loaded(tmp_path: Path) -
     async with InProcessServer(make_config(tmp_path, {"b": spec}), wait_ready=False) as server:
         async with httpx.AsyncClient(base_url=server.url) as http:
             seen: list[tuple[int, int]] = []
-            while True:
+            answers: list[httpx.Response] = []
+
+            async def alltime_loaded() -> bool:
                 daily = await http.get("/v1/boards/b/daily/top")
                 alltime = await http.get("/v1/boards/b/alltime/top")
                 seen.append((daily.status_code, alltime.status_code))
+                answers[:] = [daily, alltime]
                 if alltime.status_code == 200:
-                    break
+                    return True
                 assert alltime.json()["error"]["code"] == "not_ready"
+                return False
+
+            await until(alltime_loaded, "alltime to load")
+            daily, alltime = answers
             assert (200, 503) in seen
             assert alltime.json()["size"] == 10_001
             assert daily.json()["entries"][0]["member"] == "today"
@@ -167,10 +174,7 @@ def test_a_second_server_on_the_same_data_dir_refuses_to_start(tmp_path: Path) -
     first = _child(tmp_path)
     first.start()
     try:
-        second = subprocess.run(
-            [sys.executable, "-m", "arena", "serve", "--config", str(first.config_path), "--port", "0"],
-            capture_output=True, text=True, timeout=30,
-        )
+        second = arena_cli.arena("serve", "--config", first.config_path, "--port", "0", timeout=30)
         assert second.returncode == 2
         assert "in use by another arena serve" in second.stderr
     finally:
@@ -190,8 +194,7 @@ def test_a_changed_board_definition_stops_start_up_with_one_clear_line(tmp_path:
         server.signal(signal.SIGTERM)
         server.wait()
     server.config_path.write_text(server.config_path.read_text().replace('aggregation = "sum"', 'aggregation = "best"'))
-    run = subprocess.run([sys.executable, "-m", "arena", "serve", "--config", str(server.config_path), "--port", "0"],
-                         capture_output=True, text=True, timeout=30)
+    run = arena_cli.arena("serve", "--config", server.config_path, "--port", "0", timeout=30)
     assert run.returncode == 2
     lines = [line for line in run.stderr.splitlines() if line.startswith("arena serve:")]
     assert len(lines) == 1 and "aggregation: 'sum' -> 'best'" in lines[0] and "Traceback" not in run.stderr
@@ -217,7 +220,7 @@ def test_a_config_error_names_the_key(tmp_path: Path, edit: tuple[str, str], mes
     text = DEV_CONFIG.format(sha=sha(token_for("gs")))
     assert edit[0] in text
     path.write_text(text.replace(edit[0], edit[1].format(sha=sha(token_for("gs")))))
-    run = subprocess.run([sys.executable, "-m", "arena", "serve", "--config", str(path)], capture_output=True, text=True, timeout=30)
+    run = arena_cli.arena("serve", "--config", path, timeout=30)
     assert run.returncode == 2
     assert message in run.stderr and "Traceback" not in run.stderr
 
@@ -245,7 +248,9 @@ async def test_the_handshake_gets_503_past_max_connections(tmp_path: Path) -> No
             await Client.connect(server.ws_url, token_for("gs"))
         assert refused.value.response.status_code == 503
         await clients[0].close()
-        await asyncio.sleep(0.05)
+        running = server.arena
+        assert running is not None
+        await until(lambda: running.connections < 2, "the server to see the close")
         third = await Client.connect(server.ws_url, token_for("gs"))
         for c in (clients[1], third):
             await c.close()

@@ -1,6 +1,6 @@
-"""Helpers of the fault-injection tests (tests/faults): config files for child servers, a child
-server that may start with failed boards or inside a private tmpfs, and read-only looks at what
-the server journaled and answers (sqlite journal, digests, offline rebuild, metrics, memory)."""
+"""Helpers of the fault-injection tests (tests/faults): config files for child servers
+(`support.server.ChildServer`), and read-only looks at what the server journaled and answers
+(sqlite journal, digests, offline rebuild, metrics, memory)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,6 @@ import asyncio
 import os
 import re
 import sqlite3
-import subprocess
-import sys
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,8 +16,9 @@ import httpx
 import orjson
 import websockets
 
-from support.arena_cli import toml_value
-from support.server import ADMIN_TOKEN, ChildServer, sha, token_for
+from loadtest import config_toml
+from support.arena_cli import arena, rebuild_digests
+from support.server import make_config
 
 Fingerprint = tuple[str, int, int]
 TableId = tuple[str, str, str]
@@ -44,71 +42,10 @@ def write_config(
     data_dir: Path | None = None,
     **settings: Any,
 ) -> Path:
-    """``directory/config.toml`` for a child server: tokens are `token_for(id)` and `ADMIN_TOKEN`."""
-    lines = ["[server]", f"data_dir = {toml_value(data_dir or directory / 'data')}"]
-    lines += [f"{key} = {toml_value(value)}" for key, value in settings.items()]
-    for sid, scope in (servers or {"gs": ["*"]}).items():
-        lines += ["", "[[servers]]", f"id = {toml_value(sid)}", f"token_sha256 = {toml_value(sha(token_for(sid)))}",
-                  f"boards = {toml_value(list(scope))}"]
-    lines += ["", "[[admins]]", 'id = "ops"', f"token_sha256 = {toml_value(sha(ADMIN_TOKEN))}"]
-    for name, body in boards.items():
-        lines += ["", f"[boards.{name}]"] + [f"{key} = {toml_value(value)}" for key, value in body.items()]
-    path = directory / "config.toml"
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-class FaultServer(ChildServer):
-    """A ChildServer that can start with failed boards (wait for /healthz instead of /readyz)
-    and run under a command prefix (e.g. ``unshare --mount`` for a private tmpfs)."""
-
-    def __init__(self, config_path: Path, *, prefix: Sequence[str] = (), log_level: str = "INFO",
-                 serve_args: Sequence[str] = (), **kwargs: Any) -> None:
-        super().__init__(config_path, **kwargs)
-        self.prefix = list(prefix)
-        self.log_level = log_level
-        self.serve_args = list(serve_args)
-
-    def start(self, timeout: float = 60.0, *, ready: bool = True) -> None:  # type: ignore[override]
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.ws_url = f"ws://127.0.0.1:{self.port}/v1/ws"
-        args = [sys.executable, "-m", "arena", "--log-level", self.log_level, "serve", "--config", str(self.config_path),
-                "--port", str(self.port), *self.serve_args]
-        if self.fault_injection:
-            args.append("--fault-injection")
-        self.log_path = self.config_path.parent / f"serve-{self.port}.log"
-        self._log = open(self.log_path, "wb")
-        env = {**os.environ, **(self.env or {})}
-        self.proc = subprocess.Popen(self.prefix + args, stdout=self._log, stderr=subprocess.STDOUT, env=env)
-        path = "/readyz" if ready else "/healthz"
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"arena serve exited {self.proc.returncode}:\n{self.log()}")
-            try:
-                if httpx.get(self.url + path, timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        raise TimeoutError(f"arena serve not ready:\n{self.log()}")
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """``directory/config.toml`` of `make_config` for a child server: data in ``directory/data``
+    unless ``data_dir``; tokens are `token_for(id)` and `ADMIN_TOKEN`."""
+    config = make_config(data_dir or directory / "data", boards, servers, **settings)
+    return config_toml.write_config(config, directory / "config.toml")
 
 
 # -- what the journal holds (read-only, like `arena verify`) -------------------------------------
@@ -149,25 +86,13 @@ def server_digests(url: str, boards: Mapping[str, Sequence[str]]) -> dict[TableI
     return found
 
 
-def rebuild_digests(config_path: Path) -> dict[TableId, tuple[str, int]]:
-    """`arena rebuild --config` (offline, read-only): (board, period, period_id) -> (sha256, members)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "arena", "rebuild", "--config", str(config_path)],
-        capture_output=True, text=True, timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    found: dict[TableId, tuple[str, int]] = {}
-    for line in done.stdout.splitlines()[1:]:
-        board, period, period_id, _events, members, _seconds, digest = line.split("\t")
-        found[(board, period, period_id)] = (digest, int(members))
-    return found
-
-
 def assert_standings_match_rebuild(url: str, config_path: Path, boards: Mapping[str, Sequence[str]]) -> None:
     """Every table the server serves equals the offline rebuild of its journal (and vice versa for
     tables with entries)."""
     served = server_digests(url, boards)
-    rebuilt = rebuild_digests(config_path)
+    run = arena("rebuild", "--config", config_path)
+    assert run.returncode == 0, run.stderr
+    rebuilt = {table: (t.sha256, t.members) for table, t in rebuild_digests(run.stdout).items()}
     for table, (digest, size) in served.items():
         if size:
             assert rebuilt.get(table) == (digest, size), f"{table}: server {digest}/{size}, rebuild {rebuilt.get(table)}"

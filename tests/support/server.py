@@ -1,22 +1,21 @@
 """Real Arena servers for tests: in-process (uvicorn on a free port, same event loop) or as a
-child process (`python -m arena serve`, for signals). Plus a small WebSocket client."""
+child process (`python -m arena serve`, for signals). Plus a small WebSocket client, and the
+deadlines that keep a test from hanging the run: `until` and `loop_turns_within`."""
 
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import hashlib
+import inspect
 import itertools
-import os
 import signal
-import socket
-import subprocess
-import sys
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import httpx
 import orjson
@@ -29,6 +28,7 @@ from arena.datadir import DataDirLock
 from arena.engine.spec import BoardSpec
 from arena.server import ArenaServer, uvicorn_config
 from arena.service import Arena
+from loadtest.process import ArenaServe, free_socket
 
 ADMIN_TOKEN = "admin-token"
 
@@ -60,13 +60,6 @@ def make_config(
     )
 
 
-def free_socket() -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    return sock
-
-
 class InProcessServer:
     """`async with InProcessServer(config) as server:` — uvicorn serving Arena in this loop."""
 
@@ -79,7 +72,7 @@ class InProcessServer:
         self._task: asyncio.Task[None] | None = None
         self._lock = DataDirLock(config.server.data_dir)  # as `arena serve`: creates the directory
 
-    async def __aenter__(self) -> InProcessServer:
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 
@@ -99,9 +92,11 @@ class InProcessServer:
             self._lock.release()
             raise
         self._server = ArenaServer(self.arena, uvicorn_config(self.arena, "127.0.0.1", self.port), install_signal_handlers=False)
-        self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
-        while not self._server.started:
-            await asyncio.sleep(0.005)
+        server, task = self._server, asyncio.create_task(self._server.serve(sockets=[sock]))
+        self._task = task
+        await until(lambda: server.started or task.done(), "uvicorn to start")
+        if not server.started:
+            raise AssertionError("uvicorn ended before it started") from task.exception()
         if self.wait_ready:
             await self.until_ready()
 
@@ -122,69 +117,78 @@ class InProcessServer:
         self._server = None
 
 
-class ChildServer:
-    """`arena serve` in a child process, for SIGTERM/SIGKILL tests."""
+class ChildServer(ArenaServe):
+    """`arena serve` in a child process with the test routes on (``--fault-injection``), for
+    signals, restarts and faults; see `loadtest.process.ArenaServe`."""
 
-    def __init__(self, config_path: Path, *, fault_injection: bool = True, env: Mapping[str, str] | None = None) -> None:
-        self.config_path = config_path
-        self.fault_injection = fault_injection
-        self.env = env
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self, timeout: float = 30.0, port: int | None = None) -> None:
-        """Start and wait for /readyz; ``port`` reuses one (a restart on the same address)."""
-        if port is None:
-            sock = free_socket()
-            port = sock.getsockname()[1]
-            sock.close()
-        self.port = port
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.ws_url = f"ws://127.0.0.1:{self.port}/v1/ws"
-        args = [sys.executable, "-m", "arena", "serve", "--config", str(self.config_path), "--port", str(self.port)]
-        if self.fault_injection:
-            args.append("--fault-injection")
-        self.log_path = self.config_path.parent / f"serve-{self.port}.log"
-        self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ, **(self.env or {})})
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"arena serve exited {self.proc.returncode}:\n{self.log()}")
-            try:
-                if httpx.get(self.url + "/readyz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        raise TimeoutError(f"arena serve not ready:\n{self.log()}")
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def signal(self, sig: int) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(sig)
-
-    def wait(self, timeout: float = 30.0) -> int:
-        assert self.proc is not None
-        code = self.proc.wait(timeout)
-        self._log.close()
-        return code
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.wait()
+    def __init__(self, config_path: Path, *, fault_injection: bool = True, **options: Any) -> None:
+        super().__init__(config_path, fault_injection=fault_injection, **options)
 
 
 async def until(condition: Callable[[], object], what: str, timeout: float = 30.0) -> None:
-    """Poll ``condition`` until it holds; fail the test after ``timeout`` seconds instead of
-    hanging it."""
+    """Poll ``condition`` (a function, or a coroutine function: then each poll is awaited) until
+    it holds; fail the test after ``timeout`` seconds instead of hanging it."""
     deadline = time.monotonic() + timeout
-    while not condition():
+    while True:
+        holds = condition()
+        if inspect.isawaitable(holds):
+            holds = await holds
+        if holds:
+            return
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
         await asyncio.sleep(0.005)
+
+
+class LoopFrozen(BaseException):
+    """Raised by `loop_turns_within` into the code that holds a frozen event loop. Not an
+    Exception, so that no ``except Exception`` of the code under test takes it for its own error:
+    it ends the task that froze the loop."""
+
+
+@contextmanager
+def loop_turns_within(seconds: float, what: str) -> Iterator[None]:
+    """Inside the block, fail the test when the event loop stops turning for ``seconds`` (code
+    that never awaits: no other task and no timeout runs, and the whole run would hang).
+
+    The loop keeps a heartbeat; once a second a timer signal looks at it, and when it is stale
+    dumps every thread's stack to stderr and raises `LoopFrozen` into the code that holds the
+    loop. That task ends, the loop turns again, and the block fails with an AssertionError: this
+    test fails, the run goes on. For a coroutine on the main thread (the signal is SIGALRM)."""
+    loop = asyncio.get_running_loop()
+    last_turn = time.monotonic()
+    fired = False
+    beat: asyncio.TimerHandle
+
+    def turned() -> None:
+        nonlocal last_turn, beat
+        last_turn = time.monotonic()
+        beat = loop.call_later(0.1, turned)
+
+    def check(signum: int, frame: object) -> None:
+        nonlocal fired
+        if time.monotonic() - last_turn > seconds:
+            if not fired:
+                faulthandler.dump_traceback(all_threads=True)
+            fired = True
+            raise LoopFrozen(what)
+
+    beat = loop.call_later(0.1, turned)
+    previous = signal.signal(signal.SIGALRM, check)
+    signal.setitimer(signal.ITIMER_REAL, 1.0, 1.0)
+    failure: BaseException | None = None
+    try:
+        yield
+    except BaseException as exc:
+        if not fired:
+            raise
+        failure = exc  # what the frozen task's end led to
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        beat.cancel()
+    if fired:
+        raise AssertionError(f"the event loop did not turn for {seconds:g}s: {what} (stacks on stderr)") from failure
 
 
 async def clear_of_an_hour_boundary(margin_seconds: float = 90.0) -> None:
@@ -196,11 +200,6 @@ async def clear_of_an_hour_boundary(margin_seconds: float = 90.0) -> None:
         await asyncio.sleep(margin_seconds - into)
     elif into > 3600 - margin_seconds:
         await asyncio.sleep(3600 - into + margin_seconds)
-
-
-def write_config(path: Path, config_toml: str) -> Path:
-    path.write_text(config_toml)
-    return path
 
 
 class Client:
