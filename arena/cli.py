@@ -28,7 +28,7 @@ from arena.engine.periods import PeriodKind
 from arena.engine.table import RankedTable
 from arena.engine.times import parse_rfc3339_ms
 from arena.errors import ArenaError
-from arena.journal import SqliteJournal
+from arena.journal.sqlite import SqliteJournal
 from arena.replay import ReplayReport, replay
 
 log = logging.getLogger("arena")

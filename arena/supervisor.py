@@ -20,7 +20,8 @@ from arena.config import Config
 from arena.datadir import journal_path
 from arena.engine.board import BoardSpec
 from arena.errors import BoardDefinitionChanged, JournalCorrupt, JournalError
-from arena.journal import Journal, SqliteJournal, wal_path
+from arena.journal import Journal
+from arena.journal.sqlite import SqliteJournal, wal_path
 from arena.metrics import Metrics
 
 log = logging.getLogger("arena.supervisor")

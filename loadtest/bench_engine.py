@@ -61,7 +61,7 @@ from arena.engine.rankkey import pack
 from arena.engine.records import Record, ScoreRecord
 from arena.engine.scoring import Aggregation, Order, ScoringRule, Standing, Tie
 from arena.engine.table import RankedTable
-from arena.journal import SqliteJournal
+from arena.journal.sqlite import SqliteJournal
 from arena.replay import ReplayReport, replay
 
 TARGET_RANK_US = 15.0

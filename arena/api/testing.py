@@ -10,7 +10,7 @@ from starlette.routing import Route
 from arena.api.admin import _json_object
 from arena.api.http import error_response, json_response
 from arena.errors import QueryError, invalid_request, unavailable
-from arena.journal import SqliteJournal
+from arena.journal.sqlite import SqliteJournal
 from arena.service import Arena
 
 

@@ -18,7 +18,8 @@ from arena.engine.events import Event
 from arena.engine.periods import ALLTIME_WINDOW, Calendar, PeriodKind
 from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
 from arena.errors import JournalCorrupt, JournalWriteFailed
-from arena.journal import ScoreRow, SqliteJournal
+from arena.journal import ScoreRow
+from arena.journal.sqlite import SqliteJournal
 
 SPEC = BoardSpec("b", periods=(PeriodKind.ALLTIME, PeriodKind.DAILY))
 T = 1_780_315_200_000  # 2026-06-01T12:00:00Z

@@ -31,7 +31,8 @@ from arena.engine.scoring import Aggregation, Order, Tie
 from arena.engine.table import RankedTable
 from arena.engine.times import parse_rfc3339_ms
 from arena.errors import BoardDefinitionChanged
-from arena.journal import Journal, SqliteJournal
+from arena.journal import Journal
+from arena.journal.sqlite import SqliteJournal
 from arena.replay import ReplayReport, replay
 from support.engine_harness import EngineHarness
 from support.memory_journal import MemoryJournal

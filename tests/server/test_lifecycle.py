@@ -25,7 +25,7 @@ from arena.engine.board import BoardSpec
 from arena.engine.events import Event
 from arena.engine.periods import PeriodKind
 from arena.engine.records import ScoreRecord
-from arena.journal import SqliteJournal
+from arena.journal.sqlite import SqliteJournal
 from support.server import ChildServer, Client, InProcessServer, event, make_config, sha, statuses, token_for, until
 
 DEV_CONFIG = """

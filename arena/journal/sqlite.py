@@ -1,16 +1,11 @@
-"""The event journal: the source of truth of a board, one sqlite file per board.
-
-`Journal` is the whole interface the actor and `arena rebuild` use, so a journal on a shared
-distributed store can replace `SqliteJournal` without touching either. Score events, close
-markers and voids share one seq order; the actor assigns seqs (it is the only writer).
-"""
+"""The sqlite journal backend: one WAL-mode file per board in `data_dir`."""
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import AsyncIterator, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import aiosqlite
 import orjson
@@ -20,46 +15,9 @@ from arena.engine.events import Fingerprint
 from arena.engine.periods import PeriodKind, Window
 from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
 from arena.errors import BoardDefinitionChanged, JournalCorrupt, JournalError, JournalWriteFailed
-
-ScoreRow = tuple[int, str, int, int, str]
-"""(seq, member, value, occurred_at, idempotency_key): what replay needs of a score event."""
+from arena.journal.interface import ScoreRow
 
 SCHEMA_VERSION = "1"
-
-
-class Journal(Protocol):
-    """What a board needs from its journal. Every method may raise JournalError."""
-
-    path: str
-    last_seq: int
-
-    async def lookup(self, keys: Sequence[str]) -> dict[str, Fingerprint]:
-        """Fingerprints of the given idempotency keys that are journaled (UNIQUE index)."""
-
-    async def append(self, records: Sequence[Record]) -> None:
-        """Journal records in one transaction; raises JournalWriteFailed when nothing was written."""
-
-    async def committed_seq(self) -> int:
-        """The greatest seq durably journaled (to settle a write whose outcome is unknown)."""
-
-    def scan(
-        self, upto_seq: int | None = None, min_occurred_at: int | None = None, before_occurred_at: int | None = None
-    ) -> AsyncIterator[list[ScoreRow]]:
-        """Score events in seq order, in chunks; ``min_occurred_at <= occurred_at < before_occurred_at``."""
-
-    async def close_markers(self, upto_seq: int | None = None) -> list[CloseRecord]: ...
-
-    async def voids(self, upto_seq: int | None = None) -> list[tuple[VoidRecord, int]]:
-        """Every void with the occurred_at of the event it voids, in seq order."""
-
-    async def event_by_key(self, key: str) -> StoredEvent | None: ...
-
-    async def member_events(self, member: str, limit: int | None = None, before_seq: int | None = None) -> list[StoredEvent]:
-        """A member's events, newest first. A scan of the whole journal (about 70 ns an event):
-        an index on member halves durable ingest, for two rare admin routes."""
-
-    async def close(self) -> None: ...
-
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS board_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);

@@ -1,0 +1,82 @@
+"""What a board needs of its journal, whatever stores it. No storage library is imported here:
+`arena.journal.sqlite` is the first backend, and a second one replaces it without touching the
+actor, the replay or `arena rebuild`.
+
+A journal holds one board's score events, close markers and voids in one seq order; the actor
+assigns the seqs and is the journal's only writer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Protocol
+
+from arena.engine.events import Fingerprint
+from arena.engine.records import CloseRecord, Record, StoredEvent, VoidRecord
+
+ScoreRow = tuple[int, str, int, int, str]
+"""(seq, member, value, occurred_at, idempotency_key): what replay needs of a score event."""
+
+
+class Journal(Protocol):
+    """One board's open journal. Every method may raise JournalError; a read that finds the
+    store unreadable raises JournalCorrupt, naming the journal. Reads without ``upto_seq`` stop
+    at `last_seq`."""
+
+    @property
+    def path(self) -> str:
+        """Names the journal in messages: a file, or a server and schema (never a password)."""
+
+    @property
+    def last_seq(self) -> int:
+        """The greatest seq journaled: read at open, advanced by each `append`."""
+
+    async def lookup(self, keys: Sequence[str]) -> dict[str, Fingerprint]:
+        """Fingerprints of those of ``keys`` that are journaled, from the store's UNIQUE index
+        (never from a cache alone: a retry is never counted twice, however old its key). May run
+        while an `append` is under way, and then see the journal as it was before it. One read
+        per few hundred keys."""
+
+    async def append(self, records: Sequence[Record]) -> None:
+        """Journal ``records`` (seqs following `last_seq`) in one transaction and advance
+        `last_seq`; returns once they are committed as `durability` says, so an ack may follow.
+        An empty sequence writes nothing. One commit (one fsync, with durability "full").
+
+        The outcome rule, which every backend keeps and every caller follows:
+        - it returns: every record is committed;
+        - it raises JournalWriteFailed: the write failed (disk full, read-only file, a refused
+          transaction) and nothing was written; a write whose outcome the backend cannot know
+          (the connection broke during COMMIT) raises JournalWriteFailed as well. So before the
+          next append the caller settles it with `committed_seq`: the seq before ``records``
+          means nothing was written (answer `unavailable`, the client may resend), the last
+          record's seq means all was (ack); a transaction is never partly written, so any
+          other answer is a corrupt journal;
+        - any other exception leaves the journal unusable: it is closed and opened again
+          (opening reads the committed seq) before anything else is appended.
+        """
+
+    async def committed_seq(self) -> int:
+        """The greatest seq committed in the store, read from it (not from `last_seq`): what
+        settles an `append` that raised. One read."""
+
+    def scan(
+        self, upto_seq: int | None = None, min_occurred_at: int | None = None, before_occurred_at: int | None = None
+    ) -> AsyncIterator[list[ScoreRow]]:
+        """Score events in seq order, in chunks of a few thousand, each cheap enough to fold in
+        one turn of the event loop; ``min_occurred_at <= occurred_at < before_occurred_at``."""
+
+    async def close_markers(self, upto_seq: int | None = None) -> list[CloseRecord]:
+        """Every close marker, in seq order."""
+
+    async def voids(self, upto_seq: int | None = None) -> list[tuple[VoidRecord, int]]:
+        """Every void with the occurred_at of the event it voids, in seq order."""
+
+    async def event_by_key(self, key: str) -> StoredEvent | None:
+        """The journaled event of an idempotency key (the UNIQUE index: one read)."""
+
+    async def member_events(self, member: str, limit: int | None = None, before_seq: int | None = None) -> list[StoredEvent]:
+        """A member's events, newest first. A scan of the whole journal (about 70 ns an event in
+        sqlite): an index on member halves durable ingest, for two rare admin routes."""
+
+    async def close(self) -> None:
+        """Release the journal; it is not used again."""
