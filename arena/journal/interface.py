@@ -11,8 +11,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import Protocol
 
+import orjson
+
+from arena.engine.board import BoardSpec
 from arena.engine.events import Fingerprint
 from arena.engine.records import CloseRecord, Record, StoredEvent, VoidRecord
+from arena.errors import BoardDefinitionChanged
 
 ScoreRow = tuple[int, str, int, int, str]
 """(seq, member, value, occurred_at, idempotency_key): what replay needs of a score event."""
@@ -80,3 +84,22 @@ class Journal(Protocol):
 
     async def close(self) -> None:
         """Release the journal; it is not used again."""
+
+
+def check_definition(spec: BoardSpec, stored: str | None, has_records: bool, journal: str) -> str | None:
+    """The rule every backend applies when it opens a board's journal: the definition text to
+    store (None: the stored one is this board's), given the stored text and whether the journal
+    holds any record (close markers count: they name windows of the old timezone and periods).
+    A journal without records takes a new definition when `arena serve` opens it; a read-only
+    open stores nothing. Raises BoardDefinitionChanged, naming ``journal`` and what changed."""
+    wanted = orjson.dumps(spec.definition(), option=orjson.OPT_SORT_KEYS).decode()
+    if stored == wanted:
+        return None
+    if stored is not None and has_records:
+        old = orjson.loads(stored)
+        new = orjson.loads(wanted)
+        changed = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in new if old.get(k) != new.get(k))
+        raise BoardDefinitionChanged(
+            f"board {spec.name!r}: definition changed while its journal {journal} holds records ({changed}); use a new board name"
+        )
+    return wanted

@@ -14,8 +14,8 @@ from arena.engine.board import BoardSpec
 from arena.engine.events import Fingerprint
 from arena.engine.periods import PeriodKind, Window
 from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
-from arena.errors import BoardDefinitionChanged, JournalCorrupt, JournalError, JournalWriteFailed
-from arena.journal.interface import ScoreRow
+from arena.errors import JournalCorrupt, JournalError, JournalWriteFailed
+from arena.journal.interface import ScoreRow, check_definition
 
 SCHEMA_VERSION = "1"
 
@@ -136,34 +136,15 @@ class SqliteJournal:
             raise JournalCorrupt(f"{name}: not a readable Arena journal: {exc}") from exc
 
     async def _check_definition(self, readonly: bool) -> None:
-        wanted = orjson.dumps(self._spec.definition(), option=orjson.OPT_SORT_KEYS).decode()
-        rows = await self._db.execute_fetchall("SELECT key, value FROM board_meta")
-        meta: dict[str, str] = dict(rows)  # type: ignore[arg-type]
-        stored = meta.get("definition")
-        if stored == wanted:
-            return
-        if stored is not None:
-            # close markers count too: they name windows of the old timezone and periods
-            has_records = await self._db.execute_fetchall(
-                "SELECT 1 FROM score_event UNION ALL SELECT 1 FROM board_period LIMIT 1"
-            )
-            if has_records:
-                raise BoardDefinitionChanged(self._changed_message(stored, wanted))
-        if readonly:  # an empty journal takes the new definition when `arena serve` opens it
+        stored = [row[0] for row in await self._db.execute_fetchall("SELECT value FROM board_meta WHERE key = 'definition'")]
+        records = await self._db.execute_fetchall("SELECT 1 FROM score_event UNION ALL SELECT 1 FROM board_period LIMIT 1")
+        wanted = check_definition(self._spec, stored[0] if stored else None, bool(records), self.path)
+        if wanted is None or readonly:
             return
         await self._db.execute("BEGIN IMMEDIATE")
         await self._db.execute("INSERT OR REPLACE INTO board_meta VALUES ('definition', ?)", (wanted,))
         await self._db.execute("INSERT OR REPLACE INTO board_meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
         await self._db.execute("COMMIT")
-
-    def _changed_message(self, stored: str, wanted: str) -> str:
-        old = orjson.loads(stored)
-        new = orjson.loads(wanted)
-        changed = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in new if old.get(k) != new.get(k))
-        return (
-            f"board {self._spec.name!r}: definition changed while its journal {self.path} holds records "
-            f"({changed}); use a new board name"
-        )
 
     async def lookup(self, keys: Sequence[str]) -> dict[str, Fingerprint]:
         found: dict[str, Fingerprint] = {}
