@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from pathlib import Path
 
 from arena.actor import BoardHandle
 from arena.auth import identify
 from arena.clock import Clock
 from arena.config import DEV_ADMIN_TOKEN_SHA256, DEV_TOKEN_SHA256, Admin, Config, GameServer
 from arena.errors import not_found
+from arena.journal import journal_backend
 from arena.metrics import Metrics
 from arena.supervisor import Supervisor
 
@@ -20,13 +20,12 @@ log = logging.getLogger("arena")
 class Arena:
     """Composition root of a server. ``fault_injection`` enables the test-only routes."""
 
-    def __init__(self, config: Config, *, data_dir: Path | None = None, clock: Clock | None = None,
-                 fault_injection: bool = False) -> None:
+    def __init__(self, config: Config, *, clock: Clock | None = None, fault_injection: bool = False) -> None:
         self.config = config
         self.settings = config.server
         self.clock = clock or Clock()
         self.metrics = Metrics()
-        self.supervisor = Supervisor(config, self.clock, self.metrics, data_dir)
+        self.supervisor = Supervisor(config, self.clock, self.metrics, journal_backend(config))
         self.boards: dict[str, BoardHandle] = self.supervisor.handles
         self.fault_injection = fault_injection
         self.connections = 0

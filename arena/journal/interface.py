@@ -86,6 +86,22 @@ class Journal(Protocol):
         """Release the journal; it is not used again."""
 
 
+class JournalBackend(Protocol):
+    """Where the journals are kept, as configured: it opens any board's journal. `arena serve`
+    opens each board's journal to write; `arena rebuild` and `arena verify` open them read-only.
+    `arena.journal.journal_backend` picks the one the config names."""
+
+    def where(self, board: str) -> str:
+        """Where ``board``'s journal is, for messages: what its `Journal.path` will say."""
+
+    async def open(self, spec: BoardSpec, *, readonly: bool = False) -> Journal:
+        """Open ``spec``'s journal (to write: created when missing), its definition checked by
+        `check_definition` and its `last_seq` read from the store. A read-only journal never
+        writes, not even a definition. Raises JournalCorrupt (unreadable, or missing when
+        read-only; names the journal), BoardDefinitionChanged, JournalError. Reads the whole
+        store's structure on sqlite (a check costing about 5% of a replay)."""
+
+
 def check_definition(spec: BoardSpec, stored: str | None, has_records: bool, journal: str) -> str | None:
     """The rule every backend applies when it opens a board's journal: the definition text to
     store (None: the stored one is this board's), given the stored text and whether the journal

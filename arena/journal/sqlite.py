@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +101,7 @@ class SqliteJournal:
         if readonly and not path.exists():
             # said here, not by a failed connect: aiosqlite then leaves its worker thread to
             # report to an event loop that may be gone by the time it does
-            raise JournalCorrupt(f"{name}: cannot open journal: no such file")
+            raise JournalCorrupt(f"board {spec.name}: no journal at {name}")
         _check_not_truncated(path)
         try:
             if readonly:
@@ -307,6 +308,25 @@ class SqliteJournal:
             return list(await self._db.execute_fetchall(sql, tuple(params)))  # type: ignore[arg-type]
         except sqlite3.Error as exc:
             raise JournalCorrupt(f"{self.path}: journal unreadable: {exc}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class SqliteBackend:
+    """The journals as one sqlite file per board in ``data_dir`` (see `journal_path`)."""
+
+    data_dir: Path
+    durability: str = "full"
+
+    def where(self, board: str) -> str:
+        return str(journal_path(self.data_dir, board))
+
+    async def open(self, spec: BoardSpec, *, readonly: bool = False) -> SqliteJournal:
+        path = journal_path(self.data_dir, spec.name)
+        return await SqliteJournal.open(path, spec, durability=self.durability, readonly=readonly)
+
+
+def journal_path(data_dir: Path, board: str) -> Path:
+    return data_dir / f"{board}.journal.sqlite"
 
 
 async def _connect_readonly(path: Path) -> aiosqlite.Connection:

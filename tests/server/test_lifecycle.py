@@ -20,12 +20,11 @@ import websockets
 
 import arena.actor
 from arena.config import load_config
-from arena.datadir import journal_path
 from arena.engine.board import BoardSpec
 from arena.engine.events import Event
 from arena.engine.periods import PeriodKind
 from arena.engine.records import ScoreRecord
-from arena.journal.sqlite import SqliteJournal
+from arena.journal.sqlite import SqliteJournal, journal_path
 from support.server import ChildServer, Client, InProcessServer, event, make_config, sha, statuses, token_for, until
 
 DEV_CONFIG = """
