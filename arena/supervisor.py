@@ -17,7 +17,6 @@ from arena.clock import Clock
 from arena.config import Config
 from arena.errors import BoardDefinitionChanged, JournalCorrupt, JournalError
 from arena.journal import Journal, JournalBackend
-from arena.journal.sqlite import journal_path, wal_path
 from arena.metrics import Metrics
 
 log = logging.getLogger("arena.supervisor")
@@ -36,7 +35,7 @@ class Supervisor:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         for name, handle in self.handles.items():
             metrics.watch_mailbox(name, lambda h=handle: h.mailbox.depth)  # type: ignore[misc]
-            metrics.watch_wal(name, wal_path(journal_path(config.server.data_dir, name)))
+        backend.watch(metrics.registry, self.handles)
         clock.on_change(self._poke_all)
 
     def _poke_all(self) -> None:

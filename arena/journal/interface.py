@@ -8,10 +8,11 @@ assigns the seqs and is the journal's only writer.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Protocol
 
 import orjson
+from prometheus_client import CollectorRegistry
 
 from arena.engine.board import BoardSpec
 from arena.engine.events import Fingerprint
@@ -100,6 +101,10 @@ class JournalBackend(Protocol):
         writes, not even a definition. Raises JournalCorrupt (unreadable, or missing when
         read-only; names the journal), BoardDefinitionChanged, JournalError. Reads the whole
         store's structure on sqlite (a check costing about 5% of a replay)."""
+
+    def watch(self, registry: CollectorRegistry, boards: Iterable[str]) -> None:
+        """Register the metrics only this backend has (sqlite: each board's WAL size) for every
+        one of ``boards``, opened or not. Once per registry; read at each scrape."""
 
 
 def check_definition(spec: BoardSpec, stored: str | None, has_records: bool, journal: str) -> str | None:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import aiosqlite
 import orjson
+from prometheus_client import CollectorRegistry, Gauge
 
 from arena.engine.board import BoardSpec
 from arena.engine.events import Fingerprint
@@ -324,6 +326,18 @@ class SqliteBackend:
         path = journal_path(self.data_dir, spec.name)
         return await SqliteJournal.open(path, spec, durability=self.durability, readonly=readonly)
 
+    def watch(self, registry: CollectorRegistry, boards: Iterable[str]) -> None:
+        # A WAL that is never reset (a checkpoint starved by readers) slows every write and key
+        # lookup: measured, unbounded WAL growth took the lag p50 from about 2 to 14 ms.
+        wal = Gauge(
+            "arena_journal_wal_bytes",
+            "Size of a board's journal WAL file: a few MB while checkpoints keep up, growing when starved",
+            ["board"],
+            registry=registry,
+        )
+        for board in boards:
+            wal.labels(board).set_function(partial(_file_size, wal_path(journal_path(self.data_dir, board))))
+
 
 def journal_path(data_dir: Path, board: str) -> Path:
     return data_dir / f"{board}.journal.sqlite"
@@ -360,6 +374,13 @@ def _check_not_truncated(path: Path) -> None:
     pages = int.from_bytes(header[28:32], "big")
     if header[92:96] == header[24:28] and size < pages * page_size:  # the in-header size is valid
         raise JournalCorrupt(f"{path}: journal is truncated: {size} bytes, its header says {pages} pages of {page_size}")
+
+
+def _file_size(path: Path) -> float:
+    try:
+        return float(path.stat().st_size)
+    except FileNotFoundError:  # before the journal's first write, and after a clean close
+        return 0.0
 
 
 def _json_rows(rows: Sequence[object]) -> str | None:
