@@ -91,7 +91,6 @@ class SqliteJournal:
         self.path = path
         self._spec = spec
         self.last_seq = last_seq
-        self._max_pages: int | None = None  # before a write fault was injected
 
     @classmethod
     async def open(cls, path: Path, spec: BoardSpec, *, durability: str = "full", readonly: bool = False) -> SqliteJournal:
@@ -281,17 +280,6 @@ class SqliteJournal:
             sql += " LIMIT ?"
             params.append(limit)
         return [_stored(row) for row in await self._read(sql, params)]
-
-    async def inject_write_fault(self, fault: str | None) -> None:
-        """Tests only (the fault-injection route): make writes fail as on a full disk ("full":
-        SQLITE_FULL as soon as the file must grow) or a read-only file ("readonly":
-        SQLITE_READONLY); None heals. Reads keep working. Lasts until healed or reopened."""
-        db = self._db
-        if self._max_pages is None:
-            self._max_pages = int(list(await db.execute_fetchall("PRAGMA max_page_count"))[0][0])
-        pages = int(list(await db.execute_fetchall("PRAGMA page_count"))[0][0])
-        await db.execute(f"PRAGMA max_page_count={pages if fault == 'full' else self._max_pages}")
-        await db.execute(f"PRAGMA query_only={1 if fault == 'readonly' else 0}")
 
     async def close(self) -> None:
         # The writer last: only the last connection to close checkpoints the WAL and deletes it

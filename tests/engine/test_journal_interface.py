@@ -1,17 +1,24 @@
-"""The journal boundary: what every backend shares, apart from any one of them."""
+"""The journal boundary: the interface loads no backend, every backend applies the same
+board-definition rule, and the test-only write faults wrap any backend."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterable
 from dataclasses import replace
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from arena.engine.board import BoardSpec
+from arena.engine.events import Event
 from arena.engine.periods import PeriodKind
-from arena.errors import BoardDefinitionChanged
+from arena.engine.records import ScoreRecord
+from arena.errors import BoardDefinitionChanged, JournalWriteFailed
 from arena.journal import check_definition
+from arena.journal.faults import FAULTS, WriteFaults
+from support.memory_journal import MemoryJournal
 
 SPEC = BoardSpec("b", periods=(PeriodKind.ALLTIME, PeriodKind.DAILY))
 STORED = check_definition(SPEC, None, False, "j")
@@ -43,3 +50,38 @@ def test_a_changed_definition_with_records_names_the_board_the_journal_and_the_c
         "board 'b': definition changed while its journal /data/b.journal.sqlite holds records"
         " (timezone: 'UTC' -> 'Asia/Kolkata'); use a new board name"
     )
+
+
+# -- write faults (tests only) -------------------------------------------------------------------
+
+
+class MemoryBackend:
+    def where(self, board: str) -> str:
+        return "memory"
+
+    async def open(self, spec: BoardSpec, *, readonly: bool = False) -> MemoryJournal:
+        return MemoryJournal()
+
+    def watch(self, registry: CollectorRegistry, boards: Iterable[str]) -> None:
+        pass
+
+
+def score(seq: int) -> ScoreRecord:
+    return ScoreRecord(seq, Event("b", "a", seq, 1_000, f"k{seq}"), 1_005, "gs")
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+async def test_an_injected_write_fault_refuses_appends_and_keeps_reads_until_healed(fault: str) -> None:
+    faults = WriteFaults(MemoryBackend())
+    assert not faults.inject("b", fault)  # no journal open yet
+    journal = await faults.open(SPEC)
+    await journal.append([score(1)])
+    assert faults.inject("b", fault)
+    with pytest.raises(JournalWriteFailed, match=FAULTS[fault]):
+        await journal.append([score(2)])
+    await journal.append([])  # nothing to write, nothing refused
+    assert (journal.last_seq, await journal.committed_seq()) == (1, 1)
+    assert await journal.lookup(["k1", "k2"]) == {"k1": ("a", 1, 1_000)}
+    assert faults.inject("b", None)
+    await journal.append([score(2)])
+    assert await journal.committed_seq() == 2
