@@ -49,13 +49,13 @@ class Journal(Protocol):
 
         The outcome rule, which every backend keeps and every caller follows:
         - it returns: every record is committed;
-        - it raises JournalWriteFailed: the write failed (disk full, read-only file, a refused
-          transaction) and nothing was written; a write whose outcome the backend cannot know
-          (the connection broke during COMMIT) raises JournalWriteFailed as well. So before the
-          next append the caller settles it with `committed_seq`: the seq before ``records``
-          means nothing was written (answer `unavailable`, the client may resend), the last
-          record's seq means all was (ack); a transaction is never partly written, so any
-          other answer is a corrupt journal;
+        - it raises JournalWriteFailed: the write failed, and as far as the backend knows
+          nothing was written (disk full, read-only file, a refused transaction). A backend
+          that cannot know (the connection broke during COMMIT) raises it too, so the caller
+          settles every failed append with `committed_seq` before the next one: the seq before
+          ``records`` means nothing was written (answer `unavailable`; a resend is accepted),
+          the last record's seq means all of it was (ack; a resend is `duplicate`). A
+          transaction is never partly written: any other answer is a corrupt journal;
         - any other exception leaves the journal unusable: it is closed and opened again
           (opening reads the committed seq) before anything else is appended.
         """

@@ -138,7 +138,8 @@ class SqliteJournal:
             raise JournalCorrupt(f"{name}: not a readable Arena journal: {exc}") from exc
 
     async def _check_definition(self, readonly: bool) -> None:
-        stored = [row[0] for row in await self._db.execute_fetchall("SELECT value FROM board_meta WHERE key = 'definition'")]
+        rows = await self._db.execute_fetchall("SELECT value FROM board_meta WHERE key = 'definition'")
+        stored = [row[0] for row in rows]
         records = await self._db.execute_fetchall("SELECT 1 FROM score_event UNION ALL SELECT 1 FROM board_period LIMIT 1")
         wanted = check_definition(self._spec, stored[0] if stored else None, bool(records), self.path)
         if wanted is None or readonly:
