@@ -22,14 +22,14 @@ import orjson
 from arena.auth import RedactTokens, new_token, token_sha256
 from arena.clock import Clock
 from arena.config import Config, load_config
-from arena.datadir import DataDirLock, journal_path
+from arena.datadir import DataDirLock
 from arena.engine.board import BoardEngine
 from arena.engine.periods import PeriodKind
 from arena.engine.spec import BoardSpec
 from arena.engine.table import RankedTable
 from arena.engine.times import parse_rfc3339_ms
 from arena.errors import ArenaError
-from arena.journal import SqliteJournal
+from arena.journal import journal_backend
 from arena.replay import ReplayReport, replay
 
 log = logging.getLogger("arena")
@@ -88,10 +88,7 @@ async def rebuild_board(
     everything: bool = False,
 ) -> tuple[BoardEngine, ReplayReport]:
     """Replay one board's journal read-only, exactly as a starting actor does."""
-    path = journal_path(config.server.data_dir, spec.name)
-    if not path.exists():
-        raise ArenaError(f"board {spec.name}: no journal at {path}")
-    journal = await SqliteJournal.open(path, spec, readonly=True)
+    journal = await journal_backend(config).open(spec, readonly=True)
     try:
         engine = BoardEngine(spec)
         report = await replay(engine, journal, now, upto_seq=upto_seq, everything=everything)
@@ -113,7 +110,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     failed = 0
     print("board\tperiod\tperiod_id\tevents\tmembers\tseconds\tsha256", flush=True)
     for spec in _boards(config, args.board):
-        print(f"# rebuilding {spec.name} from {journal_path(config.server.data_dir, spec.name)}", file=sys.stderr, flush=True)
+        print(f"# rebuilding {spec.name} from {journal_backend(config).where(spec.name)}", file=sys.stderr, flush=True)
         now = Clock().now()
         try:
             engine, report = _run(lambda: rebuild_board(config, spec, now=now, everything=args.all))

@@ -1,4 +1,4 @@
-"""The data directory: one journal file per board, and the lock that keeps it to one server."""
+"""The lock that keeps a data directory to one server (the sqlite backend keeps its journals there)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,6 @@ from pathlib import Path
 from arena.errors import DataDirLocked
 
 LOCK_NAME = ".arena.lock"
-
-
-def journal_path(data_dir: Path, board: str) -> Path:
-    return data_dir / f"{board}.journal.sqlite"
 
 
 class DataDirLock:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections import Counter as Tally
 from collections.abc import Callable, Iterable
 from operator import itemgetter
-from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -34,12 +33,6 @@ class Metrics:
             "arena_query_seconds", "Query latency inside the server", ["route"], buckets=_QUERY_BUCKETS, registry=r
         )
         self.mailbox = Gauge("arena_mailbox_events", "Events waiting in a board's mailbox", ["board"], registry=r)
-        self.wal = Gauge(
-            "arena_journal_wal_bytes",
-            "Size of a board's journal WAL file: a few MB while checkpoints keep up, growing when starved",
-            ["board"],
-            registry=r,
-        )
         self.rebuild = Gauge("arena_rebuild_seconds", "Duration of the last replay of a board", ["board"], registry=r)
         self.replayed = Gauge("arena_rebuild_events", "Events applied by the last replay of a board", ["board"], registry=r)
         self.restarts = Counter("arena_actor_restarts", "Board actor restarts after a crash", ["board"], registry=r)
@@ -61,17 +54,5 @@ class Metrics:
     def watch_mailbox(self, board: str, depth: Callable[[], float]) -> None:
         self.mailbox.labels(board).set_function(depth)
 
-    def watch_wal(self, board: str, wal: Path) -> None:
-        # A WAL that is never reset (a checkpoint starved by readers) slows every write and key
-        # lookup: measured, unbounded WAL growth took the lag p50 from about 2 to 14 ms.
-        self.wal.labels(board).set_function(lambda: _file_size(wal))
-
     def render(self) -> bytes:
         return generate_latest(self.registry)
-
-
-def _file_size(path: Path) -> float:
-    try:
-        return float(path.stat().st_size)
-    except FileNotFoundError:  # before the journal's first write, and after a clean close
-        return 0.0

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from pathlib import Path
 
 from arena.actor import BoardHandle
 from arena.auth import identify
 from arena.clock import Clock
 from arena.config import DEV_ADMIN_TOKEN_SHA256, DEV_TOKEN_SHA256, Admin, Config, GameServer
 from arena.errors import not_found
+from arena.journal import journal_backend
+from arena.journal.faults import WriteFaults
 from arena.metrics import Metrics
 from arena.supervisor import Supervisor
 
@@ -18,15 +19,17 @@ log = logging.getLogger("arena")
 
 
 class Arena:
-    """Composition root of a server. ``fault_injection`` enables the test-only routes."""
+    """Composition root of a server. ``fault_injection`` enables the test-only routes and opens
+    every journal through ``journal_faults``, so that those routes can make its writes fail."""
 
-    def __init__(self, config: Config, *, data_dir: Path | None = None, clock: Clock | None = None,
-                 fault_injection: bool = False) -> None:
+    def __init__(self, config: Config, *, clock: Clock | None = None, fault_injection: bool = False) -> None:
         self.config = config
         self.settings = config.server
         self.clock = clock or Clock()
         self.metrics = Metrics()
-        self.supervisor = Supervisor(config, self.clock, self.metrics, data_dir)
+        backend = journal_backend(config)
+        self.journal_faults = WriteFaults(backend) if fault_injection else None
+        self.supervisor = Supervisor(config, self.clock, self.metrics, self.journal_faults or backend)
         self.boards: dict[str, BoardHandle] = self.supervisor.handles
         self.fault_injection = fault_injection
         self.connections = 0

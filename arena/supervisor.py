@@ -11,29 +11,23 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
-from pathlib import Path
 
 from arena.actor import BoardActor, BoardHandle, BoardState, unavailable_results
 from arena.clock import Clock
 from arena.config import Config
-from arena.datadir import journal_path
-from arena.engine.spec import BoardSpec
 from arena.errors import BoardDefinitionChanged, JournalCorrupt, JournalError
-from arena.journal import Journal, SqliteJournal, wal_path
+from arena.journal import Journal, JournalBackend
 from arena.metrics import Metrics
 
 log = logging.getLogger("arena.supervisor")
 
-JournalOpener = Callable[[Path, BoardSpec], Awaitable[Journal]]
-
 
 class Supervisor:
-    def __init__(self, config: Config, clock: Clock, metrics: Metrics, data_dir: Path | None = None) -> None:
+    def __init__(self, config: Config, clock: Clock, metrics: Metrics, backend: JournalBackend) -> None:
         self.config = config
         self.clock = clock
         self.metrics = metrics
-        self.data_dir = data_dir or config.server.data_dir
+        self.backend = backend
         settings = config.server
         self.handles = {name: BoardHandle(spec, settings.mailbox_events, metrics) for name, spec in config.boards.items()}
         self.actors: dict[str, BoardActor] = {}
@@ -41,17 +35,12 @@ class Supervisor:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         for name, handle in self.handles.items():
             metrics.watch_mailbox(name, lambda h=handle: h.mailbox.depth)  # type: ignore[misc]
-            metrics.watch_wal(name, wal_path(journal_path(self.data_dir, name)))
+        backend.watch(metrics.registry, self.handles)
         clock.on_change(self._poke_all)
 
     def _poke_all(self) -> None:
         for handle in self.handles.values():
             handle.mailbox.poke()
-
-    async def _open(self, handle: BoardHandle) -> Journal:
-        return await SqliteJournal.open(
-            journal_path(self.data_dir, handle.name), handle.spec, durability=self.config.server.durability
-        )
 
     async def start(self) -> None:
         """Open every journal and start the actors (they replay in the background).
@@ -62,7 +51,7 @@ class Supervisor:
         try:
             for name, handle in self.handles.items():
                 try:
-                    journals[name] = await self._open(handle)
+                    journals[name] = await self.backend.open(handle.spec)
                 except BoardDefinitionChanged:
                     raise
                 except JournalError as exc:
@@ -116,7 +105,7 @@ class Supervisor:
                     self.metrics.restarts.labels(handle.name).inc()  # restarts, not crashes: the last one failed it
                     await journal.close()
                     try:
-                        journal = await self._open(handle)
+                        journal = await self.backend.open(handle.spec)
                     except JournalError as reopen:
                         log.error("board %s failed: %s", handle.name, reopen)
                         self._fail(handle, str(reopen))

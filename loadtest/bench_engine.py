@@ -62,7 +62,7 @@ from arena.engine.records import Record, ScoreRecord
 from arena.engine.scoring import Aggregation, Order, ScoringRule, Standing, Tie
 from arena.engine.spec import BoardSpec
 from arena.engine.table import RankedTable
-from arena.journal import SqliteJournal
+from arena.journal.sqlite import SqliteJournal
 from arena.replay import ReplayReport, replay
 from loadtest.stats import fmt_unit, progress, rss_bytes
 from loadtest.workload import member_name

@@ -10,7 +10,7 @@ from starlette.routing import Route
 from arena.api.admin import _json_object
 from arena.api.http import error_response, json_response
 from arena.errors import QueryError, invalid_request, unavailable
-from arena.journal import SqliteJournal
+from arena.journal.faults import FAULTS
 from arena.service import Arena
 
 
@@ -49,14 +49,13 @@ async def journal_fault(request: Request) -> Response:
     try:
         handle = arena.board(request.path_params["board"])
         fault = (await _json_object(request)).get("fault")
-        if fault not in ("full", "readonly", None):
+        if fault not in (*FAULTS, None):
             raise invalid_request('fault must be "full", "readonly" or null')
-        journal = handle.journal
-        if not isinstance(journal, SqliteJournal):
+        faults = arena.journal_faults
+        if faults is None or not faults.inject(handle.name, fault):
             raise unavailable(handle.name)
     except QueryError as exc:
         return error_response(exc)
-    await journal.inject_write_fault(fault)
     return json_response({"board": handle.name, "fault": fault})
 
 

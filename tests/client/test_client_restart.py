@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from arena.client import ArenaClient, AuthenticationError, ConnectionFailed, SubmitResult, SubmitStatus
-from arena.datadir import journal_path
+from arena.journal.sqlite import journal_path
 from loadtest.config_toml import write_config
 from support.server import ChildServer, make_config, token_for, until
 

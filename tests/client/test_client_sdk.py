@@ -32,7 +32,7 @@ from arena.client import (
     new_idempotency_key,
     ws_url,
 )
-from arena.datadir import journal_path
+from arena.journal.sqlite import journal_path
 from arena.replay import replay
 from loadtest.process import free_socket
 from support.server import ADMIN_TOKEN, InProcessServer, make_config, token_for, until

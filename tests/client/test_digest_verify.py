@@ -17,8 +17,8 @@ import httpx
 
 from arena.api import queries
 from arena.client import ArenaClient, ScoreEvent
-from arena.datadir import journal_path
 from arena.engine.times import parse_rfc3339_ms
+from arena.journal.sqlite import journal_path
 from loadtest.config_toml import write_config
 from support.arena_cli import arena, rebuild_digests
 from support.server import (

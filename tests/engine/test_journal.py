@@ -1,5 +1,6 @@
-"""SqliteJournal: durability settings, one transaction per append, the UNIQUE key index, reading
-back in seq order, close markers, voids, the audit listing, corrupt files, read-only opens."""
+"""SqliteJournal: durability settings, one transaction per append, a full disk, the UNIQUE key
+index, reading back in seq order, close markers, voids, the audit listing, corrupt files,
+read-only opens."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from arena.engine.periods import ALLTIME_WINDOW, Calendar, PeriodKind
 from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
 from arena.engine.spec import BoardSpec
 from arena.errors import JournalCorrupt, JournalWriteFailed
-from arena.journal import ScoreRow, SqliteJournal
+from arena.journal import ScoreRow
+from arena.journal.sqlite import SqliteJournal
 
 SPEC = BoardSpec("b", periods=(PeriodKind.ALLTIME, PeriodKind.DAILY))
 T = 1_780_315_200_000  # 2026-06-01T12:00:00Z
@@ -118,6 +120,20 @@ async def test_an_append_is_one_transaction_nothing_is_written_when_a_record_fai
     # the connection is usable again afterwards
     await journal.append([score(2), CloseRecord(3, DAY, T)])
     assert await journal.committed_seq() == 3
+
+
+async def test_a_full_disk_fails_the_append_and_writes_nothing_until_space_returns(journal: SqliteJournal) -> None:
+    await journal.append([score(1)])
+    unbounded = await pragma(journal, "max_page_count")
+    await journal._db.execute(f"PRAGMA max_page_count={await pragma(journal, 'page_count')}")  # SQLITE_FULL on growth
+    big = [score(i, meta='{"blob":"' + "x" * 900 + '"}') for i in range(2, 52)]
+    with pytest.raises(JournalWriteFailed, match="database or disk is full"):
+        await journal.append(big)
+    assert journal.last_seq == 1 and await journal.committed_seq() == 1
+    assert await journal.lookup([r.event.idempotency_key for r in big]) == {}
+    await journal._db.execute(f"PRAGMA max_page_count={unbounded}")
+    await journal.append(big)
+    assert await journal.committed_seq() == 51
 
 
 async def test_an_append_is_committed_and_visible_to_other_connections(path: Path, journal: SqliteJournal) -> None:

@@ -22,7 +22,6 @@ from hypothesis import strategies as st
 
 from arena.cli import rebuild_board
 from arena.config import Config, ServerSettings
-from arena.datadir import journal_path
 from arena.engine.board import BoardEngine
 from arena.engine.events import Event, Fingerprint, parse_event
 from arena.engine.periods import PeriodKind
@@ -33,7 +32,8 @@ from arena.engine.spec import BoardSpec
 from arena.engine.table import RankedTable
 from arena.engine.times import parse_rfc3339_ms
 from arena.errors import BoardDefinitionChanged
-from arena.journal import Journal, SqliteJournal
+from arena.journal import Journal
+from arena.journal.sqlite import SqliteJournal, journal_path
 from arena.replay import ReplayReport, replay
 from support.engine_harness import EngineHarness
 from support.memory_journal import MemoryJournal

@@ -19,12 +19,11 @@ import websockets
 
 import arena.actor
 from arena.config import load_config
-from arena.datadir import journal_path
 from arena.engine.events import Event
 from arena.engine.periods import PeriodKind
 from arena.engine.records import ScoreRecord
 from arena.engine.spec import BoardSpec
-from arena.journal import SqliteJournal
+from arena.journal.sqlite import SqliteJournal, journal_path
 from support import arena_cli
 from support.server import ChildServer, Client, InProcessServer, event, make_config, sha, statuses, token_for, until
 

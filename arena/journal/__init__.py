@@ -1,0 +1,15 @@
+"""The event journal, the source of truth of a board: the interface (`arena.journal.interface`)
+and its backends (`arena.journal.sqlite`)."""
+
+from arena.config import Config
+from arena.journal.interface import Journal, JournalBackend, ScoreRow, check_definition
+
+__all__ = ["Journal", "JournalBackend", "ScoreRow", "check_definition", "journal_backend"]
+
+
+def journal_backend(config: Config) -> JournalBackend:
+    """The backend the config names (only sqlite so far), for `arena serve`, `rebuild` and `verify`."""
+    # imported here: a backend's driver is loaded only when the config names that backend
+    from arena.journal.sqlite import SqliteBackend
+
+    return SqliteBackend(config.server.data_dir, config.server.durability)
