@@ -253,7 +253,7 @@ class CommitPipeline:
             self._lag.observe(max(now - submission.received_at, 0) / 1000)
 
     def _answer(self, submissions: list[Submission], results: list[list[Result]]) -> None:
-        for submission, answer in zip(submissions, results):
+        for submission, answer in zip(submissions, results, strict=True):
             self.handle.answer(submission, answer)
         self.unanswered = [s for s in self.unanswered if not s.future.done()]
 

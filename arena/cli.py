@@ -14,6 +14,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -113,7 +114,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
         print(f"# rebuilding {spec.name} from {journal_backend(config).where(spec.name)}", file=sys.stderr, flush=True)
         now = Clock().now()
         try:
-            engine, report = _run(lambda: rebuild_board(config, spec, now=now, everything=args.all))
+            engine, report = _run(partial(rebuild_board, config, spec, now=now, everything=args.all))
         except ArenaError as exc:
             print(f"# {spec.name}: {exc}", file=sys.stderr, flush=True)
             failed += 1
@@ -177,10 +178,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 query = urllib.parse.urlencode({"period_id": p["period_id"]})
                 served.append(_get(f"{base}/v1/boards/{spec.name}/{kind.value}/digest?{query}"))
         for seq in sorted({d["seq"] for d in served}):
-            engine, _report = _run(lambda: rebuild_board(config, spec, now=Clock().now(), upto_seq=seq, everything=True))
+            engine, _report = _run(partial(rebuild_board, config, spec, now=Clock().now(), upto_seq=seq, everything=True))
             for d in (d for d in served if d["seq"] == seq):
                 kind = PeriodKind(d["period"])
-                table = engine.tables.get((kind, d["period_id"])) or RankedTable(engine.rule, engine.calendar.window_by_id(kind, d["period_id"]))
+                table = engine.tables.get((kind, d["period_id"]))
+                if table is None:  # no event ever reached it
+                    table = RankedTable(engine.rule, engine.calendar.window_by_id(kind, d["period_id"]))
                 checked += 1
                 name = f"{spec.name}/{kind.value}/{d['period_id']} @ seq {seq}"
                 if table.digest() == d["sha256"]:
@@ -220,12 +223,14 @@ def parser() -> argparse.ArgumentParser:
     root.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
     sub = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("serve", help="run the server", description="Serve WebSocket ingest and HTTP queries until SIGTERM/SIGINT (which drains gracefully).")
+    p = sub.add_parser("serve", help="run the server",
+                       description="Serve WebSocket ingest and HTTP queries until SIGTERM/SIGINT (which drains gracefully).")
     _common(p)
     p.add_argument("--host", help="override [server].host")
     p.add_argument("--port", type=int, help="override [server].port")
     p.add_argument("--access-log", action="store_true", help="log every HTTP request")
-    p.add_argument("--fault-injection", action="store_true", help="enable the /v1/_test routes (clock, actor crashes, journal write faults); tests only")
+    p.add_argument("--fault-injection", action="store_true",
+                   help="enable the /v1/_test routes (clock, actor crashes, journal write faults); tests only")
     p.set_defaults(run=cmd_serve)
 
     p = sub.add_parser("rebuild", help="rebuild tables offline from the journals",
@@ -239,13 +244,15 @@ def parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_rebuild)
 
     p = sub.add_parser("verify", help="compare a running server with an offline rebuild",
-                       description="For every table a running server retains, rebuild it offline up to the seq the server reports and compare digests. Exit 1 on any mismatch, naming the first differing rank.")
+                       description="For every table a running server retains, rebuild it offline up to the seq the "
+                       "server reports and compare digests. Exit 1 on any mismatch, naming the first differing rank.")
     _common(p)
     p.add_argument("--board", help="only this board")
     p.add_argument("--url", help="server base URL (default: http://[server].host:[server].port)")
     p.set_defaults(run=cmd_verify)
 
-    p = sub.add_parser("token", help="make a new bearer token", description="Print a new random token and the token_sha256 to put in config.toml.")
+    p = sub.add_parser("token", help="make a new bearer token",
+                       description="Print a new random token and the token_sha256 to put in config.toml.")
     p.add_argument("--server", dest="id", help="game server id")
     p.add_argument("--admin", metavar="ID", help="make an admin token instead")
     p.set_defaults(run=cmd_token)

@@ -226,7 +226,7 @@ class ArenaWs:
             raise AckError(f"frame {msg.get('id')}: {len(events)} events but {got} results")
         keys = [r.get("idempotency_key") for r in results]
         if keys != [e[0] for e in events]:
-            i = next(i for i, (r, e) in enumerate(zip(keys, events)) if r != e[0])
+            i = next(i for i, (r, e) in enumerate(zip(keys, events, strict=True)) if r != e[0])
             raise AckError(f"frame {msg.get('id')}: result {i} echoes key {keys[i]!r}, sent {events[i][0]!r}")
         return [s if (s := r["status"]) != "rejected" else f"rejected:{r.get('reason')}" for r in results]
 

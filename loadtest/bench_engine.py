@@ -404,7 +404,7 @@ def print_results(args: argparse.Namespace, results: Results) -> None:
           f"{args.members:,} members, {args.repeats} repeats (+1 warm-up) of {args.queries:,} lookups / "
           f"{args.updates:,} updates; rebuild of {args.events:,} events x{args.rebuild_repeats} (+1 warm-up)")
     for row in table:
-        cells = [c.rjust(w) if 2 <= i <= 4 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))]
+        cells = [c.rjust(w) if 2 <= i <= 4 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=False))]
         print("  ".join(cells) + "  " + row[-1])
     if results.profile:
         print("\n# cProfile of one replay, by own time (cProfile slows the per-row loop; read it as shares)")

@@ -202,10 +202,10 @@ class Driver:
             if n_new == len(events):
                 source.accepted(events)
             elif n_new:
-                source.accepted([e for e, x in zip(events, expected) if x is ACCEPTED])
+                source.accepted([e for e, x in zip(events, expected, strict=True) if x is ACCEPTED])
             return
         keep: list[Event] = []
-        for event, want, got in zip(events, expected, statuses):
+        for event, want, got in zip(events, expected, statuses, strict=True):
             if got == ACCEPTED:
                 counts.accepted += 1
                 if want == ACCEPTED:

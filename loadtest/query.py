@@ -169,7 +169,7 @@ async def http_workers(base_url: str, connections: int, requests: list[list[tupl
     (precomputed request bytes and the member each one asks about)."""
     conns = [HttpConnection(base_url) for _ in range(connections)]
     fns: list[RequestFn] = []
-    for conn, reqs in zip(conns, requests):
+    for conn, reqs in zip(conns, requests, strict=True):
         def make(conn: HttpConnection, reqs: list[tuple[bytes, str]]) -> RequestFn:
             n = len(reqs)
 

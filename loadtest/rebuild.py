@@ -69,7 +69,7 @@ def parse_rebuild_output(lines: list[str]) -> list[dict[str, str]]:
     if not rows or "board" not in rows[0]:
         return []
     head = rows[0]
-    return [dict(zip(head, r)) for r in rows[1:] if len(r) == len(head)]
+    return [dict(zip(head, r, strict=True)) for r in rows[1:] if len(r) == len(head)]
 
 
 def live_digests(base_url: str, board: str, periods: tuple[str, ...]) -> dict[str, dict[str, Any]]:

@@ -92,11 +92,11 @@ class Recorder:
 
     def completed(self, start: float, end: float) -> int:
         """Total weight of completions finished in [start, end)."""
-        return sum(w for t, w in zip(self.done_at, self.weight) if start <= t < end)
+        return sum(w for t, w in zip(self.done_at, self.weight, strict=True) if start <= t < end)
 
     def latencies(self, start: float, end: float) -> list[float]:
         """Latencies of the requests that started in [start, end)."""
-        return [d - s for s, d in zip(self.started, self.done_at) if start <= s < end]
+        return [d - s for s, d in zip(self.started, self.done_at, strict=True) if start <= s < end]
 
     def summary(self, start: float, end: float, windows: int) -> dict[str, Any]:
         rates = window_rates(self.done_at, self.weight, start, end, windows)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from urllib.parse import unquote_plus
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
+from urllib.parse import unquote_plus
 
 from starlette.requests import Request
 from starlette.responses import Response

@@ -307,7 +307,7 @@ class Connection:
         self, frame_id: object, results: list[Result | None], pending: list[tuple[list[int], asyncio.Future[list[Result]]]]
     ) -> None:
         for indexes, future in pending:
-            for index, result in zip(indexes, await future):  # futures always get results, never errors
+            for index, result in zip(indexes, await future, strict=True):  # futures always get results, never errors
                 results[index] = result
         await self._reply(_dumps({"op": "ack", "id": frame_id, "results": [wire.result(r) for r in results]}))  # type: ignore[arg-type]
 

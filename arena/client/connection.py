@@ -565,7 +565,7 @@ class ArenaClient:
     def _on_ack(self, items: list[_Pending], results: list[dict[str, Any]]) -> None:
         now = asyncio.get_running_loop().time()
         retry: list[_Pending] = []
-        for pending, result in zip(items, results):
+        for pending, result in zip(items, results, strict=True):
             status = result.get("status")
             reason = result.get("reason")
             if status == "rejected" and reason == "unavailable" and not pending.future.done():

@@ -15,11 +15,11 @@ from urllib.parse import quote
 import httpx
 import pytest
 
+import support.server
 from arena.client import ArenaClient, ScoreEvent
 from arena.engine.times import parse_rfc3339_ms
 from loadtest.config_toml import write_config
 from support.arena_cli import arena, rebuild_digests
-import support.server
 from support.server import ADMIN_TOKEN, InProcessServer, make_config, token_for
 
 MIN = 60_000

@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from arena.client import ArenaClient, QueryFailed, ScoreEvent
 import support.server
+from arena.client import ArenaClient, QueryFailed, ScoreEvent
 from support.server import ADMIN_TOKEN, InProcessServer, make_config, token_for
 
 MIN = 60_000

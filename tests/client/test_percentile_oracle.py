@@ -22,7 +22,7 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sortedcontainers import SortedList  # type: ignore[import-untyped]
+from sortedcontainers import SortedList
 
 from arena.engine.table import RankedTable
 from arena.engine.times import parse_rfc3339_ms
@@ -102,7 +102,7 @@ async def test_percentiles_match_the_oracle(rig: Rig, board: str, table: list[tu
     events = [(m, v, start + 60_000 * t) for m, v, t in table]
     if events:
         keys = [f"{start}-{i}" for i in range(len(events))]
-        results = await rig.ws.submit([event(board, m, v, at, k) for (m, v, at), k in zip(events, keys)])
+        results = await rig.ws.submit([event(board, m, v, at, k) for (m, v, at), k in zip(events, keys, strict=True)])
         assert all(r["status"] == "accepted" for r in results), results
     expected = oracle(board, events)
     size = len(expected)

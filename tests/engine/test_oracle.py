@@ -16,12 +16,12 @@ from hypothesis import strategies as st
 
 from support.engine_harness import EngineHarness
 from support.oracle import (
-    boards_and_frames,
     MEMBERS,
     Frame,
     OBoard,
     OEvent,
     Oracle,
+    boards_and_frames,
     check_engine,
     drive,
     engine_rows,

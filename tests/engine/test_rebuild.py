@@ -8,6 +8,7 @@ checked against the from-scratch oracle of support/oracle.py.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import subprocess
 import sys
 import tempfile
@@ -223,7 +224,7 @@ def test_rebuild_from_a_sqlite_journal_equals_the_live_tables(
     records = harness.journals["b"]
     cuts = sorted(data.draw(st.lists(st.integers(0, len(records)), max_size=4), label="transaction cuts"))
     bounds = [0, *cuts, len(records)]
-    batches = [records[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
+    batches = [records[a:b] for a, b in itertools.pairwise(bounds) if b > a]
 
     async def run() -> tuple[BoardEngine, BoardEngine]:
         with tempfile.TemporaryDirectory() as tmp:
@@ -477,7 +478,7 @@ async def test_other_tasks_get_a_turn_between_two_table_builds_of_a_replay(monke
     await replay(engine, journal, ms("2026-06-05T12:00:00Z"))
     other_board.cancel()
     assert len(turns_at_build) == 6  # the week, the open day, alltime, three retained days
-    assert all(before < after for before, after in zip(turns_at_build, turns_at_build[1:])), turns_at_build
+    assert all(before < after for before, after in itertools.pairwise(turns_at_build)), turns_at_build
     assert_same_as_live(engine, h.engines["b"])
 
 

@@ -4,6 +4,7 @@ that checks the table's internal invariants after random operations."""
 from __future__ import annotations
 
 import hashlib
+import itertools
 import random
 
 import pytest
@@ -258,7 +259,7 @@ def check_invariants(table: RankedTable, model: dict[str, Standing]) -> None:
     assert set(items.values()) == set(ordered)
     assert all(items[unpack(item)[1]] is item for item in ordered)  # shared entries, no copies
     assert ordered == sorted(ordered)
-    assert all(a < b for a, b in zip(ordered, ordered[1:]))  # unique members make a strict order
+    assert all(a < b for a, b in itertools.pairwise(ordered))  # unique members make a strict order
     if table._keys is not None:
         assert set(table._keys) == set(items)
     rule = table.rule

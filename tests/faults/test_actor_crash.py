@@ -15,8 +15,10 @@ from arena.actor import BoardState
 from support.faults import journaled
 from support.server import Client, InProcessServer, event, make_config, statuses, token_for, until
 
-
-BOARDS: dict[str, dict[str, Any]] = {"a": {"aggregation": "sum", "periods": ["alltime"]}, "b": {"aggregation": "sum", "periods": ["alltime"]}}
+BOARDS: dict[str, dict[str, Any]] = {
+    "a": {"aggregation": "sum", "periods": ["alltime"]},
+    "b": {"aggregation": "sum", "periods": ["alltime"]},
+}
 
 
 def _now() -> int:
@@ -79,7 +81,7 @@ async def test_pipelined_frames_around_a_crash_are_all_or_nothing(tmp_path: Path
         answers = await asyncio.gather(*first_answers, *(client.send({"op": "submit", "events": evs}) for evs in second))
         journal = journaled(tmp_path, "a")
         outcomes = []
-        for evs, answer in zip(first + second, answers):
+        for evs, answer in zip(first + second, answers, strict=True):
             got = set(statuses(answer["results"]))
             assert got in ({"accepted"}, {"rejected:unavailable"}), got
             outcomes.append(got.pop())
@@ -105,7 +107,7 @@ async def test_past_the_restart_intensity_the_board_is_failed_not_looping(tmp_pa
             assert statuses(results) == ["rejected:unavailable"]
             if n < 2:
                 await _until_ready(server, "a", n + 2)
-        await until(lambda: server.arena.boards["a"].state is BoardState.FAILED, "board a to fail")
+        await until(lambda: supervisor.handles["a"].state is BoardState.FAILED, "board a to fail")
         # Failed, not looping: more traffic neither restarts nor reaches the journal.
         for n in range(5):
             assert statuses(await client.submit([event("a", "m", 1, now, f"late-{n}")])) == ["rejected:unavailable"]

@@ -23,7 +23,6 @@ from websockets.sync.client import ClientConnection, connect
 from support.faults import memory_kib, write_config
 from support.server import ChildServer, token_for
 
-
 BOARDS: dict[str, dict[str, Any]] = {
     "v": {"aggregation": "best", "periods": ["alltime", "daily"], "min_value": 0, "max_value": 1000},
     "w": {"aggregation": "sum", "periods": ["alltime"]},
@@ -306,7 +305,7 @@ def _every_event_gets_the_contracts_result(
         answer = _ask(ws, _dumps({"op": "submit", "id": "fuzz", "events": sent}))
         assert answer["op"] == "ack" and answer["id"] == "fuzz", answer
         got = [r["status"] if r["status"] != "rejected" else f"rejected:{r['reason']}" for r in answer["results"]]
-        assert got == expected, [(json.dumps(e)[:200], w, g) for e, w, g in zip(sent, expected, got) if w != g]
+        assert got == expected, [(json.dumps(e)[:200], w, g) for e, w, g in zip(sent, expected, got, strict=False) if w != g]
         assert [r["idempotency_key"] for r in answer["results"]] == [_echo(e) for e in sent]
     _usable(observer)
     assert server.alive()

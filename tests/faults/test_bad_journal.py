@@ -23,7 +23,6 @@ from support.arena_cli import arena
 from support.faults import assert_standings_match_rebuild, journal_file, server_digests, write_config
 from support.server import ChildServer, token_for
 
-
 BOARDS: dict[str, dict[str, Any]] = {"good": {"periods": ["alltime", "daily"]}, "bad": {"periods": ["alltime", "daily"]}}
 PERIODS = {name: body["periods"] for name, body in BOARDS.items()}
 

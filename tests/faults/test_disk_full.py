@@ -29,8 +29,10 @@ import pytest
 from support.faults import journal_file, journaled, metric, parse_metric, write_config
 from support.server import ChildServer, Client, InProcessServer, event, make_config, statuses, token_for
 
-
-BOARDS: dict[str, dict[str, Any]] = {"a": {"aggregation": "sum", "periods": ["alltime", "daily"]}, "b": {"aggregation": "sum", "periods": ["alltime"]}}
+BOARDS: dict[str, dict[str, Any]] = {
+    "a": {"aggregation": "sum", "periods": ["alltime", "daily"]},
+    "b": {"aggregation": "sum", "periods": ["alltime"]},
+}
 
 
 def _now() -> int:

@@ -13,8 +13,10 @@ from typing import Any
 from support.faults import journaled, metric, server_digests, write_config
 from support.server import ChildServer, Client, clear_of_an_hour_boundary, statuses, token_for
 
-
-BOARDS: dict[str, dict[str, Any]] = {"a": {"aggregation": "best", "periods": ["alltime", "daily"]}, "b": {"aggregation": "sum", "periods": ["alltime", "hourly"]}}
+BOARDS: dict[str, dict[str, Any]] = {
+    "a": {"aggregation": "best", "periods": ["alltime", "daily"]},
+    "b": {"aggregation": "sum", "periods": ["alltime", "hourly"]},
+}
 PERIODS = {name: body["periods"] for name, body in BOARDS.items()}
 CONNECTIONS = 5
 RESENDS = 100

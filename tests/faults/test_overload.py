@@ -29,8 +29,10 @@ from support.faults import (
 )
 from support.server import ChildServer, Client, token_for, until
 
-
-BOARDS: dict[str, dict[str, Any]] = {"a": {"aggregation": "sum", "periods": ["alltime", "hourly"]}, "b": {"aggregation": "best", "periods": ["alltime"]}}
+BOARDS: dict[str, dict[str, Any]] = {
+    "a": {"aggregation": "sum", "periods": ["alltime", "hourly"]},
+    "b": {"aggregation": "best", "periods": ["alltime"]},
+}
 MAILBOX_EVENTS = 500
 MAX_IN_FLIGHT = 4
 
@@ -86,7 +88,7 @@ class AckAudit:
 
     def __call__(self, events: list[dict[str, Any]], results: list[dict[str, Any]]) -> None:
         keys: dict[str, list[str]] = defaultdict(list)
-        for e, r in zip(events, results):
+        for e, r in zip(events, results, strict=True):
             if r["status"] == "accepted":
                 keys[e["board"]].append(e["idempotency_key"])
             else:

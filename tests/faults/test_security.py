@@ -19,8 +19,10 @@ from websockets.sync.client import connect
 from support.faults import journal_file, journaled, write_config
 from support.server import ADMIN_TOKEN, ChildServer, token_for
 
-
-BOARDS: dict[str, dict[str, Any]] = {"a": {"aggregation": "best", "periods": ["alltime", "daily"]}, "b": {"aggregation": "sum", "periods": ["alltime"]}}
+BOARDS: dict[str, dict[str, Any]] = {
+    "a": {"aggregation": "best", "periods": ["alltime", "daily"]},
+    "b": {"aggregation": "sum", "periods": ["alltime"]},
+}
 SERVERS = {"gs": ["*"], "scoped": ["a"]}
 WRONG_TOKEN = "token-nobody-knows"
 TOKENS = [token_for("gs"), token_for("scoped"), ADMIN_TOKEN, WRONG_TOKEN]

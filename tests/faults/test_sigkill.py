@@ -28,7 +28,6 @@ from support.faults import (
 )
 from support.server import ADMIN_TOKEN, ChildServer, Client, token_for, until
 
-
 BOARDS: dict[str, dict[str, Any]] = {
     "best": {"aggregation": "best", "periods": ["alltime", "daily"]},
     "total": {"aggregation": "sum", "periods": ["alltime", "hourly"], "max_value": 1000},

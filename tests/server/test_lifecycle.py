@@ -89,7 +89,7 @@ async def test_sigterm_with_frames_in_flight_loses_no_acked_event(tmp_path: Path
                 await futures[10][1]  # acks are flowing and many frames are in flight: stop now
                 server.signal(signal.SIGTERM)
             await asyncio.sleep(0)
-        for keys, future in futures:
+        for _keys, future in futures:
             try:
                 answer = await asyncio.wait_for(future, 10)
             except (ConnectionError, asyncio.TimeoutError):
@@ -138,7 +138,7 @@ async def test_current_tables_answer_before_alltime_has_loaded(tmp_path: Path) -
     journal = await SqliteJournal.open(journal_path(tmp_path, "b"), spec)
     old = now - 40 * 86_400_000  # far outside every current window: only alltime replays them
     seq = 0
-    for chunk in range(30):
+    for _chunk in range(30):
         records = []
         for i in range(10_000):
             seq += 1

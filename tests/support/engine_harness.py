@@ -46,7 +46,7 @@ class EngineHarness:
                 by_board.setdefault(parsed.board, []).append((i, parsed))
         for board, items in by_board.items():
             answers = self.process(board, [e for _, e in items], now, server)
-            for (i, _), answer in zip(items, answers):
+            for (i, _), answer in zip(items, answers, strict=True):
                 results[i] = answer
         return [r for r in results if r is not None]
 
