@@ -44,6 +44,8 @@ class ServerSettings:
     ping_timeout_seconds: float = 20.0
     max_restarts: int = 5
     restart_window_seconds: float = 60.0
+    push_interval_ms: int = 100
+    max_subscriptions: int = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +202,8 @@ def _server(s: _Section) -> ServerSettings:
         ping_timeout_seconds=s.number("ping_timeout_seconds", d.ping_timeout_seconds, 0.1),
         max_restarts=s.int("max_restarts", d.max_restarts, 0),
         restart_window_seconds=s.number("restart_window_seconds", d.restart_window_seconds, 0.1),
+        push_interval_ms=s.int("push_interval_ms", d.push_interval_ms, 1, 60_000),
+        max_subscriptions=s.int("max_subscriptions", d.max_subscriptions, 0),
     )
     s.done()
     return settings

@@ -12,6 +12,7 @@ from arena.config import DEV_ADMIN_TOKEN_SHA256, DEV_TOKEN_SHA256, Admin, Config
 from arena.errors import not_found
 from arena.journal import journal_backend
 from arena.journal.faults import WriteFaults
+from arena.live.views import LiveViews
 from arena.metrics import Metrics
 from arena.supervisor import Supervisor
 
@@ -36,6 +37,7 @@ class Arena:
         self.draining = False
         self._readers: set[asyncio.Task[None]] = set()
         self.digest_turn = asyncio.Lock()  # see queries.digest
+        self.live: LiveViews | None = None  # the app's registry of live views (arena.api.app)
 
     async def start(self) -> None:
         for server in self.config.servers:

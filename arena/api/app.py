@@ -9,7 +9,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.types import ASGIApp
 
-from arena.api import admin, http, testing, ws
+from arena.api import admin, http, live, testing, ws
 from arena.api.http import json_response
 from arena.service import Arena
 
@@ -28,4 +28,5 @@ def create_app(arena: Arena) -> ASGIApp:
         routes += testing.routes
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
     app.state.arena = arena
+    arena.live = live.live_views(arena, ws.QUERY_OPS)
     return http.QueryRoutes(arena, app)

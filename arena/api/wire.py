@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
@@ -42,4 +43,10 @@ def error(exc: QueryError) -> Body:
 
 
 def dumps(body: Body) -> bytes:
-    return orjson.dumps(body)
+    """A body as JSON text. orjson refuses integers beyond 64 bits and lone surrogates, which an
+    echoed frame id or idempotency key may hold (JSON's "\\ud800" escape reads as one): those
+    few bodies go through json, which escapes such a surrogate as it was sent."""
+    try:
+        return orjson.dumps(body)
+    except TypeError:  # beyond 64 bits, a lone surrogate, or nested over 255 deep
+        return json.dumps(body, separators=(",", ":"), allow_nan=False).encode()

@@ -22,10 +22,13 @@ from starlette.websockets import WebSocket
 
 from arena.actor import BoardHandle
 from arena.api import queries, wire
+from arena.api.live import Subscriptions
 from arena.api.wire import Body
 from arena.config import GameServer
 from arena.engine.events import Event, Result, parse_event
 from arena.errors import QueryError, invalid_request
+from arena.live.outbox import Outbox
+from arena.live.views import LiveViews
 from arena.service import Arena
 
 log = logging.getLogger("arena.ws")
@@ -182,24 +185,14 @@ def _check_id(frame_id: object) -> None:
         raise FrameError("bad_frame", "id cannot be echoed: it holds a number beyond a double's range or nests too deep") from None
 
 
-def _dumps(answer: dict[str, Any]) -> bytes:
-    """An answer as JSON text. orjson refuses integers beyond 64 bits and lone surrogates, which
-    an echoed id or idempotency key may hold (see `exact_frame`; JSON's "\\ud800" escape reads
-    as one): those few answers go through json, which escapes such a surrogate as it was sent."""
-    try:
-        return orjson.dumps(answer)
-    except TypeError:  # beyond 64 bits, a lone surrogate, or nested over 255 deep
-        return json.dumps(answer, separators=(",", ":"), allow_nan=False).encode()
-
-
 def _error(frame_id: object, code: str, message: str) -> bytes:
-    return _dumps({"op": "error", "id": frame_id, "code": code, "message": message})
+    return wire.dumps({"op": "error", "id": frame_id, "code": code, "message": message})
 
 
 class Connection:
     """One authenticated game server's WebSocket."""
 
-    def __init__(self, arena: Arena, websocket: WebSocket, server: GameServer) -> None:
+    def __init__(self, arena: Arena, websocket: WebSocket, server: GameServer, views: LiveViews) -> None:
         self.arena = arena
         self.websocket = websocket
         self.server = server
@@ -207,6 +200,17 @@ class Connection:
         self.tasks: set[asyncio.Task[None]] = set()
         self.writable = [h for name, h in arena.boards.items() if server.may_write(name)]
         self.open = True
+        self.views = views
+        self._subscriptions: Subscriptions | None = None
+
+    def subscriptions(self) -> Subscriptions:
+        if self._subscriptions is None:
+            self._subscriptions = Subscriptions(self.arena, self.views, Outbox(self._send))
+        return self._subscriptions
+
+    async def _send(self, payload: bytes) -> None:
+        if self.open:
+            await self.websocket.send({"type": "websocket.send", "text": payload.decode()})
 
     async def serve(self) -> None:
         reader = asyncio.create_task(self._read())
@@ -217,6 +221,8 @@ class Connection:
             if not self.arena.draining:
                 raise
         finally:
+            if self._subscriptions is not None:
+                self._subscriptions.close()
             if self.tasks:
                 await asyncio.gather(*self.tasks, return_exceptions=True)
         if self.arena.draining and self.open:
@@ -258,13 +264,24 @@ class Connection:
                 self._submit(frame_id, frame, received_at, text)
                 return
             if op == "ping":
-                await self._reply(_dumps({"op": "pong", "id": frame_id}))
+                await self._reply(wire.dumps({"op": "pong", "id": frame_id}))
+                return
+            if op == "subscribe":
+                refused = self.subscriptions().subscribe(frame_id, frame, QUERY_OPS)
+                if refused is not None:
+                    await self._reply(refused)
+                else:  # answered through the subscriptions' outbox
+                    self.slots.release()
+                return
+            if op == "unsubscribe":
+                self.subscriptions().unsubscribe(frame_id, frame)
+                self.slots.release()
                 return
             answer = QUERY_OPS.get(op) if isinstance(op, str) else None
             if answer is None:
                 raise FrameError("unknown_op", f"unknown op {op!r}")
             body = answer(self.arena, frame)
-            await self._reply(_dumps({"op": "result", "id": frame_id, **body}))
+            await self._reply(wire.dumps({"op": "result", "id": frame_id, **body}))
         except FrameError as exc:
             await self._reply(_error(frame_id, exc.code, exc.message))
         except QueryError as exc:
@@ -309,7 +326,7 @@ class Connection:
         for indexes, future in pending:
             for index, result in zip(indexes, await future, strict=True):  # futures always get results, never errors
                 results[index] = result
-        await self._reply(_dumps({"op": "ack", "id": frame_id, "results": [wire.result(r) for r in results]}))  # type: ignore[arg-type]
+        await self._reply(wire.dumps({"op": "ack", "id": frame_id, "results": [wire.result(r) for r in results]}))  # type: ignore[arg-type]
 
     async def _reply(self, payload: bytes) -> None:
         """Send one answer and free its frame's in-flight slot (even when the peer is gone)."""
@@ -337,7 +354,8 @@ async def ingest(websocket: WebSocket) -> None:
     arena.connections += 1
     arena.metrics.connections.inc()
     try:
-        await Connection(arena, websocket, server).serve()
+        assert arena.live is not None
+        await Connection(arena, websocket, server, arena.live).serve()
     finally:
         arena.connections -= 1
         arena.metrics.connections.dec()

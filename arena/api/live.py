@@ -1,0 +1,123 @@
+"""Subscriptions on a WebSocket: `subscribe` / `unsubscribe` frames, and what a view's answer is.
+
+A view is one of the table query ops with its fields; its answer is the query's answer, except
+that a member not (yet) in the table is a state (`entry: null`, `entries: []`), never an error.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Hashable
+from typing import Any
+
+import orjson
+
+from arena.actor import BoardState
+from arena.api import queries, wire
+from arena.api.wire import Body
+from arena.errors import QueryError, invalid_request
+from arena.live.outbox import Outbox
+from arena.live.views import LiveViews, Subscription
+from arena.service import Arena
+
+VIEW_OPS = ("top", "rank", "around", "percentile", "score_at_percentile")
+REFUSED = {"invalid_request", "unknown_board", "unknown_period", "period_not_retained"}
+"""What a query refuses for what it asks: a view that gets one of these is not subscribed."""
+
+Answer = Callable[[Arena, dict[str, Any]], Body]
+
+
+class QuerySource:
+    """The live registry's `Source`: a view's answer is its query op's answer."""
+
+    def __init__(self, arena: Arena, ops: dict[str, Answer]) -> None:
+        self.arena = arena
+        self.ops = ops
+
+    def version(self, view: dict[str, Any]) -> Hashable | None:
+        handle = self.arena.boards[view["board"]]
+        engine = handle.engine
+        if handle.state is not BoardState.READY or engine is None:
+            return None
+        current = None
+        if view.get("period_id") is None:  # a view of the current window follows the period
+            current = engine.calendar.window_at(queries.period_kind(view["period"]), self.arena.clock.now()).period_id
+        return (id(engine), engine.last_seq, current)
+
+    def evaluate(self, view: dict[str, Any]) -> tuple[int, bytes] | str:
+        engine = self.arena.boards[view["board"]].engine
+        assert engine is not None
+        try:
+            body = self.ops[view["op"]](self.arena, view)
+        except QueryError as exc:
+            if exc.code != "member_not_found":
+                return exc.code
+            body = absent(self.arena, view)
+        return engine.last_seq, orjson.dumps(body)
+
+
+def absent(arena: Arena, view: dict[str, Any]) -> Body:
+    """The answer of a member view while the member has no entry: a state, not an error."""
+    table = arena.board(view["board"]).view(queries.period_kind(view["period"]), view.get("period_id"), arena.clock.now())
+    body = wire.table_fields(view["board"], table)
+    if view["op"] == "around":
+        body["entries"] = []
+    else:
+        body["entry"] = None
+        if view["op"] == "percentile":
+            body["top_percent"] = None
+    return body
+
+
+def live_views(arena: Arena, ops: dict[str, Answer]) -> LiveViews:
+    return LiveViews(QuerySource(arena, ops), arena.settings.push_interval_ms / 1000)
+
+
+class Subscriptions:
+    """One connection's subscriptions. Frames are answered through its `Outbox`, so that
+    `subscribed` comes before the first update and no update follows `unsubscribed`."""
+
+    def __init__(self, arena: Arena, views: LiveViews, outbox: Outbox) -> None:
+        self.arena = arena
+        self.views = views
+        self.outbox = outbox
+        self._ids = itertools.count(1)
+        self._subs: dict[str, Subscription] = {}
+
+    def subscribe(self, frame_id: object, frame: dict[str, Any], ops: dict[str, Answer]) -> bytes | None:
+        """Subscribe to the frame's view: None when answered through the outbox, else the error
+        frame's bytes. Raises QueryError for a view the query refuses."""
+        view = frame.get("view")
+        if not isinstance(view, dict) or view.get("op") not in VIEW_OPS:
+            raise invalid_request(f"view must be an object whose op is one of {', '.join(VIEW_OPS)}")
+        fields = {k: v for k, v in view.items() if k != "id"}
+        if len(self._subs) >= self.arena.settings.max_subscriptions:
+            return _frame({"op": "error", "id": frame_id, "code": "too_many_subscriptions",
+                           "message": f"at most {self.arena.settings.max_subscriptions} subscriptions per connection"})
+        try:
+            ops[fields["op"]](self.arena, fields)  # what the query refuses, the subscription refuses
+        except QueryError as exc:
+            if exc.code in REFUSED:
+                raise
+        sub = str(next(self._ids))
+        self.outbox.control(_frame({"op": "subscribed", "id": frame_id, "sub": sub}))
+        self._subs[sub] = self.views.subscribe(sub, self.outbox, fields)
+        return None
+
+    def unsubscribe(self, frame_id: object, frame: dict[str, Any]) -> None:
+        sub = frame.get("sub")
+        subscription = self._subs.pop(sub, None) if isinstance(sub, str) else None
+        if subscription is not None:
+            self.views.unsubscribe(subscription)
+        self.outbox.control(_frame({"op": "unsubscribed", "id": frame_id, "sub": sub}))
+
+    def close(self) -> None:
+        """The connection ended: so do its subscriptions."""
+        for subscription in self._subs.values():
+            self.views.unsubscribe(subscription)
+        self._subs.clear()
+        self.outbox.close()
+
+
+def _frame(body: Body) -> bytes:
+    return wire.dumps(body)

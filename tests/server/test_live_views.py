@@ -1,0 +1,189 @@
+"""Live views on /v1/ws through a real server: subscribe, full-answer updates on change, one
+evaluation per change however many subscribers, member absence as a state, unsubscribe, limits."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from support.server import Client, InProcessServer, event, make_config, token_for, until
+
+BOARDS = {"b": {"aggregation": "best", "periods": ["alltime", "daily"]}}
+PUSH_MS = 50
+
+
+def _now() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Subscriber:
+    """A connection's updates, by subscription."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    def updates(self, sub: str) -> list[dict[str, Any]]:
+        return [f for f in self.client.unmatched if f.get("op") == "update" and f.get("sub") == sub]
+
+    async def subscribe(self, view: dict[str, Any]) -> str:
+        answer = await self.client.request({"op": "subscribe", "view": view})
+        assert answer["op"] == "subscribed", answer
+        sub: str = answer["sub"]
+        return sub
+
+    async def until_update(self, sub: str, condition: Any, what: str) -> dict[str, Any]:
+        await until(lambda: any(condition(u) for u in self.updates(sub)), what, 10)
+        return [u for u in self.updates(sub) if condition(u)][-1]
+
+
+@pytest.fixture
+async def server(tmp_path: Path) -> AsyncIterator[InProcessServer]:
+    async with InProcessServer(make_config(tmp_path / "data", BOARDS, push_interval_ms=PUSH_MS, max_subscriptions=3)) as s:
+        yield s
+
+
+async def _client(server: InProcessServer) -> Client:
+    return await Client.connect(server.ws_url, token_for("gs"))
+
+
+def _body(update: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in update.items() if k not in ("op", "sub", "seq")}
+
+
+async def test_a_top_view_sends_its_answer_at_once_then_the_new_answer_after_each_change(server: InProcessServer) -> None:
+    client = await _client(server)
+    live = Subscriber(client)
+    sub = await live.subscribe({"op": "top", "board": "b", "period": "alltime", "limit": 3})
+    first = await live.until_update(sub, lambda u: True, "the first update")
+    assert first["entries"] == [] and first["seq"] == 0
+    now = _now()
+    for i in range(5):
+        await client.submit([event("b", f"m{i}", 10 * i, now, f"k{i}")])
+    last = await live.until_update(sub, lambda u: u["seq"] == 5, "the update at seq 5")
+    plain = await client.request({"op": "top", "board": "b", "period": "alltime", "limit": 3})
+    assert _body(last) == {k: v for k, v in plain.items() if k not in ("op", "id")}
+    seqs = [u["seq"] for u in live.updates(sub)]
+    assert seqs == sorted(seqs)
+    bodies = [_body(u) for u in live.updates(sub)]
+    assert all(a != b for a, b in zip(bodies, bodies[1:], strict=False))  # never the same answer twice
+    await client.close()
+
+
+async def test_a_view_shared_by_a_hundred_subscribers_is_evaluated_once_per_change(server: InProcessServer) -> None:
+    assert server.arena is not None
+    clients = [await _client(server) for _ in range(100)]
+    subs = [await Subscriber(c).subscribe({"op": "top", "board": "b", "period": "alltime"}) for c in clients]
+    writer = await _client(server)
+    live = server.arena.live
+    assert live is not None
+    before = live.evaluations
+    await writer.submit([event("b", "m", 1, _now(), "k")])
+    for client, sub in zip(clients, subs, strict=True):
+        await Subscriber(client).until_update(sub, lambda u: u["seq"] == 1, "every subscriber's update")
+    assert live.evaluations - before == 1
+    for c in [*clients, writer]:
+        await c.close()
+
+
+async def test_a_member_not_in_the_table_is_a_state_and_its_entry_arrives(server: InProcessServer) -> None:
+    client = await _client(server)
+    live = Subscriber(client)
+    rank = await live.subscribe({"op": "rank", "board": "b", "period": "daily", "member": "ann"})
+    around = await live.subscribe({"op": "around", "board": "b", "period": "daily", "member": "ann", "radius": 1})
+    assert (await live.until_update(rank, lambda u: True, "rank's first update"))["entry"] is None
+    assert (await live.until_update(around, lambda u: True, "around's first update"))["entries"] == []
+    await client.submit([event("b", "ann", 7, _now(), "ann-1")])
+    entry = (await live.until_update(rank, lambda u: u["entry"] is not None, "ann's entry"))["entry"]
+    assert entry["rank"] == 1 and entry["score"] == 7
+    await live.until_update(around, lambda u: len(u["entries"]) == 1, "ann among her neighbours")
+    await client.close()
+
+
+async def test_no_update_follows_unsubscribed(server: InProcessServer) -> None:
+    client, other = await _client(server), await _client(server)
+    live, watcher = Subscriber(client), Subscriber(other)
+    sub = await live.subscribe({"op": "top", "board": "b", "period": "alltime"})
+    witness = await watcher.subscribe({"op": "top", "board": "b", "period": "alltime"})
+    await live.until_update(sub, lambda u: True, "the first update")
+    answer = await client.request({"op": "unsubscribe", "sub": sub})
+    assert answer == {"op": "unsubscribed", "id": answer["id"], "sub": sub}
+    assert (await client.request({"op": "unsubscribe", "sub": "nope"}))["sub"] == "nope"  # unknown: answered too
+    seen = len(live.updates(sub))  # an update queued before `unsubscribed` went out before it
+    await client.submit([event("b", "m", 1, _now(), "k")])
+    await watcher.until_update(witness, lambda u: u["seq"] == 1, "the push of the change")
+    assert (await client.request({"op": "ping"}))["op"] == "pong"
+    assert len(live.updates(sub)) == seen
+    await client.close()
+    await other.close()
+
+
+@pytest.mark.parametrize(("view", "code"), [
+    ({"op": "submit", "board": "b"}, "invalid_request"),
+    ({"op": "top", "board": "nope", "period": "alltime"}, "unknown_board"),
+    ({"op": "top", "board": "b", "period": "hourly"}, "unknown_period"),
+    ({"op": "top", "board": "b", "period": "alltime", "limit": 0}, "invalid_request"),
+    ({"op": "top", "board": "b", "period": "daily", "period_id": "1999-01-01"}, "period_not_retained"),
+    ("top", "invalid_request"),
+])
+async def test_a_view_the_query_refuses_gets_its_error_and_no_subscription(
+    server: InProcessServer, view: Any, code: str
+) -> None:
+    client = await _client(server)
+    answer = await client.request({"op": "subscribe", "view": view})
+    assert answer["op"] == "error" and answer["code"] == code, answer
+    await client.close()
+
+
+async def test_subscriptions_per_connection_are_limited(server: InProcessServer) -> None:
+    client = await _client(server)
+    live = Subscriber(client)
+    for _ in range(3):
+        await live.subscribe({"op": "top", "board": "b", "period": "alltime"})
+    answer = await client.request({"op": "subscribe", "view": {"op": "top", "board": "b", "period": "alltime"}})
+    assert answer["op"] == "error" and answer["code"] == "too_many_subscriptions"
+    await client.close()
+
+
+async def test_subscriptions_end_with_their_connection(server: InProcessServer) -> None:
+    assert server.arena is not None and server.arena.live is not None
+    live = server.arena.live
+    client = await _client(server)
+    await Subscriber(client).subscribe({"op": "top", "board": "b", "period": "alltime"})
+    assert live.views
+    await client.close()
+    await until(lambda: not live.views, "the view to go with its last subscriber")
+
+
+async def test_the_http_answer_and_the_last_update_agree_after_a_burst(server: InProcessServer) -> None:
+    client = await _client(server)
+    live = Subscriber(client)
+    sub = await live.subscribe({"op": "percentile", "board": "b", "period": "alltime", "member": "m3"})
+    now = _now()
+    for i in range(50):
+        client.send({"op": "submit", "events": [event("b", f"m{i % 7}", i, now, f"burst{i}")]})
+    await live.until_update(sub, lambda u: u["seq"] == 50, "the final state")
+    async with httpx.AsyncClient(base_url=server.url) as http:
+        plain = (await http.get("/v1/boards/b/alltime/percentile/m3")).json()
+    assert _body(live.updates(sub)[-1]) == plain
+    await client.close()
+
+
+async def test_a_view_of_the_current_window_follows_the_period_at_rollover(server: InProcessServer) -> None:
+    day = 86_400_000
+    midnight = (_now() // day - 1) * day  # yesterday's end: the test clock moves across it
+    async with httpx.AsyncClient(base_url=server.url) as http:
+        assert (await http.post("/v1/_test/clock", json={"now_ms": midnight - 1_000})).status_code == 200
+        client = await _client(server)
+        live = Subscriber(client)
+        sub = await live.subscribe({"op": "top", "board": "b", "period": "daily"})
+        first = await live.until_update(sub, lambda u: True, "the first update")
+        assert (await http.post("/v1/_test/clock", json={"now_ms": midnight + 1_000})).status_code == 200
+        later = await live.until_update(sub, lambda u: u["period_id"] != first["period_id"], "the next day's table")
+        await http.post("/v1/_test/clock", json={"now_ms": None})
+    assert later["start"] == first["end"] and later["seq"] == first["seq"]
+    await client.close()
