@@ -46,6 +46,7 @@ class ServerSettings:
     restart_window_seconds: float = 60.0
     push_interval_ms: int = 100
     max_subscriptions: int = 100
+    max_live_connections: int = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +205,7 @@ def _server(s: _Section) -> ServerSettings:
         restart_window_seconds=s.number("restart_window_seconds", d.restart_window_seconds, 0.1),
         push_interval_ms=s.int("push_interval_ms", d.push_interval_ms, 1, 60_000),
         max_subscriptions=s.int("max_subscriptions", d.max_subscriptions, 0),
+        max_live_connections=s.int("max_live_connections", d.max_live_connections, 0),
     )
     s.done()
     return settings

@@ -34,6 +34,7 @@ class Arena:
         self.boards: dict[str, BoardHandle] = self.supervisor.handles
         self.fault_injection = fault_injection
         self.connections = 0
+        self.live_connections = 0  # /v1/live (and, later, SSE streams): bounded by max_live_connections
         self.draining = False
         self._readers: set[asyncio.Task[None]] = set()
         self.digest_turn = asyncio.Lock()  # see queries.digest

@@ -23,7 +23,8 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 def create_app(arena: Arena) -> ASGIApp:
     """Routes only; the caller starts and stops ``arena`` around the server (see arena.server)."""
-    routes: list[BaseRoute] = [*http.routes, *admin.routes, WebSocketRoute("/v1/ws", ws.ingest)]
+    routes: list[BaseRoute] = [*http.routes, *admin.routes, WebSocketRoute("/v1/ws", ws.ingest),
+                               WebSocketRoute("/v1/live", ws.live)]
     if arena.fault_injection:
         routes += testing.routes
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})

@@ -192,13 +192,14 @@ def _error(frame_id: object, code: str, message: str) -> bytes:
 class Connection:
     """One authenticated game server's WebSocket."""
 
-    def __init__(self, arena: Arena, websocket: WebSocket, server: GameServer, views: LiveViews) -> None:
+    def __init__(self, arena: Arena, websocket: WebSocket, server: GameServer | None, views: LiveViews) -> None:
+        """``server`` None: the public read-only `/v1/live`, where `submit` is forbidden."""
         self.arena = arena
         self.websocket = websocket
         self.server = server
         self.slots = asyncio.Semaphore(arena.settings.max_in_flight_frames)
         self.tasks: set[asyncio.Task[None]] = set()
-        self.writable = [h for name, h in arena.boards.items() if server.may_write(name)]
+        self.writable = [h for name, h in arena.boards.items() if server is not None and server.may_write(name)]
         self.open = True
         self.views = views
         self._subscriptions: Subscriptions | None = None
@@ -261,7 +262,9 @@ class Connection:
             frame_id = frame.get("id")
             op = frame.get("op")
             if op == "submit":
-                self._submit(frame_id, frame, received_at, text)
+                if self.server is None:
+                    raise FrameError("forbidden", "/v1/live is read-only: game servers submit on /v1/ws with their token")
+                self._submit(self.server, frame_id, frame, received_at, text)
                 return
             if op == "ping":
                 await self._reply(wire.dumps({"op": "pong", "id": frame_id}))
@@ -287,7 +290,7 @@ class Connection:
         except QueryError as exc:
             await self._reply(_error(frame_id, exc.code, exc.message))
 
-    def _submit(self, frame_id: object, frame: dict[str, Any], received_at: int, text: str | None) -> None:
+    def _submit(self, server: GameServer, frame_id: object, frame: dict[str, Any], received_at: int, text: str | None) -> None:
         events = frame.get("events")
         if not isinstance(events, list) or not events:
             raise FrameError("invalid_request", "events must be a non-empty list")
@@ -296,13 +299,13 @@ class Connection:
         arena = self.arena
         results: list[Result | None] = [None] * len(events)
         by_board: dict[str, tuple[BoardHandle, list[int], list[Event]]] = {}
-        may_write = self.server.may_write
+        may_write = server.may_write
         rejected: dict[str, list[Result]] = {}
         for index, raw in enumerate(events):
             parsed = parse_event(raw, arena.boards, may_write)
             if text is not None and _inexact(raw, parsed):
                 # nothing is queued or counted yet: start over on the exact parse
-                return self._submit(frame_id, exact_frame(text, frame), received_at, None)
+                return self._submit(server, frame_id, exact_frame(text, frame), received_at, None)
             if isinstance(parsed, Result):
                 results[index] = parsed
                 board = raw.get("board") if isinstance(raw, dict) else None
@@ -315,7 +318,7 @@ class Connection:
             group[2].append(parsed)
         for board, answers in rejected.items():
             arena.metrics.count_results(board, answers)
-        pending = [(indexes, handle.submit(evs, received_at, self.server.id)) for handle, indexes, evs in by_board.values()]
+        pending = [(indexes, handle.submit(evs, received_at, server.id)) for handle, indexes, evs in by_board.values()]
         task = asyncio.create_task(self._ack(frame_id, results, pending))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
@@ -359,3 +362,19 @@ async def ingest(websocket: WebSocket) -> None:
     finally:
         arena.connections -= 1
         arena.metrics.connections.dec()
+
+
+async def live(websocket: WebSocket) -> None:
+    """`GET /v1/live`: the public, read-only WebSocket (queries and subscriptions, no token)."""
+    arena: Arena = websocket.app.state.arena
+    if arena.draining or arena.live_connections >= arena.settings.max_live_connections:
+        body = wire.dumps({"error": {"code": "unavailable", "message": "too many live connections, retry later"}})
+        await websocket.send_denial_response(Response(body, 503, media_type="application/json"))
+        return
+    await websocket.accept()
+    arena.live_connections += 1
+    try:
+        assert arena.live is not None
+        await Connection(arena, websocket, None, arena.live).serve()
+    finally:
+        arena.live_connections -= 1

@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
+import websockets
 
 from support.server import Client, InProcessServer, event, make_config, token_for, until
 
@@ -187,3 +188,52 @@ async def test_a_view_of_the_current_window_follows_the_period_at_rollover(serve
         await http.post("/v1/_test/clock", json={"now_ms": None})
     assert later["start"] == first["end"] and later["seq"] == first["seq"]
     await client.close()
+
+
+async def test_after_a_board_reload_one_update_comes_even_if_unchanged(server: InProcessServer) -> None:
+    assert server.arena is not None
+    supervisor = server.arena.supervisor
+    client = await _client(server)
+    live = Subscriber(client)
+    await client.submit([event("b", "m", 1, _now(), "before")])
+    sub = await live.subscribe({"op": "top", "board": "b", "period": "alltime"})
+    first = await live.until_update(sub, lambda u: True, "the first update")
+    async with httpx.AsyncClient(base_url=server.url) as http:
+        assert (await http.post("/v1/_test/boards/b/crash", json={"times": 1})).status_code == 200
+    results = await client.submit([event("b", "m", 2, _now(), "crashed")])  # the crash takes this batch down
+    assert [r["status"] for r in results] == ["rejected"]
+    await until(lambda: supervisor.runs["b"] == 2 and server.arena is not None
+                and server.arena.boards["b"].state.value == "ready", "the board to reload")
+    await until(lambda: len(live.updates(sub)) == 2, "the update after the reload")
+    assert _body(live.updates(sub)[1]) == _body(first)
+    await client.close()
+
+
+# -- /v1/live: the public read-only WebSocket ---------------------------------------------------------
+
+
+async def test_v1_live_takes_no_token_answers_queries_and_subscriptions_and_refuses_submit(server: InProcessServer) -> None:
+    writer = await _client(server)
+    await writer.submit([event("b", "m", 3, _now(), "k")])
+    public = Client(await websockets.connect(server.url.replace("http", "ws") + "/v1/live"))
+    assert (await public.request({"op": "rank", "board": "b", "period": "alltime", "member": "m"}))["entry"]["score"] == 3
+    refused = await public.request({"op": "submit", "events": [event("b", "m", 9, _now(), "sneaky")]})
+    assert refused["op"] == "error" and refused["code"] == "forbidden"
+    live = Subscriber(public)
+    sub = await live.subscribe({"op": "top", "board": "b", "period": "alltime"})
+    await live.until_update(sub, lambda u: u["entries"][0]["score"] == 3, "the live update")
+    async with httpx.AsyncClient(base_url=server.url) as http:
+        assert (await http.get("/v1/boards/b/alltime/members/m")).json()["entry"]["score"] == 3  # nothing submitted
+    await public.close()
+    await writer.close()
+
+
+async def test_v1_live_connections_are_limited(tmp_path: Path) -> None:
+    config = make_config(tmp_path / "data", BOARDS, max_live_connections=1)
+    async with InProcessServer(config) as server:
+        url = server.url.replace("http", "ws") + "/v1/live"
+        first = await websockets.connect(url)
+        with pytest.raises(websockets.InvalidStatus) as refused:
+            await websockets.connect(url)
+        assert refused.value.response.status_code == 503
+        await first.close()
