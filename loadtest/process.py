@@ -29,11 +29,12 @@ class ServerFailed(RuntimeError):
     the message carries the tail of its log."""
 
 
-def free_socket() -> socket.socket:
-    """A TCP socket bound to a free loopback port, for a server run in this process."""
+def free_socket(port: int = 0) -> socket.socket:
+    """A TCP socket bound to a loopback port (a free one by default), for a server run in this
+    process; ``port`` binds that one again (a restart on the same address)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock.bind(("127.0.0.1", port))
     return sock
 
 

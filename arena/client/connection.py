@@ -9,7 +9,7 @@ import itertools
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -75,11 +75,23 @@ class _Pending:
 
 
 @dataclass(slots=True, eq=False)
+class _Live:
+    """A view the client follows: its fields, its id on the current connection, its newest answer."""
+
+    view: dict[str, Any]
+    changed: asyncio.Event
+    sub: str | None = None
+    latest: dict[str, Any] | None = None
+    error: QueryFailed | None = None
+
+
+@dataclass(slots=True, eq=False)
 class _Query:
     frame: dict[str, Any]
     future: asyncio.Future[dict[str, Any]]
     not_ready_since: float | None = None
     not_ready_answers: int = 0
+    live: _Live | None = None  # a subscribe: registered as soon as its answer is read
 
 
 @dataclass(slots=True)
@@ -157,6 +169,8 @@ class ArenaClient:
         self._flushing = False
         self._closing = False
         self._counters = _Counters()
+        self._lives: set[_Live] = set()
+        self._by_sub: dict[str, _Live] = {}  # the current connection's subscription ids
 
     # -- life ---------------------------------------------------------------------------------
 
@@ -335,16 +349,51 @@ class ArenaClient:
         found = body["entry"]
         return ScoreAtPercentile(**parse_info(body), p=body["p"], entry=parse_entry(found) if found is not None else None)
 
+    async def subscribe(
+        self, op: str, board: str, period: str, *, period_id: str | None = None, **fields: Any
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        """Follow a live view: ``op`` is a query (top, rank, around, percentile,
+        score_at_percentile) with its fields (``limit=10``, ``member="ann"``...). Yields the
+        view's whole answer (the query's body, plus ``seq``) at once and after each change; a
+        slow consumer skips to the newest. After a reconnect it subscribes again by itself (the
+        next answer may repeat the last). Stop by leaving the loop. Raises `QueryFailed` for a
+        view the server refuses (and when its table leaves retention), `ClientClosed`.
+
+        ``async for standings in client.subscribe("top", "high_score", "daily", limit=10): ...``
+        """
+        view = {"op": op, "board": board, "period": period, **({"period_id": period_id} if period_id else {}), **fields}
+        live = _Live(view, asyncio.Event())
+        self._lives.add(live)
+        try:
+            await self._query("subscribe", view=view, live=live)
+            while True:
+                await live.changed.wait()
+                live.changed.clear()
+                if live.error is not None:
+                    raise live.error
+                if live.latest is not None:
+                    yield live.latest
+        finally:
+            self._lives.discard(live)
+            if live.sub is not None and self._by_sub.pop(live.sub, None) is live and not self._closing:
+                self._send_and_forget({"op": "unsubscribe", "sub": live.sub})
+
+    def _send_and_forget(self, frame: dict[str, Any], live: _Live | None = None) -> None:
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        future.add_done_callback(lambda f: f.cancelled() or f.exception())  # its failure is nobody's
+        self._queries.appendleft(_Query(frame, future, live=live))
+        self._wake()
+
     async def ping(self) -> None:
         """A round trip to the server (waits for a connection). Raises `ConnectionFailed`, `ClientClosed`."""
         await self._query("ping")
 
-    async def _query(self, op: str, **fields: Any) -> dict[str, Any]:
+    async def _query(self, op: str, live: _Live | None = None, **fields: Any) -> dict[str, Any]:
         self._check_open()
         frame = {"op": op, **{k: v for k, v in fields.items() if v is not None}}
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._track(future)
-        self._queries.append(_Query(frame, future))
+        self._queries.append(_Query(frame, future, live=live))
         self._wake()
         return await future
 
@@ -408,6 +457,11 @@ class ArenaClient:
                 self._ws = ws
                 self._counters.connections += 1
                 down_since = None
+                self._by_sub.clear()  # ids of the last connection
+                for live in self._lives:
+                    if live.sub is not None:  # followed before the drop: subscribe again
+                        live.sub = None
+                        self._send_and_forget({"op": "subscribe", "view": live.view}, live)
                 opened = loop.time()
                 if not first.done():
                     first.set_result(None)
@@ -548,10 +602,16 @@ class ArenaClient:
             frame_id = frame.get("id")
             waiting = self._in_flight.pop(frame_id, None) if isinstance(frame_id, int) else None
             if waiting is None:
+                if self._live_frame(frame):
+                    continue
                 if frame.get("op") == "error":
                     log.warning("arena client: server error %s: %s", frame.get("code"), frame.get("message"))
                 continue
             self._wake()  # a slot is free
+            if isinstance(waiting, _Query) and waiting.live is not None and frame.get("op") == "subscribed":
+                # now, before the update that follows it is read
+                waiting.live.sub = str(frame.get("sub"))
+                self._by_sub[waiting.live.sub] = waiting.live
             if isinstance(waiting, _Query):
                 if frame.get("op") != "error":
                     _settle(waiting.future, frame)
@@ -561,6 +621,21 @@ class ArenaClient:
                 self._on_ack(waiting, frame.get("results") or [])
             else:
                 self._on_submit_error(waiting, frame)
+
+    def _live_frame(self, frame: dict[str, Any]) -> bool:
+        """Take an update (or the error that ends a subscription); False for any other frame."""
+        sub = frame.get("sub")
+        live = self._by_sub.get(sub) if isinstance(sub, str) else None
+        if live is None:
+            return frame.get("op") == "update"  # of a subscription left behind: dropped
+        if frame.get("op") == "update":
+            live.latest = {k: v for k, v in frame.items() if k not in ("op", "sub")}
+        elif frame.get("op") == "error":
+            live.error = QueryFailed(str(frame.get("code")), str(frame.get("message")))
+        else:
+            return False
+        live.changed.set()
+        return True
 
     def _on_ack(self, items: list[_Pending], results: list[dict[str, Any]]) -> None:
         now = asyncio.get_running_loop().time()

@@ -79,8 +79,9 @@ class InProcessServer:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
-    async def start(self) -> None:
-        sock = free_socket()
+    async def start(self, port: int = 0) -> None:
+        """Start on a free port, or on ``port`` (a restart on the same address)."""
+        sock = free_socket(port)
         self.port = sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self.ws_url = f"ws://127.0.0.1:{self.port}/v1/ws"
