@@ -12,6 +12,7 @@ import time
 from collections.abc import Awaitable, Callable
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
+from typing import Any
 from urllib.parse import unquote_plus
 
 from starlette.requests import Request
@@ -19,7 +20,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from arena.api import queries, wire
+from arena.api import live, queries, wire
 from arena.api.wire import Body
 from arena.errors import QueryError, invalid_request
 from arena.service import Arena
@@ -199,8 +200,12 @@ class QueryRoutes:
             return
         name, answer, board, period, member = route
         started = time.perf_counter()
+        params = Params(board, period, member, scope["query_string"])
+        if name in _VIEWS and _wants_events(scope):
+            await self._events(name, answer, params, receive, send, method)
+            return
         try:
-            answered = answer(self.arena, Params(board, period, member, scope["query_string"]))
+            answered = answer(self.arena, params)
             if not isinstance(answered, dict):
                 answered = await answered
             body, status = wire.dumps(answered), 200
@@ -208,6 +213,52 @@ class QueryRoutes:
             body, status = wire.dumps(wire.error(exc)), exc.status
         self._latency[name].observe(time.perf_counter() - started)
         await _send(send, status, body, _JSON_HEADERS, method)
+
+
+    async def _events(self, name: str, answer: Answer, params: Params, receive: Receive, send: Send, method: str) -> None:
+        """A query route asked for ``text/event-stream``: a view the query refuses is answered as
+        the plain GET answers it; any other is streamed (not_ready, unavailable and an absent
+        member are states of the stream)."""
+        try:
+            answer(self.arena, params)
+            view = _VIEWS[name](params)
+        except QueryError as exc:
+            if exc.code in live.REFUSED:
+                await _send(send, exc.status, wire.dumps(wire.error(exc)), _JSON_HEADERS, method)
+                return
+            view = _VIEWS[name](params)
+        await live.event_stream(self.arena, receive, send, view)
+
+
+def _wants_events(scope: Scope) -> bool:
+    return any(k == b"accept" and b"text/event-stream" in v for k, v in scope["headers"])
+
+
+def _view(op: str, params: Params, **fields: Any) -> dict[str, Any]:
+    view = {"op": op, "board": params.board, "period": params.period, **fields}
+    period_id = params.get("period_id")
+    return view if period_id is None else {**view, "period_id": period_id}
+
+
+def _number(raw: str | None) -> int | float | None:
+    if raw is None:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        return float(raw)
+
+
+# The query routes that serve a live view as server-sent events, and the view each one asks for.
+_VIEWS: dict[str, Callable[[Params], dict[str, Any]]] = {
+    "top": lambda p: _view("top", p, limit=p.int("limit", 10), offset=p.int("offset", 0)),
+    "member": lambda p: _view("rank", p, member=p.member),
+    "around": lambda p: _view(
+        "around", p, radius=p.int("radius", 5), **({"member": p.member} if p.member is not None else {"rank": p.int("rank")})
+    ),
+    "percentile": lambda p: _view("percentile", p, member=p.member),
+    "score_at_percentile": lambda p: _view("score_at_percentile", p, p=_number(p.get("p"))),
+}
 
 
 async def _send(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]], method: str) -> None:

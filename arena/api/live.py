@@ -6,17 +6,19 @@ that a member not (yet) in the table is a state (`entry: null`, `entries: []`), 
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import Callable, Hashable
 from typing import Any
 
 import orjson
+from starlette.types import Receive, Send
 
 from arena.actor import BoardState
 from arena.api import queries, wire
 from arena.api.wire import Body
 from arena.errors import QueryError, invalid_request
-from arena.live.outbox import Outbox
+from arena.live.outbox import EVENT_STREAM, Outbox
 from arena.live.views import LiveViews, Subscription
 from arena.service import Arena
 
@@ -121,3 +123,43 @@ class Subscriptions:
 
 def _frame(body: Body) -> bytes:
     return wire.dumps(body)
+
+
+PING_SECONDS = 15.0
+"""A comment line this often keeps proxies from closing an idle event stream."""
+
+
+async def event_stream(arena: Arena, receive: Receive, send: Send, view: dict[str, Any]) -> None:
+    """Serve a view as server-sent events until the client goes away: the first update as soon
+    as the board is ready, then one on each change, and a ``: ping`` comment every 15 s. The
+    caller has checked that the query does not refuse the view."""
+    assert arena.live is not None
+    if arena.draining or arena.live_connections >= arena.settings.max_live_connections:
+        body = wire.dumps({"error": {"code": "unavailable", "message": "too many live connections, retry later"}})
+        await send({"type": "http.response.start", "status": 503,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]})
+        await send({"type": "http.response.body", "body": body})
+        return
+    arena.live_connections += 1
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]})
+
+    async def chunk(data: bytes) -> None:
+        await send({"type": "http.response.body", "body": data, "more_body": True})
+
+    outbox = Outbox(chunk, EVENT_STREAM)
+    subscription = arena.live.subscribe("1", outbox, view)
+    try:
+        while not outbox.closed:
+            try:
+                async with asyncio.timeout(PING_SECONDS):
+                    message = await receive()
+            except TimeoutError:
+                outbox.control(b": ping\n\n")
+                continue
+            if message["type"] == "http.disconnect":
+                break
+    finally:
+        arena.live.unsubscribe(subscription)
+        outbox.close()
+        arena.live_connections -= 1

@@ -11,15 +11,50 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import orjson
 
 log = logging.getLogger("arena.live")
+
+
+def _websocket_update(sub: str, seq: int, body: bytes) -> bytes:
+    return b'{"op":"update","sub":' + orjson.dumps(sub) + b',"seq":%d,' % seq + body[1:]
+
+
+def _websocket_ended(sub: str, code: str, message: str) -> bytes:
+    return orjson.dumps({"op": "error", "id": None, "sub": sub, "code": code, "message": message})
+
+
+def _event_stream_update(sub: str, seq: int, body: bytes) -> bytes:
+    return b"event: update\nid: %d\ndata: {\"seq\":%d,%b\n\n" % (seq, seq, body[1:])
+
+
+def _event_stream_ended(sub: str, code: str, message: str) -> bytes:
+    return b"event: error\ndata: %b\n\n" % orjson.dumps({"code": code, "message": message})
+
+
+@dataclass(frozen=True, slots=True)
+class Framing:
+    """How a connection writes an update (subscription, seq, the view's answer as JSON) and the
+    end of a subscription (subscription, error code, message)."""
+
+    update: Callable[[str, int, bytes], bytes]
+    ended: Callable[[str, str, str], bytes]
+
+
+WEBSOCKET = Framing(_websocket_update, _websocket_ended)
+"""``{"op":"update","sub":S,"seq":N, ...the answer}``, and an error frame naming the subscription."""
+EVENT_STREAM = Framing(_event_stream_update, _event_stream_ended)
+"""Server-sent events: ``event: update``, ``id: <seq>``, ``data:`` the answer with its seq."""
 
 
 class Outbox:
     """The frames waiting for one connection. `put` and `control` never block."""
 
-    def __init__(self, send: Callable[[bytes], Awaitable[None]]) -> None:
+    def __init__(self, send: Callable[[bytes], Awaitable[None]], framing: Framing = WEBSOCKET) -> None:
         self._send = send
+        self.framing = framing
         self._control: deque[bytes] = deque()
         self._updates: dict[str, bytes] = {}  # subscription -> its newest unsent update
         self._ready = asyncio.Event()
@@ -31,10 +66,16 @@ class Outbox:
         self._control.append(frame)
         self._wake()
 
-    def put(self, sub: str, frame: bytes) -> None:
-        """Hold ``frame`` as ``sub``'s next update, replacing one not yet sent. O(1)."""
-        self._updates[sub] = frame
+    def put(self, sub: str, seq: int, body: bytes) -> None:
+        """Hold the answer ``body`` at ``seq`` as ``sub``'s next update, replacing one not yet
+        sent. O(len(body)): one copy, into this connection's framing."""
+        self._updates[sub] = self.framing.update(sub, seq, body)
         self._wake()
+
+    def end(self, sub: str, code: str, message: str) -> None:
+        """Say that ``sub`` ended (its table left retention), after what was queued before."""
+        self._updates.pop(sub, None)
+        self.control(self.framing.ended(sub, code, message))
 
     def drop(self, sub: str) -> None:
         """Forget ``sub``'s unsent update (it was unsubscribed)."""

@@ -19,6 +19,8 @@ import orjson
 
 from arena.live.outbox import Outbox
 
+ENDED = "the table of this view is no longer retained; the subscription ended"
+
 ViewKey = bytes
 """A view's canonical form: its fields as sorted JSON."""
 
@@ -87,7 +89,7 @@ class LiveViews:
         view = subscription.view
         view.subscriptions.discard(subscription)
         subscription.outbox.drop(subscription.sub)
-        if not view.subscriptions:
+        if not view.subscriptions and self.views.get(view.key) is view:
             del self.views[view.key]
 
     async def _push(self) -> None:
@@ -116,7 +118,7 @@ class LiveViews:
         answer = self.source.evaluate(view.fields)
         if isinstance(answer, str):  # the view's table left retention: its subscriptions end
             for subscription in list(view.subscriptions):
-                subscription.outbox.control(_error(subscription.sub, answer))
+                subscription.outbox.end(subscription.sub, answer, ENDED)
                 self.unsubscribe(subscription)
             return
         view.seq, view.body = answer
@@ -131,10 +133,4 @@ class LiveViews:
         if not immediate and now - subscription.sent_at < self.interval * 0.999:
             return  # at most one update per interval: this one goes with the next push
         subscription.sent, subscription.sent_at, subscription.forced = body, now, False
-        head = b'{"op":"update","sub":' + orjson.dumps(subscription.sub) + b',"seq":%d,' % view.seq
-        subscription.outbox.put(subscription.sub, head + body[1:])
-
-
-def _error(sub: str, code: str) -> bytes:
-    message = "the table of this view is no longer retained; the subscription ended"
-    return orjson.dumps({"op": "error", "id": None, "sub": sub, "code": code, "message": message})
+        subscription.outbox.put(subscription.sub, view.seq, body)

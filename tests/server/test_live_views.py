@@ -3,12 +3,14 @@ evaluation per change however many subscribers, member absence as a state, unsub
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 import websockets
 
@@ -264,3 +266,58 @@ async def test_the_client_follows_a_view_and_subscribes_again_after_a_reconnect(
             await updates.aclose()
     finally:
         await server.stop()
+
+
+# -- server-sent events ----------------------------------------------------------------------------
+
+
+async def _events(lines: AsyncIterator[str], count: int) -> list[dict[str, Any]]:
+    """The next ``count`` events of a stream's lines: {"event", "id", "data"}, comments skipped."""
+    events: list[dict[str, Any]] = []
+    current: dict[str, Any] = {}
+    async with asyncio.timeout(10):
+        async for line in lines:
+            if line.startswith(":"):
+                continue
+            if not line:
+                if current:
+                    events.append(current)
+                    current = {}
+                    if len(events) == count:
+                        return events
+                continue
+            field, _, value = line.partition(": ")
+            current[field] = orjson.loads(value) if field == "data" else value
+    return events
+
+
+async def test_a_query_route_streams_server_sent_events_on_change(server: InProcessServer) -> None:
+    client = await _client(server)
+    headers = {"Accept": "text/event-stream"}
+    async with httpx.AsyncClient(base_url=server.url, timeout=10) as http:
+        async with http.stream("GET", "/v1/boards/b/alltime/members/ann", headers=headers) as response:
+            assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
+            lines = response.aiter_lines()
+            first = (await _events(lines, 1))[0]
+            assert first["event"] == "update" and first["id"] == "0" and first["data"]["entry"] is None
+            await client.submit([event("b", "ann", 4, _now(), "k")])
+            second = (await _events(lines, 1))[0]
+        plain = (await http.get("/v1/boards/b/alltime/members/ann")).json()
+    assert second["id"] == "1" and second["data"] == {"seq": 1, **plain}
+    assert server.arena is not None and server.arena.live is not None
+    arena, views = server.arena, server.arena.live
+    await until(lambda: arena.live_connections == 0 and not views.views, "the stream's end to be seen")
+    await client.close()
+
+
+@pytest.mark.parametrize(("path", "status", "code"), [
+    ("/v1/boards/nope/alltime/top", 404, "unknown_board"),
+    ("/v1/boards/b/alltime/top?limit=0", 400, "invalid_request"),
+    ("/v1/boards/b/daily/top?period_id=1999-01-01", 404, "period_not_retained"),
+])
+async def test_an_event_stream_the_query_refuses_is_answered_as_the_plain_get(
+    server: InProcessServer, path: str, status: int, code: str
+) -> None:
+    async with httpx.AsyncClient(base_url=server.url) as http:
+        answer = await http.get(path, headers={"Accept": "text/event-stream"})
+    assert answer.status_code == status and answer.json()["error"]["code"] == code
