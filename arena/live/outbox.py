@@ -81,6 +81,12 @@ class Outbox:
         """Forget ``sub``'s unsent update (it was unsubscribed)."""
         self._updates.pop(sub, None)
 
+    @property
+    def waiting(self) -> int:
+        """Frames queued and not yet being sent: at most the control frames plus one update per
+        subscription, however slow the reader."""
+        return len(self._control) + len(self._updates)
+
     def close(self) -> None:
         self.closed = True
         self._control.clear()

@@ -321,3 +321,25 @@ async def test_an_event_stream_the_query_refuses_is_answered_as_the_plain_get(
     async with httpx.AsyncClient(base_url=server.url) as http:
         answer = await http.get(path, headers={"Accept": "text/event-stream"})
     assert answer.status_code == status and answer.json()["error"]["code"] == code
+
+
+async def test_a_reader_that_stops_reading_holds_one_update_and_slows_nobody(server: InProcessServer) -> None:
+    assert server.arena is not None and server.arena.live is not None
+    views = server.arena.live
+    slow = await websockets.connect(server.ws_url, additional_headers={"Authorization": f"Bearer {token_for('gs')}"},
+                                    max_queue=1)
+    await slow.send(orjson.dumps({"op": "subscribe", "id": 1,
+                                  "view": {"op": "top", "board": "b", "period": "alltime", "limit": 1000}}).decode())
+    writer = await _client(server)
+    now = _now()
+    for batch in range(60):  # every batch changes the top 1000: about 60 KB per update, never read
+        results = await writer.submit([event("b", f"m{batch}-{i}-{'x' * 100}", batch * 100 + i, now, f"k{batch}-{i}")
+                                       for i in range(100)])
+        assert {r["status"] for r in results} == {"accepted"}
+        await until(lambda b=batch: views.views and next(iter(views.views.values())).seq == (b + 1) * 100,  # type: ignore[misc]
+                    "the view to move")
+    [view] = views.views.values()
+    [subscription] = view.subscriptions
+    assert subscription.outbox.waiting <= 1  # the newest update only, whatever was missed
+    await writer.close()
+    slow.transport.abort()
