@@ -44,6 +44,7 @@ class ServerSettings:
     ping_timeout_seconds: float = 20.0
     max_restarts: int = 5
     restart_window_seconds: float = 60.0
+    cors_origins: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,9 +201,24 @@ def _server(s: _Section) -> ServerSettings:
         ping_timeout_seconds=s.number("ping_timeout_seconds", d.ping_timeout_seconds, 0.1),
         max_restarts=s.int("max_restarts", d.max_restarts, 0),
         restart_window_seconds=s.number("restart_window_seconds", d.restart_window_seconds, 0.1),
+        cors_origins=_cors_origins(s),
     )
     s.done()
     return settings
+
+
+_ORIGIN = re.compile(r"^[a-z][a-z0-9+.-]*://[^/?#\s]+$")
+
+
+def _cors_origins(s: _Section) -> tuple[str, ...]:
+    """``[]``, ``["*"]`` or origins as a browser sends them: scheme://host[:port], no path."""
+    origins = s.str_list("cors_origins", [])
+    if "*" in origins and origins != ["*"]:
+        raise s.fail("cors_origins", '"*" must be the only entry')
+    for origin in origins:
+        if origin != "*" and not _ORIGIN.match(origin):
+            raise s.fail("cors_origins", f"{origin!r} is not an origin like https://game.example (scheme://host[:port], no path)")
+    return tuple(origins)
 
 
 def parse_board(name: str, table: object) -> BoardSpec:

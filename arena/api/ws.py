@@ -162,12 +162,17 @@ def _score_at_percentile(arena: Arena, f: dict[str, Any]) -> Body:
     return queries.score_at_percentile(arena, *_table_args(f), _percent(f))
 
 
+def _members(arena: Arena, f: dict[str, Any]) -> Body:
+    return queries.members(arena, *_table_args(f), f.get("members"))
+
+
 QUERY_OPS: dict[str, Callable[[Arena, dict[str, Any]], Body]] = {
     "top": _top,
     "rank": _rank,
     "around": _around,
     "percentile": _percentile,
     "score_at_percentile": _score_at_percentile,
+    "members": _members,
 }
 
 
