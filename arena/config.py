@@ -47,6 +47,7 @@ class ServerSettings:
     push_interval_ms: int = 100
     max_subscriptions: int = 100
     max_live_connections: int = 10_000
+    cors_origins: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,9 +207,24 @@ def _server(s: _Section) -> ServerSettings:
         push_interval_ms=s.int("push_interval_ms", d.push_interval_ms, 1, 60_000),
         max_subscriptions=s.int("max_subscriptions", d.max_subscriptions, 0),
         max_live_connections=s.int("max_live_connections", d.max_live_connections, 0),
+        cors_origins=_cors_origins(s),
     )
     s.done()
     return settings
+
+
+_ORIGIN = re.compile(r"^[a-z][a-z0-9+.-]*://[^/?#\s]+$")
+
+
+def _cors_origins(s: _Section) -> tuple[str, ...]:
+    """``[]``, ``["*"]`` or origins as a browser sends them: scheme://host[:port], no path."""
+    origins = s.str_list("cors_origins", [])
+    if "*" in origins and origins != ["*"]:
+        raise s.fail("cors_origins", '"*" must be the only entry')
+    for origin in origins:
+        if origin != "*" and not _ORIGIN.match(origin):
+            raise s.fail("cors_origins", f"{origin!r} is not an origin like https://game.example (scheme://host[:port], no path)")
+    return tuple(origins)
 
 
 def parse_board(name: str, table: object) -> BoardSpec:

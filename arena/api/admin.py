@@ -11,7 +11,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from arena.actor import BoardActor, VoidOutcome
-from arena.api.http import error_response, int_param, json_response
+from arena.api.http import error_response, int_param, json_object, json_response
+from arena.api.queries import MAX_AUDIT_LIMIT
 from arena.api.wire import Body
 from arena.config import Admin
 from arena.engine.records import StoredEvent
@@ -19,8 +20,6 @@ from arena.engine.times import format_ms
 from arena.errors import JournalError, QueryError, invalid_request, unavailable
 from arena.mailbox import Command
 from arena.service import Arena
-
-MAX_AUDIT_LIMIT = 1000
 
 AdminAnswer = Callable[[Arena, Admin, Request], Awaitable[Body]]
 
@@ -56,13 +55,7 @@ def _event(e: StoredEvent) -> Body:
 
 
 async def _json_object(request: Request) -> dict[str, Any]:
-    try:
-        body = orjson.loads(await request.body())
-    except orjson.JSONDecodeError:
-        raise invalid_request("body must be a JSON object") from None
-    if not isinstance(body, dict):
-        raise invalid_request("body must be a JSON object")
-    return body
+    return json_object(await request.body())
 
 
 def _reason(body: dict[str, Any]) -> str:

@@ -7,7 +7,6 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, WebSocketRoute
-from starlette.types import ASGIApp
 
 from arena.api import admin, http, live, testing, ws
 from arena.api.http import json_response
@@ -21,8 +20,9 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return json_response({"error": {"code": code, "message": str(exc.detail)}}, exc.status_code)
 
 
-def create_app(arena: Arena) -> ASGIApp:
-    """Routes only; the caller starts and stops ``arena`` around the server (see arena.server)."""
+def create_app(arena: Arena) -> http.QueryRoutes:
+    """Routes only; the caller starts and stops ``arena`` around the server (see arena.server).
+    `QueryRoutes.routes` lists every HTTP route it serves."""
     routes: list[BaseRoute] = [*http.routes, *admin.routes, WebSocketRoute("/v1/ws", ws.ingest),
                                WebSocketRoute("/v1/live", ws.live)]
     if arena.fault_injection:

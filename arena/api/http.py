@@ -1,26 +1,33 @@
 """HTTP query routes: parse, ask `arena.api.queries`, serialise. No credentials (standings are public).
 
-The public GET routes are served by `QueryRoutes`, a small ASGI dispatcher in front of the
-starlette app: on these routes, which dominate traffic, starlette's router, middleware and
-Request/Response objects cost more than the query itself (measured: about 2x the time of a
-bare ASGI app). Everything else (admin, health, metrics, WebSocket) is plain starlette.
+The public routes (`QUERY_ROUTES`: the GET queries, `POST …/members` and the OpenAPI document)
+are served by `QueryRoutes`, a small ASGI dispatcher in front of the starlette app: on these
+routes, which dominate traffic, starlette's router, middleware and Request/Response objects cost
+more than the query itself (measured: about 2x the time of a bare ASGI app). It also gives them
+their CORS headers (`arena.api.cors`). Everything else (admin, health, metrics, WebSocket) is
+plain starlette, without CORS.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Any
 from urllib.parse import unquote_plus
 
+import orjson
+from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
-from arena.api import live, queries, wire
+from arena.api import live, openapi, queries, wire
+from arena.api.cors import Cors, live_allowed
 from arena.api.wire import Body
 from arena.errors import QueryError, invalid_request
 from arena.service import Arena
@@ -68,19 +75,31 @@ def percent_param(raw: str | None, name: str) -> Fraction:
 _PERCENT_FLOOR, _PERCENT_CEILING, _PERCENT_TINY = Decimal(-1), Decimal(101), Decimal("1e-30")
 
 
+def json_object(body: bytes) -> dict[str, Any]:
+    """A request body that must be a JSON object. Raises QueryError invalid_request."""
+    try:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise invalid_request("body must be a JSON object") from None
+    if not isinstance(value, dict):
+        raise invalid_request("body must be a JSON object")
+    return value
+
+
 def _unquote(text: str) -> str:
     return unquote_plus(text, encoding="utf-8", errors="replace") if "%" in text or "+" in text else text
 
 
 class Params:
-    """A query route's path parts and query string, parsed once."""
+    """A query route's path parts, query string and body (empty but on POST), parsed once."""
 
-    __slots__ = ("board", "period", "member", "_query")
+    __slots__ = ("board", "period", "member", "body", "_query")
 
-    def __init__(self, board: str, period: str, member: str | None, query_string: bytes) -> None:
+    def __init__(self, board: str, period: str, member: str | None, query_string: bytes, body: bytes = b"") -> None:
         self.board = board
         self.period = period
         self.member = member
+        self.body = body
         self._query: dict[str, str] = {}
         if query_string:
             for pair in query_string.decode("latin-1").split("&"):
@@ -139,95 +158,177 @@ def _periods(arena: Arena, p: Params) -> Body:
     return queries.periods(arena, p.board, p.period)
 
 
+def _members(arena: Arena, p: Params) -> Body:
+    return queries.members(arena, *p.table, json_object(p.body).get("members"))
+
+
+def _boards(arena: Arena, p: Params) -> Body:
+    return queries.boards(arena)
+
+
+def _openapi(arena: Arena, p: Params) -> Body:
+    return openapi.DOCUMENT
+
+
 Answer = Callable[[Arena, Params], Body | Awaitable[Body]]  # awaitable: the O(n) digest
 
-# /v1/boards/{board}/{period}/{action}[/{member}]: action -> (metric route name, answer, member?)
-# member: True = required, None = optional, False = none.
-_ACTIONS: dict[str, tuple[str, Answer, bool | None]] = {
-    "top": ("top", _top, False),
-    "members": ("member", _member, True),
-    "around": ("around", _around, None),
-    "percentile": ("percentile", _percentile, True),
-    "score_at_percentile": ("score_at_percentile", _score_at_percentile, False),
-    "digest": ("digest", _digest, False),
-    "periods": ("periods", _periods, False),
-}
+
+@dataclass(frozen=True, slots=True)
+class QueryRoute:
+    """A public route served by `QueryRoutes`. A GET route answers HEAD too; every one answers
+    a CORS preflight (OPTIONS). ``name`` labels its latency metric."""
+
+    path: str
+    method: str
+    name: str
+    answer: Answer
+
+
+_TABLE = openapi.TABLE + "/"
+
+QUERY_ROUTES = (
+    QueryRoute("/v1/boards", "GET", "boards", _boards),
+    QueryRoute(openapi.PATH, "GET", "openapi", _openapi),
+    QueryRoute(_TABLE + "top", "GET", "top", _top),
+    QueryRoute(_TABLE + "members/{member}", "GET", "member", _member),
+    QueryRoute(_TABLE + "members", "POST", "members", _members),
+    QueryRoute(_TABLE + "around/{member}", "GET", "around", _around),
+    QueryRoute(_TABLE + "around", "GET", "around", _around),
+    QueryRoute(_TABLE + "percentile/{member}", "GET", "percentile", _percentile),
+    QueryRoute(_TABLE + "score_at_percentile", "GET", "score_at_percentile", _score_at_percentile),
+    QueryRoute(_TABLE + "digest", "GET", "digest", _digest),
+    QueryRoute(_TABLE + "periods", "GET", "periods", _periods),
+)
+"""The dispatcher's table: `match` reads it, and `QueryRoutes.routes` lists it."""
+
+
+
+def _action(route: QueryRoute) -> tuple[str, bool]:
+    """(action, with a member?): ("around", True) for /v1/boards/{board}/{period}/around/{member}."""
+    action, _, member = route.path.removeprefix(_TABLE).partition("/")
+    return action, member != ""
+
+
+_EXACT = {r.path: r for r in QUERY_ROUTES if not r.path.startswith(_TABLE)}
+_ACTIONS = {_action(r): r for r in QUERY_ROUTES if r.path.startswith(_TABLE)}
 
 _JSON_HEADERS = [(b"content-type", b"application/json")]
-_ALLOW_HEADERS = [*_JSON_HEADERS, (b"allow", b"GET, HEAD")]
-_NOT_ALLOWED = wire.dumps({"error": {"code": "method_not_allowed", "message": "query routes only answer GET"}})
+_NOT_ALLOWED = {
+    method: (wire.dumps({"error": {"code": "method_not_allowed", "message": message}}), [*_JSON_HEADERS, (b"allow", allow)])
+    for method, message, allow in [
+        ("GET", "query routes only answer GET", b"GET, HEAD, OPTIONS"),
+        ("POST", "this route only answers POST", b"POST, OPTIONS"),
+    ]
+}
 
 
-def match(path: str) -> tuple[str, Answer, str, str, str | None] | None:
-    """(route name, answer, board, period, member) for a query route path, else None. O(len(path))."""
-    if path == "/v1/boards":
-        return ("boards", _boards, "", "", None)
+def match(path: str) -> tuple[QueryRoute, str, str, str | None] | None:
+    """(route, board, period, member) for a public route's path, else None. O(len(path))."""
+    route = _EXACT.get(path)
+    if route is not None:
+        return (route, "", "", None)
     if not path.startswith("/v1/boards/"):
         return None
     parts = path[11:].split("/", 3)
     if len(parts) < 3 or parts[1] == "members":  # /v1/boards/{board}/members/{member}/void is admin's
         return None
-    action = _ACTIONS.get(parts[2])
-    if action is None:
+    route = _ACTIONS.get((parts[2], len(parts) == 4))
+    if route is None:
         return None
-    name, answer, takes_member = action
-    member = parts[3] if len(parts) == 4 else None
-    if (takes_member is True and member is None) or (takes_member is False and member is not None):
-        return None
-    return (name, answer, parts[0], parts[1], member)
+    return (route, parts[0], parts[1], parts[3] if len(parts) == 4 else None)
 
 
 class QueryRoutes:
-    """The public GET routes as a bare ASGI app; any other request goes to ``app``."""
+    """The public routes as a bare ASGI app, with their CORS headers; any other request goes to
+    ``app``. With no `cors_origins` the CORS cost is one test per request."""
 
-    def __init__(self, arena: Arena, app: ASGIApp) -> None:
+    def __init__(self, arena: Arena, app: Starlette) -> None:
         self.arena = arena
         self.app = app
-        names = ["boards", *(name for name, _answer, _member in _ACTIONS.values())]
-        self._latency = {name: arena.metrics.queries.labels(name) for name in names}
+        self.cors = Cors.of(arena.settings.cors_origins)
+        self._max_body = arena.settings.max_frame_bytes  # a members body is a WebSocket frame's peer
+        self._latency = {r.name: arena.metrics.queries.labels(r.name) for r in QUERY_ROUTES}
+
+    def routes(self) -> list[tuple[str, str]]:
+        """Every HTTP (path template, METHOD) served, these and ``app``'s; HEAD goes with GET."""
+        served = [(r.path, r.method) for r in QUERY_ROUTES]
+        for route in self.app.routes:
+            if isinstance(route, Route):
+                path = re.sub(r"\{(\w+):\w+\}", r"{\1}", route.path)  # {member:path} -> {member}
+                served += [(path, method) for method in sorted(route.methods or ()) if method != "HEAD"]
+        return served
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        route = match(scope["path"])
-        if route is None:
+        found = match(scope["path"])
+        if found is None:
             await self.app(scope, receive, send)
             return
+        route, board, period, member = found
         method = scope["method"]
-        if method not in ("GET", "HEAD"):
-            await _send(send, 405, _NOT_ALLOWED, _ALLOW_HEADERS, method)
+        cors = self.cors
+        allowed = [] if cors is None else cors.headers(scope)
+        headers = [*_JSON_HEADERS, *allowed] if allowed else _JSON_HEADERS
+        if method != route.method and (method != "HEAD" or route.method != "GET"):
+            if method == "OPTIONS":
+                await _send(send, 204, b"", [] if cors is None else cors.preflight(scope), method)
+            else:
+                body, allow = _NOT_ALLOWED[route.method]
+                await _send(send, 405, body, [*allow, *allowed] if allowed else allow, method)
             return
-        name, answer, board, period, member = route
         started = time.perf_counter()
-        params = Params(board, period, member, scope["query_string"])
-        if name in _VIEWS and _wants_events(scope):
-            await self._events(name, answer, params, receive, send, method)
+        if route.name in _VIEWS and _wants_events(scope):
+            await self._events(route, Params(board, period, member, scope["query_string"]), scope, receive, send, allowed)
             return
         try:
-            answered = answer(self.arena, params)
+            sent = await _body(receive, self._max_body) if method == "POST" else b""
+            if sent is None:  # the client left
+                return
+            answered = route.answer(self.arena, Params(board, period, member, scope["query_string"], sent))
             if not isinstance(answered, dict):
                 answered = await answered
             body, status = wire.dumps(answered), 200
         except QueryError as exc:
             body, status = wire.dumps(wire.error(exc)), exc.status
-        self._latency[name].observe(time.perf_counter() - started)
-        await _send(send, status, body, _JSON_HEADERS, method)
+        self._latency[route.name].observe(time.perf_counter() - started)
+        await _send(send, status, body, headers, method)
 
-
-    async def _events(self, name: str, answer: Answer, params: Params, receive: Receive, send: Send, method: str) -> None:
+    async def _events(
+        self, route: QueryRoute, params: Params, scope: Scope, receive: Receive, send: Send, cors: list[tuple[bytes, bytes]]
+    ) -> None:
         """A query route asked for ``text/event-stream``: a view the query refuses is answered as
         the plain GET answers it; any other is streamed (not_ready, unavailable and an absent
         member are states of the stream)."""
+        if not live_allowed(self.cors, scope):
+            refused = {"error": {"code": "forbidden", "message": "this origin may not open a live stream (cors_origins)"}}
+            await _send(send, 403, wire.dumps(refused), _JSON_HEADERS, "GET")
+            return
         try:
-            answer(self.arena, params)
-            view = _VIEWS[name](params)
+            route.answer(self.arena, params)
         except QueryError as exc:
             if exc.code in live.REFUSED:
-                await _send(send, exc.status, wire.dumps(wire.error(exc)), _JSON_HEADERS, method)
+                await _send(send, exc.status, wire.dumps(wire.error(exc)), [*_JSON_HEADERS, *cors], "GET")
                 return
-            view = _VIEWS[name](params)
-        await live.event_stream(self.arena, receive, send, view)
+        await live.event_stream(self.arena, receive, send, _VIEWS[route.name](params), cors)
+
+
+async def _body(receive: Receive, limit: int) -> bytes | None:
+    """A request's body, or None if the client left first. Raises invalid_request past ``limit`` bytes."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise invalid_request(f"the body is larger than {limit} bytes (max_frame_bytes)")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
 
 
 def _wants_events(scope: Scope) -> bool:
@@ -262,16 +363,10 @@ _VIEWS: dict[str, Callable[[Params], dict[str, Any]]] = {
 
 
 async def _send(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]], method: str) -> None:
-    await send({
-        "type": "http.response.start",
-        "status": status,
-        "headers": [*headers, (b"content-length", str(len(body)).encode())],
-    })
+    if status != 204:  # a 204 has no body and no Content-Length
+        headers = [*headers, (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": b"" if method == "HEAD" else body})
-
-
-def _boards(arena: Arena, p: Params) -> Body:
-    return queries.boards(arena)
 
 
 async def healthz(request: Request) -> Response:

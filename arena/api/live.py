@@ -22,7 +22,7 @@ from arena.live.outbox import EVENT_STREAM, Outbox
 from arena.live.views import LiveViews, Subscription
 from arena.service import Arena
 
-VIEW_OPS = ("top", "rank", "around", "percentile", "score_at_percentile")
+VIEW_OPS = ("top", "rank", "around", "percentile", "score_at_percentile", "members")
 REFUSED = {"invalid_request", "unknown_board", "unknown_period", "period_not_retained"}
 """What a query refuses for what it asks: a view that gets one of these is not subscribed."""
 
@@ -129,20 +129,23 @@ PING_SECONDS = 15.0
 """A comment line this often keeps proxies from closing an idle event stream."""
 
 
-async def event_stream(arena: Arena, receive: Receive, send: Send, view: dict[str, Any]) -> None:
+async def event_stream(
+    arena: Arena, receive: Receive, send: Send, view: dict[str, Any], headers: list[tuple[bytes, bytes]]
+) -> None:
     """Serve a view as server-sent events until the client goes away: the first update as soon
     as the board is ready, then one on each change, and a ``: ping`` comment every 15 s. The
-    caller has checked that the query does not refuse the view."""
+    caller has checked that the query does not refuse the view; ``headers`` go on the answer
+    (CORS)."""
     assert arena.live is not None
     if arena.draining or arena.live_connections >= arena.settings.max_live_connections:
         body = wire.dumps({"error": {"code": "unavailable", "message": "too many live connections, retry later"}})
         await send({"type": "http.response.start", "status": 503,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]})
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body)), *headers]})
         await send({"type": "http.response.body", "body": body})
         return
     arena.live_connections += 1
     await send({"type": "http.response.start", "status": 200,
-                "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]})
+                "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), *headers]})
 
     async def chunk(data: bytes) -> None:
         await send({"type": "http.response.body", "body": data, "more_body": True})

@@ -22,6 +22,8 @@ from arena.service import Arena
 
 MAX_LIMIT = 1000
 MAX_RADIUS = 100
+MAX_MEMBERS = 1000
+MAX_AUDIT_LIMIT = 1000  # the admin audit route's limit
 
 
 def period_kind(period: str) -> PeriodKind:
@@ -81,6 +83,22 @@ def around(
         entries = table.around_rank(check_range("rank", rank, 1), radius)
     body = wire.table_fields(board, table)
     body["entries"] = [wire.entry(e) for e in entries]
+    return body
+
+
+def members(arena: Arena, board: str, period: str, period_id: str | None, names: object) -> Body:
+    """The entries of a set of members (friends) in rank order, with their global ranks, and
+    ``missing``: the others. ``names`` is the request's `members` field as sent; anything but a
+    list of 1..MAX_MEMBERS strings raises invalid_request. O(k log n) for k members."""
+    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+        raise invalid_request("members must be a list of strings")
+    if not 1 <= len(names) <= MAX_MEMBERS:
+        raise invalid_request(f"members must hold between 1 and {MAX_MEMBERS} strings")
+    table = _table(arena, board, period, period_id)
+    found, missing = table.entries_of(names)
+    body = wire.table_fields(board, table)
+    body["entries"] = [wire.entry(e) for e in found]
+    body["missing"] = missing
     return body
 
 

@@ -22,6 +22,7 @@ from starlette.websockets import WebSocket
 
 from arena.actor import BoardHandle
 from arena.api import queries, wire
+from arena.api.cors import Cors, live_allowed
 from arena.api.live import Subscriptions
 from arena.api.wire import Body
 from arena.config import GameServer
@@ -165,12 +166,17 @@ def _score_at_percentile(arena: Arena, f: dict[str, Any]) -> Body:
     return queries.score_at_percentile(arena, *_table_args(f), _percent(f))
 
 
+def _members(arena: Arena, f: dict[str, Any]) -> Body:
+    return queries.members(arena, *_table_args(f), f.get("members"))
+
+
 QUERY_OPS: dict[str, Callable[[Arena, dict[str, Any]], Body]] = {
     "top": _top,
     "rank": _rank,
     "around": _around,
     "percentile": _percentile,
     "score_at_percentile": _score_at_percentile,
+    "members": _members,
 }
 
 
@@ -367,6 +373,10 @@ async def ingest(websocket: WebSocket) -> None:
 async def live(websocket: WebSocket) -> None:
     """`GET /v1/live`: the public, read-only WebSocket (queries and subscriptions, no token)."""
     arena: Arena = websocket.app.state.arena
+    if not live_allowed(Cors.of(arena.settings.cors_origins), websocket.scope):
+        log.info("live websocket refused: origin %s not allowed", websocket.headers.get("origin"))
+        await websocket.close()  # before accept: the handshake gets HTTP 403
+        return
     if arena.draining or arena.live_connections >= arena.settings.max_live_connections:
         body = wire.dumps({"error": {"code": "unavailable", "message": "too many live connections, retry later"}})
         await websocket.send_denial_response(Response(body, 503, media_type="application/json"))

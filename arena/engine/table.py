@@ -181,6 +181,22 @@ class RankedTable:
             return None
         return self._entry(index, self._items[member])
 
+    def entries_of(self, members: Iterable[str]) -> tuple[list[Entry], list[str]]:
+        """The entries of those ``members`` in the table, in rank order, and the others (first
+        occurrences, in the order given); a repeated member counts once. O(k log n) for k members."""
+        found: list[bytes] = []
+        missing: list[str] = []
+        items = self._items
+        for member in dict.fromkeys(members):
+            item = items.get(member)
+            if item is None:
+                missing.append(member)
+            else:
+                found.append(item)
+        found.sort()  # packed entries sort in rank order
+        index = self._sorted.bisect_left
+        return [self._entry(index(item), item) for item in found], missing
+
     def at_rank(self, rank: int) -> Entry | None:
         """The entry at a 1-based rank, or None past the end. O(log n)."""
         if not 1 <= rank <= len(self._items):

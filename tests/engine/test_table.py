@@ -247,6 +247,40 @@ def test_apply_updates_equals_folding_the_events_one_by_one(
         check_invariants(table, model)
 
 
+# -- a set of members (friends) ------------------------------------------------------------------
+
+
+def test_entries_of_a_set_are_in_rank_order_with_global_ranks(ten: RankedTable) -> None:
+    found, missing = ten.entries_of(["m7", "nobody", "m2", "m7", "ghost", "nobody"])
+    assert [(e.rank, e.member) for e in found] == [(3, "m2"), (8, "m7")]
+    assert missing == ["nobody", "ghost"]
+
+
+def test_entries_of_an_empty_table_are_all_missing() -> None:
+    assert table_of({}).entries_of(["b", "a", "b"]) == ([], ["b", "a"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from(RULES),
+    st.dictionaries(st.text("abcdef", min_size=1, max_size=2), st.tuples(st.integers(-3, 3), st.integers(0, 3))),
+    st.lists(st.text("abcdefg", min_size=1, max_size=2), max_size=30),
+)
+def test_entries_of_equals_picking_the_members_from_the_whole_table(
+    rule: ScoringRule, standings: dict[str, tuple[int, int]], asked: list[str]
+) -> None:
+    table = RankedTable(rule, ALLTIME_WINDOW)
+    for member, (score, reached_at) in standings.items():
+        table.set_standing(member, (score, reached_at, ""))
+    everyone = list(table.entries())  # the oracle: the table's entries, filtered
+    in_table = {e.member for e in everyone}
+    expected_missing: list[str] = []
+    for member in asked:
+        if member not in in_table and member not in expected_missing:
+            expected_missing.append(member)
+    assert table.entries_of(asked) == ([e for e in everyone if e.member in asked], expected_missing)
+
+
 # -- stress --------------------------------------------------------------------------------------
 
 

@@ -137,6 +137,12 @@ def test_query_routes_never_write(server: ChildServer, session: Session) -> None
             for auth in ({}, {"Authorization": f"Bearer {token_for('gs')}"}, {"Authorization": f"Bearer {ADMIN_TOKEN}"}):
                 answer = session.http(method, server.url + path, content=body, headers=auth)
                 assert answer.status_code == 405, (method, path, answer.status_code)
+    members = server.url + "/v1/boards/a/alltime/members"  # the one public POST: a query all the same
+    for auth in ({}, {"Authorization": f"Bearer {token_for('gs')}"}, {"Authorization": f"Bearer {ADMIN_TOKEN}"}):
+        for body in (json.dumps({"members": ["alice", "mallory"]}), json.dumps({"members": ["x"], "events": [_event("a", "m", "k")]})):
+            assert session.http("POST", members, content=body, headers=auth).status_code == 200
+        for method in ("GET", "PUT", "PATCH", "DELETE"):
+            assert session.http(method, members, content=body, headers=auth).status_code == 405, method
     assert (_fingerprint(data), {board: journaled(data, board) for board in BOARDS}) == before
 
 

@@ -343,3 +343,40 @@ async def test_a_reader_that_stops_reading_holds_one_update_and_slows_nobody(ser
     assert subscription.outbox.waiting <= 1  # the newest update only, whatever was missed
     await writer.close()
     slow.transport.abort()
+
+
+async def test_a_members_view_follows_a_set_of_friends(server: InProcessServer) -> None:
+    client = await _client(server)
+    live = Subscriber(client)
+    sub = await live.subscribe({"op": "members", "board": "b", "period": "alltime", "members": ["ann", "zed"]})
+    assert (await live.until_update(sub, lambda u: True, "the first update"))["missing"] == ["ann", "zed"]
+    await client.submit([event("b", "ann", 3, _now(), "ann-1")])
+    update = await live.until_update(sub, lambda u: u["missing"] == ["zed"], "ann's entry")
+    assert [e["member"] for e in update["entries"]] == ["ann"]
+    await client.close()
+
+
+@pytest.mark.parametrize(("origin", "allowed"), [
+    (None, True),  # not a browser
+    ("same", True),  # the server's own page (the console)
+    ("https://game.example", True),  # listed in cors_origins
+    ("https://evil.example", False),
+])
+async def test_live_connections_and_event_streams_check_the_origin(tmp_path: Path, origin: str | None, allowed: bool) -> None:
+    config = make_config(tmp_path / "data", BOARDS, cors_origins=("https://game.example",))
+    async with InProcessServer(config) as server:
+        host = server.url.removeprefix("http://")
+        headers = {} if origin is None else {"Origin": f"http://{host}" if origin == "same" else origin}
+        if allowed:
+            ws = await websockets.connect(server.url.replace("http", "ws") + "/v1/live", additional_headers=headers)
+            await ws.close()
+        else:
+            with pytest.raises(websockets.InvalidStatus) as refused:
+                await websockets.connect(server.url.replace("http", "ws") + "/v1/live", additional_headers=headers)
+            assert refused.value.response.status_code == 403
+        async with httpx.AsyncClient(base_url=server.url, timeout=10) as http:
+            async with http.stream("GET", "/v1/boards/b/alltime/top",
+                                   headers={**headers, "Accept": "text/event-stream"}) as response:
+                assert response.status_code == (200 if allowed else 403)
+                if allowed and origin == "https://game.example":
+                    assert response.headers["access-control-allow-origin"] == origin

@@ -1,0 +1,226 @@
+"""`GET /v1/openapi.json`: the OpenAPI 3.1 document of every HTTP route, as data built once.
+
+Each operation lists its parameters, body and the error codes of the contract it can answer
+(`{"error":{"code","message"}}`). `tests/server/test_openapi.py` holds it against the app's own
+route table both ways, so a route served without a document here (or documented and not
+served) fails the tests. WebSocket routes (`/v1/ws`) are outside OpenAPI; the README has them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from arena.api.queries import MAX_AUDIT_LIMIT, MAX_LIMIT, MAX_MEMBERS, MAX_RADIUS
+from arena.engine.periods import PeriodKind
+
+PATH = "/v1/openapi.json"
+JSON = "application/json"
+TABLE = "/v1/boards/{board}/{period}"
+
+Doc = dict[str, Any]
+
+
+def _ref(name: str) -> Doc:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _object(required: list[str], **properties: Doc) -> Doc:
+    return {"type": "object", "required": required, "properties": properties}
+
+
+def _json(schema: Doc, description: str) -> Doc:
+    return {"description": description, "content": {JSON: {"schema": schema}}}
+
+
+def _error(description: str, *codes: str) -> Doc:
+    code = {"type": "string", "enum": list(codes)}
+    return _json(_object(["error"], error=_object(["code", "message"], code=code, message={"type": "string"})), description)
+
+
+def _param(name: str, where: str, schema: Doc, description: str, required: bool = False) -> Doc:
+    return {"name": name, "in": where, "required": required or where == "path", "description": description, "schema": schema}
+
+
+def _int(low: int, high: int | None = None, default: int | None = None) -> Doc:
+    schema: Doc = {"type": "integer", "minimum": low}
+    if high is not None:
+        schema["maximum"] = high
+    if default is not None:
+        schema["default"] = default
+    return schema
+
+
+_STRING = {"type": "string"}
+_TIME = {"type": "string", "format": "date-time", "description": "RFC 3339 UTC with milliseconds and Z"}
+_NULLABLE_TIME = {"type": ["string", "null"], "format": "date-time", "description": "null for the alltime table"}
+
+BOARD = _param("board", "path", _STRING, "a board of config.toml")
+PERIOD = _param("period", "path", {"type": "string", "enum": [k.value for k in PeriodKind]}, "the period kind")
+MEMBER = _param("member", "path", _STRING, "percent-encoded; may contain '/'")
+PERIOD_ID = _param("period_id", "query", _STRING, "a past table: 2026-12-02T13, 2026-12-02, 2026-W49, 2026-12 (default: the current one)")
+RADIUS = _param("radius", "query", _int(0, MAX_RADIUS, 5), "neighbours on each side, clipped at both ends")
+ADMIN_HEADERS = "Authorization: Bearer <token> of an [[admins]] entry"
+
+TABLE_MISSING = ("unknown_board", "unknown_period", "period_not_retained")
+INVALID = _error("a bad parameter or body", "invalid_request")
+UNAUTHORIZED = _error("no valid admin token", "unauthorized")
+NOT_READY = _error("the board is still loading its tables, or failed", "not_ready", "unavailable")
+
+
+def _operation(summary: str, parameters: list[Doc], ok: Doc, errors: dict[str, Doc], **extra: Any) -> Doc:
+    return {"summary": summary, "parameters": parameters, "responses": {"200": ok, **errors}, **extra}
+
+
+EVENT_STREAM = {"schema": {"type": "string", "description": (
+    "With Accept: text/event-stream, a live view of the answer: `event: update`, `id: <seq>`, `data:` the answer "
+    "with its `seq`, at once and after each change (at most one per push_interval_ms), and a `: ping` comment "
+    "every 15 s. A member not in the table is a state (entry null), not a 404."
+)}}
+
+
+def _table_query(
+    summary: str, parameters: list[Doc], answer: str, *, invalid: bool = False, member: bool = False, live: bool = False,
+    **extra: Any,
+) -> Doc:
+    """A table query: board, period and period_id, and the errors every table query may answer;
+    ``live``: it also streams as server-sent events."""
+    errors = {"400": INVALID} if invalid else {}
+    errors["404"] = _error("no such board, period or table" + (", or no entry" if member else ""),
+                           *TABLE_MISSING, *(("member_not_found",) if member else ()))
+    errors["503"] = NOT_READY
+    ok = _json(_ref(answer), "the table's answer")
+    if live:
+        ok["content"]["text/event-stream"] = EVENT_STREAM
+    return _operation(summary, [BOARD, PERIOD, *parameters, PERIOD_ID], ok, errors, **extra)
+
+
+def _admin(summary: str, parameters: list[Doc], ok: Doc, missing: tuple[str, ...], **extra: Any) -> Doc:
+    errors = {"400": INVALID, "401": UNAUTHORIZED, "404": _error("not found", *missing), "503": _error("the board failed", "unavailable")}
+    return _operation(summary, [BOARD, *parameters], ok, errors, security=[{"admin": []}], **extra)
+
+
+def _body(schema: Doc) -> Doc:
+    return {"required": True, "content": {JSON: {"schema": schema}}}
+
+
+def _with(base: str, **properties: Doc) -> Doc:
+    """Schema ``base`` plus more required properties."""
+    return {"allOf": [_ref(base), _object(list(properties), **properties)]}
+
+
+ENTRY = _object(["rank", "member", "score", "reached_at"], rank=_int(1), member=_STRING, score={"type": "integer"}, reached_at=_TIME)
+TABLE_FIELDS = _object(
+    ["board", "period", "period_id", "start", "end", "closed", "size"],
+    board=_STRING,
+    period=_STRING,
+    period_id=_STRING,
+    start=_NULLABLE_TIME,
+    end=_NULLABLE_TIME,
+    closed={"type": "boolean"},
+    size=_int(0),
+)
+_ENTRIES = {"type": "array", "items": _ref("Entry")}
+_VOID = _object(["board", "voided", "already_voided"], board=_STRING, voided=_int(0), already_voided=_int(0))
+
+SCHEMAS: Doc = {
+    "Entry": ENTRY,
+    "Table": TABLE_FIELDS,
+    "TableEntries": _with("Table", entries=_ENTRIES),
+    "TableEntry": _with("Table", entry=_ref("Entry")),
+    "TableMembers": _with("Table", entries=_ENTRIES, missing={"type": "array", "items": _STRING}),
+    "Percentile": _with("Table", entry=_ref("Entry"), top_percent={"type": "number"}),
+    "ScoreAtPercentile": _with("Table", p={"type": "number"}, entry={"oneOf": [_ref("Entry"), {"type": "null"}]}),
+    "Digest": _with("Table", sha256={"type": "string", "pattern": "^[0-9a-f]{64}$"}, seq=_int(0)),
+    "Periods": _object(
+        ["board", "period", "periods"],
+        board=_STRING,
+        period=_STRING,
+        periods={"type": "array", "items": _object(
+            ["period_id", "start", "end", "closed", "closed_at", "size", "disputes"],
+            period_id=_STRING, start=_NULLABLE_TIME, end=_NULLABLE_TIME, closed={"type": "boolean"},
+            closed_at={"type": ["string", "null"], "format": "date-time"}, size=_int(0), disputes=_int(0),
+        )},
+    ),
+    "Boards": _object(["boards"], boards={"type": "array", "items": _object(
+        ["board", "aggregation", "order", "tie", "state", "periods"],
+        board=_STRING,
+        aggregation={"enum": ["best", "sum", "latest"]},
+        order={"enum": ["desc", "asc"]},
+        tie={"enum": ["earliest", "latest"]},
+        state={"enum": ["loading", "ready", "failed"]},
+        periods={"type": "array", "items": {"type": "object", "description": "table fields without board"}},
+    )}),
+}
+
+PATHS: Doc = {
+    "/v1/boards": {"get": _operation("Boards and their current tables", [], _json(_ref("Boards"), "every board"), {})},
+    f"{TABLE}/top": {"get": _table_query("Entries at ranks offset+1 .. offset+limit", [
+        _param("limit", "query", _int(1, MAX_LIMIT, 10), "entries to return"),
+        _param("offset", "query", _int(0, default=0), "entries to skip; past the end gives no entries"),
+    ], "TableEntries", invalid=True, live=True)},
+    f"{TABLE}/members/{{member}}": {"get": _table_query("A member's entry", [MEMBER], "TableEntry", member=True, live=True)},
+    f"{TABLE}/members": {"post": _table_query(
+        "A set of members (friends): those in the table in rank order with their global ranks, and the missing",
+        [], "TableMembers", invalid=True, requestBody=_body(_object(["members"], members={
+            "type": "array", "items": _STRING, "minItems": 1, "maxItems": MAX_MEMBERS,
+            "description": "repeats are ignored; missing lists the others, first occurrences in request order",
+        })),
+    )},
+    f"{TABLE}/around/{{member}}": {"get": _table_query("A member's neighbours", [MEMBER, RADIUS], "TableEntries",
+                                                       invalid=True, member=True, live=True)},
+    f"{TABLE}/around": {"get": _table_query("The entries around a rank", [
+        _param("rank", "query", _int(1), "the rank at the centre", required=True), RADIUS,
+    ], "TableEntries", invalid=True, live=True)},
+    f"{TABLE}/percentile/{{member}}": {"get": _table_query("A member's entry and top_percent = 100 * rank / size", [MEMBER],
+                                                           "Percentile", member=True, live=True)},
+    f"{TABLE}/score_at_percentile": {"get": _table_query("The entry at rank ceil(p / 100 * size), null on an empty table", [
+        _param("p", "query", {"type": "number", "exclusiveMinimum": 0, "maximum": 100}, "the percentage", required=True),
+    ], "ScoreAtPercentile", invalid=True, live=True)},
+    f"{TABLE}/digest": {"get": _table_query("sha256 of the canonical standings and the journal seq it reflects. O(n)", [],
+                                            "Digest")},
+    f"{TABLE}/periods": {"get": _operation("The open and retained tables, newest first", [BOARD, PERIOD],
+                                           _json(_ref("Periods"), "the tables"),
+                                           {"404": _error("no such board or period", "unknown_board", "unknown_period"),
+                                            "503": NOT_READY})},
+    PATH: {"get": _operation("This document", [], _json({"type": "object"}, "OpenAPI 3.1"), {})},
+    "/healthz": {"get": _operation("The process is up", [], _json(_object(["status"], status={"const": "ok"}), "up"), {})},
+    "/readyz": {"get": _operation("Every board's current tables are loaded", [],
+                                  _json(_object(["ready", "boards"], ready={"const": True}, boards={"type": "object"}), "ready"),
+                                  {"503": _json(_object(["ready", "boards"], ready={"const": False}, boards={"type": "object"},
+                                                        failures={"type": "object"}), "not ready yet, or a board failed")})},
+    "/metrics": {"get": _operation("Prometheus metrics", [], {"description": "Prometheus text",
+                                                             "content": {"text/plain": {"schema": _STRING}}}, {})},
+    "/v1/boards/{board}/events": {"get": _admin("A member's journaled events, newest first (audit)", [
+        _param("member", "query", _STRING, "the member", required=True),
+        _param("limit", "query", _int(1, MAX_AUDIT_LIMIT, 100), "events to return"),
+        _param("before_seq", "query", {"type": "integer"}, "only events before this journal seq"),
+    ], _json({"type": "object"}, "the events"), ("unknown_board",))},
+    "/v1/boards/{board}/void": {"post": _admin("Void one event; its tables are recomputed", [],
+                                               _json(_VOID, "what was voided"), ("unknown_board", "unknown_event"),
+                                               requestBody=_body(_object(["idempotency_key", "reason"],
+                                                                         idempotency_key=_STRING, reason=_STRING)))},
+    "/v1/boards/{board}/members/{member}/void": {"post": _admin("Void every event of a member (a ban)", [MEMBER],
+                                                                _json(_VOID, "what was voided"), ("unknown_board",),
+                                                                requestBody=_body(_object(["reason"], reason=_STRING)))},
+}
+
+DOCUMENT: Doc = {
+    "openapi": "3.1.0",
+    "info": {
+        "title": "Arena",
+        "version": "1",
+        "description": "A realtime leaderboard server. Game servers stream events over the WebSocket GET /v1/ws "
+        "(see the README); these are its HTTP routes. Errors are {\"error\":{\"code\",\"message\"}}.",
+    },
+    "paths": PATHS,
+    "components": {
+        "schemas": SCHEMAS,
+        "securitySchemes": {"admin": {"type": "http", "scheme": "bearer", "description": ADMIN_HEADERS}},
+    },
+}
+"""The document; served as is (see `arena.api.http`)."""
+
+
+def operations() -> set[tuple[str, str]]:
+    """Every documented (path template, METHOD)."""
+    return {(path, method.upper()) for path, item in PATHS.items() for method in item}
