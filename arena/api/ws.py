@@ -349,25 +349,14 @@ class Connection:
 
 
 async def ingest(websocket: WebSocket) -> None:
+    """`GET /v1/ws`: a game server's connection (its bearer token names it)."""
     arena: Arena = websocket.app.state.arena
     server = arena.game_server(websocket.headers.get("authorization"))
     if server is None:
         log.info("websocket refused: missing or unknown token from %s", websocket.client)
         await websocket.close()  # before accept: the handshake gets HTTP 403
         return
-    if arena.draining or arena.connections >= arena.settings.max_connections:
-        body = wire.dumps({"error": {"code": "unavailable", "message": "too many connections, retry later"}})
-        await websocket.send_denial_response(Response(body, 503, media_type="application/json"))
-        return
-    await websocket.accept()
-    arena.connections += 1
-    arena.metrics.connections.inc()
-    try:
-        assert arena.live is not None
-        await Connection(arena, websocket, server, arena.live).serve()
-    finally:
-        arena.connections -= 1
-        arena.metrics.connections.dec()
+    await _serve(websocket, arena, server)
 
 
 async def live(websocket: WebSocket) -> None:
@@ -377,14 +366,33 @@ async def live(websocket: WebSocket) -> None:
         log.info("live websocket refused: origin %s not allowed", websocket.headers.get("origin"))
         await websocket.close()  # before accept: the handshake gets HTTP 403
         return
-    if arena.draining or arena.live_connections >= arena.settings.max_live_connections:
-        body = wire.dumps({"error": {"code": "unavailable", "message": "too many live connections, retry later"}})
+    await _serve(websocket, arena, None)
+
+
+async def _serve(websocket: WebSocket, arena: Arena, server: GameServer | None) -> None:
+    """Accept and serve a connection (``server`` None: `/v1/live`), or refuse it with 503 while
+    draining or past its limit (`max_connections`, `max_live_connections`)."""
+    if server is None:
+        full = arena.live_connections >= arena.settings.max_live_connections
+    else:
+        full = arena.connections >= arena.settings.max_connections
+    if arena.draining or full:
+        body = wire.dumps({"error": {"code": "unavailable", "message": "too many connections, retry later"}})
         await websocket.send_denial_response(Response(body, 503, media_type="application/json"))
         return
     await websocket.accept()
-    arena.live_connections += 1
+    counted = arena.metrics.connections if server is not None else None
+    if counted is not None:
+        arena.connections += 1
+        counted.inc()
+    else:
+        arena.live_connections += 1
     try:
         assert arena.live is not None
-        await Connection(arena, websocket, None, arena.live).serve()
+        await Connection(arena, websocket, server, arena.live).serve()
     finally:
-        arena.live_connections -= 1
+        if counted is not None:
+            arena.connections -= 1
+            counted.dec()
+        else:
+            arena.live_connections -= 1
