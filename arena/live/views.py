@@ -10,6 +10,7 @@ differs (updates are compared without ``op``, ``sub`` and ``seq``).
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Hashable
 from dataclasses import dataclass, field
@@ -18,6 +19,8 @@ from typing import Any, Protocol
 import orjson
 
 from arena.live.outbox import Outbox
+
+log = logging.getLogger("arena.live")
 
 ENDED = "the table of this view is no longer retained; the subscription ended"
 
@@ -97,7 +100,11 @@ class LiveViews:
             await asyncio.sleep(self.interval)
             now = time.monotonic()
             for view in list(self.views.values()):
-                self._refresh(view)
+                try:
+                    self._refresh(view)
+                except Exception:  # a bug in one view must not stop every other one
+                    log.exception("live view %s could not be evaluated", view.key.decode(errors="replace"))
+                    continue
                 for subscription in list(view.subscriptions):
                     self._offer(subscription, now)
 
