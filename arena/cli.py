@@ -37,7 +37,7 @@ log = logging.getLogger("arena")
 
 def _config(args: argparse.Namespace) -> Config:
     path = Path(args.config or os.environ.get("ARENA_CONFIG") or "config.toml")
-    config = load_config(path)
+    config = load_config(path, journal_url=os.environ.get("ARENA_JOURNAL_URL"))
     server = config.server
     if getattr(args, "host", None):
         server = replace(server, host=args.host)
