@@ -88,12 +88,16 @@ async def rebuild_board(
     everything: bool = False,
 ) -> tuple[BoardEngine, ReplayReport]:
     """Replay one board's journal read-only, exactly as a starting actor does."""
-    journal = await journal_backend(config).open(spec, readonly=True)
+    backend = journal_backend(config)
     try:
-        engine = BoardEngine(spec)
-        report = await replay(engine, journal, now, upto_seq=upto_seq, everything=everything)
+        journal = await backend.open(spec, readonly=True)
+        try:
+            engine = BoardEngine(spec)
+            report = await replay(engine, journal, now, upto_seq=upto_seq, everything=everything)
+        finally:
+            await journal.close()
     finally:
-        await journal.close()
+        await backend.close()
     return engine, report
 
 

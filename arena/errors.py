@@ -5,7 +5,9 @@ ArenaError
  ├── JournalError         a journal cannot be opened, read or written
  │    ├── JournalCorrupt      the file is not a readable Arena journal (names the file)
  │    ├── BoardDefinitionChanged  the board's aggregation/order/tie/timezone/periods differ from its journal
- │    └── JournalWriteFailed  a write was refused (disk full, read-only); the batch was not journaled
+ │    ├── JournalWriteFailed  a write was refused (disk full, read-only); the batch was not journaled
+ │    └── JournalUnavailable  the journal's store cannot be used at all (PostgreSQL unreachable, a
+ │                            refused login, a schema of a newer Arena): stops `arena serve` at start
  ├── DataDirLocked        another `arena serve` holds the data directory
  └── QueryError           a query that cannot be answered; ``code`` is the wire code, ``status`` the HTTP hint
 """
@@ -34,6 +36,10 @@ class BoardDefinitionChanged(JournalError):
 
 
 class JournalWriteFailed(JournalError):
+    pass
+
+
+class JournalUnavailable(JournalError):
     pass
 
 

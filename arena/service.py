@@ -10,7 +10,7 @@ from arena.auth import identify
 from arena.clock import Clock
 from arena.config import DEV_ADMIN_TOKEN_SHA256, DEV_TOKEN_SHA256, Admin, Config, GameServer
 from arena.errors import not_found
-from arena.journal import journal_backend
+from arena.journal import JournalBackend, journal_backend
 from arena.journal.faults import WriteFaults
 from arena.metrics import Metrics
 from arena.supervisor import Supervisor
@@ -29,7 +29,8 @@ class Arena:
         self.metrics = Metrics()
         backend = journal_backend(config)
         self.journal_faults = WriteFaults(backend) if fault_injection else None
-        self.supervisor = Supervisor(config, self.clock, self.metrics, self.journal_faults or backend)
+        self.backend: JournalBackend = self.journal_faults or backend
+        self.supervisor = Supervisor(config, self.clock, self.metrics, self.backend)
         self.boards: dict[str, BoardHandle] = self.supervisor.handles
         self.fault_injection = fault_injection
         self.connections = 0
@@ -46,7 +47,11 @@ class Arena:
                 log.warning("admin %r uses the public development token; do not expose this server", admin.id)
         if self.fault_injection:
             log.warning("fault injection routes are enabled (tests only)")
-        await self.supervisor.start()
+        try:
+            await self.supervisor.start()
+        except BaseException:
+            await self.backend.close()
+            raise
 
     def board(self, name: str) -> BoardHandle:
         handle = self.boards.get(name)
@@ -78,4 +83,5 @@ class Arena:
 
     async def stop(self) -> None:
         await self.supervisor.stop()
+        await self.backend.close()
 

@@ -1,5 +1,5 @@
 """The event journal, the source of truth of a board: the interface (`arena.journal.interface`)
-and its backends (`arena.journal.sqlite`)."""
+and its backends (`arena.journal.sqlite`, `arena.journal.postgresql`)."""
 
 from arena.config import Config
 from arena.journal.interface import Journal, JournalBackend, ScoreRow, check_definition
@@ -8,8 +8,13 @@ __all__ = ["Journal", "JournalBackend", "ScoreRow", "check_definition", "journal
 
 
 def journal_backend(config: Config) -> JournalBackend:
-    """The backend the config names (only sqlite so far), for `arena serve`, `rebuild` and `verify`."""
+    """The backend the config names, for `arena serve`, `rebuild` and `verify`. It connects to
+    nothing before its first `open`."""
     # imported here: a backend's driver is loaded only when the config names that backend
+    if config.journal.backend == "postgresql":
+        from arena.journal.postgresql import PostgresBackend
+
+        return PostgresBackend(config.journal, config.server.durability)
     from arena.journal.sqlite import SqliteBackend
 
     return SqliteBackend(config.server.data_dir, config.server.durability)

@@ -106,6 +106,10 @@ class JournalBackend(Protocol):
         """Register the metrics only this backend has (sqlite: each board's WAL size) for every
         one of ``boards``, opened or not. Once per registry; read at each scrape."""
 
+    async def close(self) -> None:
+        """Release what the backend holds beside its journals (PostgreSQL: the connections),
+        after they are closed: at the end of `arena serve`, `rebuild` or `verify`."""
+
 
 def check_definition(spec: BoardSpec, stored: str | None, has_records: bool, journal: str) -> str | None:
     """The rule every backend applies when it opens a board's journal: the definition text to

@@ -327,6 +327,9 @@ class SqliteBackend:
         for board in boards:
             wal.labels(board).set_function(partial(_file_size, wal_path(journal_path(self.data_dir, board))))
 
+    async def close(self) -> None:
+        pass  # each journal holds its own connections
+
 
 def journal_path(data_dir: Path, board: str) -> Path:
     return data_dir / f"{board}.journal.sqlite"
