@@ -118,13 +118,14 @@ class Supervisor:
 
     async def _reopen(self, handle: BoardHandle) -> Journal:
         """Open a crashed board's journal again. While its store is unreachable (PostgreSQL down)
-        try again every `REOPEN_RETRY_SECONDS`: the board recovers by itself once it is back.
-        Raises JournalError."""
+        try again every `REOPEN_RETRY_SECONDS`, answering what queues meanwhile `unavailable`:
+        the board recovers by itself once the store is back. Raises JournalError."""
         while True:
             try:
                 return await self.backend.open(handle.spec)
             except JournalUnavailable as exc:
                 log.warning("board %s: %s; opening its journal again in %gs", handle.name, exc, REOPEN_RETRY_SECONDS)
+                handle.refuse_queued()
                 await asyncio.sleep(REOPEN_RETRY_SECONDS)
 
     @property

@@ -130,7 +130,9 @@ SETTLE_SECONDS = 30.0
 """How long `committed_seq` waits for the server to settle a write of unknown outcome. Past it
 the actor crashes, and the supervisor opens the journal again once the server is back."""
 
-_STORE_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)  # OSError: TimeoutError too
+_STORE_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError, OSError)
+"""What a statement may raise when the server or the connection fails (OSError: TimeoutError too;
+InternalClientError: a connection left mid-operation by a server that shut it down)."""
 
 
 def _lost(exc: BaseException) -> bool:
@@ -194,53 +196,64 @@ class _Store:
                     raise JournalUnavailable(self.redact(f"cannot connect to PostgreSQL at {self.where}: {exc}")) from exc
             try:
                 async with self.connection() as conn, conn.transaction(readonly=readonly):
-                    self._ready = await self._check_tables(conn, readonly)
+                    version = await self._tables(conn, readonly)
+            except JournalUnavailable as exc:
+                raise JournalUnavailable(f"{self.where}: {exc}") from exc
             except _STORE_ERRORS as exc:
                 if _lost(exc):
                     raise JournalUnavailable(self.redact(f"PostgreSQL at {self.where}: {exc}")) from exc
                 raise JournalCorrupt(self.redact(f"{self.where}: not a readable Arena journal: {exc}")) from exc
+            if version > SCHEMA_VERSION:
+                raise JournalUnavailable(
+                    f"{self.where}: the journal tables are of schema version {version}, newer than this Arena knows"
+                    f" ({SCHEMA_VERSION}): run a newer Arena, or use another [journal] schema"
+                )
+            self._ready = version > 0
             return self._ready
 
-    async def _check_tables(self, conn: asyncpg.Connection, readonly: bool) -> bool:
+    async def _tables(self, conn: asyncpg.Connection, readonly: bool) -> int:
+        """The tables' schema version, after creating them when missing (0: missing, read-only)."""
         if not readonly:  # two servers starting at once: one creates, the other finds
             await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", f"arena:{self.schema}")
         if await conn.fetchval("SELECT to_regclass($1)", f"{self.schema}.schema_version") is None:
             if readonly:
-                return False
+                return 0
             await conn.execute(self.sql(_TABLES))
             await conn.execute(self.sql("INSERT INTO {s}.schema_version VALUES ($1)"), SCHEMA_VERSION)
             log.info("created the journal tables at %s (schema version %d)", self.where, SCHEMA_VERSION)
-            return True
+            return SCHEMA_VERSION
         version = await conn.fetchval(self.sql("SELECT max(version) FROM {s}.schema_version"))
-        if version is None or version > SCHEMA_VERSION:
-            raise JournalUnavailable(
-                f"{self.where}: the journal tables are of schema version {version}, newer than this Arena knows"
-                f" ({SCHEMA_VERSION}): run a newer Arena, or use another [journal] schema"
-            )
-        return True
+        if version is None:
+            raise JournalCorrupt(f"{self.where}: not a readable Arena journal: no schema version")
+        return int(version)
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[asyncpg.Connection]:
         """A pooled connection, for one statement or transaction. Raises JournalUnavailable when
-        none can be had now (then nothing was sent); errors of the body go through as they are."""
+        none can be had now (then nothing was sent; the message does not say where: the caller
+        does); errors of the body go through as they are."""
         pool = self._pool
         assert pool is not None, "prepare() first"
         wait = self._retry_at - time.monotonic()
         if wait > 0:
-            raise JournalUnavailable(f"PostgreSQL at {self.where} is unreachable; next attempt in {wait:.1f}s")
+            raise JournalUnavailable(f"PostgreSQL is unreachable; next attempt in {wait:.1f}s")
         try:
             conn = await pool.acquire()
         except _STORE_ERRORS as exc:
             self._failed()
-            raise JournalUnavailable(self.redact(f"cannot connect to PostgreSQL at {self.where}: {exc}")) from exc
+            raise JournalUnavailable(self.redact(f"cannot connect to PostgreSQL: {exc}")) from exc
         try:
             yield conn
         except _STORE_ERRORS as exc:
             if _lost(exc):
                 self._failed()
+                conn.terminate()  # its state is unknown: the pool opens a new one
             raise
         finally:
-            await pool.release(conn)
+            try:
+                await pool.release(conn)
+            except _STORE_ERRORS:
+                pass  # the pool has closed it; what the statement did stands
         self._delay = RETRY_FIRST_SECONDS
 
     def _failed(self) -> None:
@@ -490,6 +503,8 @@ class PostgresBackend:
                         spec.name, wanted,
                     )
                 last_seq = int(await conn.fetchval(store.sql(_COMMITTED), spec.name))
+        except JournalUnavailable as exc:
+            raise JournalUnavailable(f"{path}: {exc}") from exc
         except _STORE_ERRORS as exc:
             if _lost(exc):
                 raise JournalUnavailable(store.redact(f"{path}: {exc}")) from exc

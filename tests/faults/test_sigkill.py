@@ -6,9 +6,7 @@ from __future__ import annotations
 import asyncio
 import random
 import signal
-import time
 from collections import defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +20,12 @@ from support.faults import (
     assert_standings_match_rebuild,
     journaled,
     pipelined_writer,
+    random_frames,
     rounds,
     seed,
     write_config,
 )
 from support.server import ADMIN_TOKEN, ChildServer, Client, token_for, until
-
 
 BOARDS: dict[str, dict[str, Any]] = {
     "best": {"aggregation": "best", "periods": ["alltime", "daily"]},
@@ -37,22 +35,6 @@ PERIODS = {name: body["periods"] for name, body in BOARDS.items()}
 WRITERS = 4
 IN_FLIGHT = 4
 MEMBERS = [f"player-{i:02d}" for i in range(40)]
-
-
-def _frames(rng: random.Random, prefix: str) -> Iterator[list[dict[str, Any]]]:
-    """Endless submit frames of 1..40 fresh, valid events over both boards."""
-    for n in range(10**9):
-        now = time.time_ns() // 1_000_000
-        yield [
-            {
-                "board": rng.choice(("best", "total")),
-                "member": rng.choice(MEMBERS),
-                "value": rng.randrange(0, 1001),
-                "occurred_at": now - rng.randrange(0, 5000),
-                "idempotency_key": f"{prefix}-{n}-{i}",
-            }
-            for i in range(rng.randrange(1, 41))
-        ]
 
 
 def _fingerprint(e: dict[str, Any]) -> Fingerprint:
@@ -69,7 +51,7 @@ async def _ingest_and_kill(server: ChildServer, rng: random.Random, round_no: in
     stop = asyncio.Event()
     writers = [
         asyncio.create_task(pipelined_writer(
-            server.ws_url, token_for("gs"), _frames(random.Random(rng.random()), f"r{round_no}w{w}"), ledger,
+            server.ws_url, token_for("gs"), random_frames(random.Random(rng.random()), f"r{round_no}w{w}", list(BOARDS), MEMBERS), ledger,
             in_flight=IN_FLIGHT, stop=stop,
         ))
         for w in range(WRITERS)

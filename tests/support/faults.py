@@ -5,9 +5,12 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
+import random
 import re
 import sqlite3
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -142,6 +145,23 @@ class Ledger:
     def __init__(self) -> None:
         self.acked: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]] = []
         self.unacked: list[list[dict[str, Any]]] = []
+
+
+def random_frames(rng: random.Random, prefix: str, boards: Sequence[str], members: Sequence[str]) -> Iterator[list[dict[str, Any]]]:
+    """Endless submit frames of 1..40 fresh, valid events (values 0..1000, occurred up to 5 s
+    ago) over ``boards``; keys are ``prefix-frame-index``."""
+    for n in itertools.count():
+        now = time.time_ns() // 1_000_000
+        yield [
+            {
+                "board": rng.choice(boards),
+                "member": rng.choice(members),
+                "value": rng.randrange(0, 1001),
+                "occurred_at": now - rng.randrange(0, 5000),
+                "idempotency_key": f"{prefix}-{n}-{i}",
+            }
+            for i in range(rng.randrange(1, 41))
+        ]
 
 
 async def pipelined_writer(
