@@ -30,11 +30,10 @@ from prometheus_client import CollectorRegistry
 
 from arena.config import JournalSettings
 from arena.engine.events import Fingerprint
-from arena.engine.periods import PeriodKind, Window
 from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
 from arena.engine.spec import BoardSpec
 from arena.errors import JournalCorrupt, JournalError, JournalUnavailable, JournalWriteFailed
-from arena.journal.interface import ScoreRow, check_definition
+from arena.journal.interface import ScoreRow, check_definition, close_record, marker_row, stored_event
 
 log = logging.getLogger("arena.journal")
 
@@ -141,7 +140,7 @@ def _lost(exc: BaseException) -> bool:
     may then have committed. A statement the server refused (constraint, disk full) did not."""
     if isinstance(exc, asyncpg.PostgresError):
         return str(exc.sqlstate or "")[:2] in ("08", "57")
-    return True
+    return isinstance(exc, _STORE_ERRORS)
 
 
 class _Store:
@@ -197,12 +196,8 @@ class _Store:
             try:
                 async with self.connection() as conn, conn.transaction(readonly=readonly):
                     version = await self._tables(conn, readonly)
-            except JournalUnavailable as exc:
-                raise JournalUnavailable(f"{self.where}: {exc}") from exc
-            except _STORE_ERRORS as exc:
-                if _lost(exc):
-                    raise JournalUnavailable(self.redact(f"PostgreSQL at {self.where}: {exc}")) from exc
-                raise JournalCorrupt(self.redact(f"{self.where}: not a readable Arena journal: {exc}")) from exc
+            except (*_STORE_ERRORS, JournalUnavailable) as exc:
+                raise self.failure(self.where, exc, "not a readable Arena journal") from exc
             if version > SCHEMA_VERSION:
                 raise JournalUnavailable(
                     f"{self.where}: the journal tables are of schema version {version}, newer than this Arena knows"
@@ -255,6 +250,14 @@ class _Store:
             except _STORE_ERRORS:
                 pass  # the pool has closed it; what the statement did stands
         self._delay = RETRY_FIRST_SECONDS
+
+    def failure(self, place: str, exc: BaseException, what: str) -> JournalError:
+        """The error for a statement about ``place`` that raised ``exc``: JournalUnavailable when
+        the store could not be reached or the connection broke (a board then retries, or a start
+        stops), else JournalCorrupt, saying ``what``."""
+        if isinstance(exc, JournalUnavailable) or _lost(exc):
+            return JournalUnavailable(self.redact(f"{place}: {exc}"))
+        return JournalCorrupt(self.redact(f"{place}: {what}: {exc}"))
 
     def _failed(self) -> None:
         self._retry_at = time.monotonic() + self._delay
@@ -362,11 +365,7 @@ class PostgresJournal:
                 keys.append(e.idempotency_key)
                 metas.append(e.meta)
             elif isinstance(r, CloseRecord):
-                w = r.window
-                markers.append((
-                    board, f"{w.kind.value}/{w.period_id}", w.kind.value, w.period_id, w.start_ms, w.end_ms,
-                    self._spec.aggregation.value, self._spec.tie.value, r.closed_at, r.seq,
-                ))
+                markers.append((board, *marker_row(self._spec, r)))
             else:
                 voids.append((board, r.seq, r.target_seq, r.idempotency_key, r.reason, r.admin, r.voided_at))
         return [seqs, members, values, occurred, received, sources, keys, metas], markers, voids
@@ -411,8 +410,8 @@ class PostgresJournal:
                 cursor = await conn.cursor(self._store.sql(sql + " ORDER BY seq"), *params)
                 while rows := await cursor.fetch(_SCAN_CHUNK):
                     yield rows
-        except (*_STORE_ERRORS, JournalUnavailable, UnicodeDecodeError) as exc:
-            raise self._unreadable(exc) from exc
+        except (*_STORE_ERRORS, JournalUnavailable, UnicodeError) as exc:
+            raise self._store.failure(self.path, exc, "journal unreadable") from exc
 
     async def close_markers(self, upto_seq: int | None = None) -> list[CloseRecord]:
         rows = await self._fetch(
@@ -420,10 +419,7 @@ class PostgresJournal:
             " WHERE board = $1 AND closed_seq <= $2 ORDER BY closed_seq",
             self._upto(upto_seq),
         )
-        return [
-            CloseRecord(seq, Window(PeriodKind(period), period_id, start, end), closed_at)
-            for period, period_id, start, end, closed_at, seq in rows
-        ]
+        return [close_record(row) for row in rows]
 
     async def voids(self, upto_seq: int | None = None) -> list[tuple[VoidRecord, int]]:
         rows = await self._fetch(
@@ -436,7 +432,7 @@ class PostgresJournal:
 
     async def event_by_key(self, key: str) -> StoredEvent | None:
         rows = await self._fetch(_STORED + " AND e.idempotency_key = $2", key)
-        return _stored(rows[0]) if rows else None
+        return stored_event(rows[0]) if rows else None
 
     async def member_events(self, member: str, limit: int | None = None, before_seq: int | None = None) -> list[StoredEvent]:
         sql = _STORED + " AND e.member = $2"
@@ -448,7 +444,7 @@ class PostgresJournal:
         if limit is not None:
             params.append(limit)
             sql += f" LIMIT ${len(params) + 1}"
-        return [_stored(row) for row in await self._fetch(sql, *params)]
+        return [stored_event(row) for row in await self._fetch(sql, *params)]
 
     async def close(self) -> None:
         pass  # the connections are the backend's, shared by every board: `PostgresBackend.close`
@@ -458,22 +454,15 @@ class PostgresJournal:
 
     async def _fetch(self, template: str, *params: object, what: str = "") -> list[asyncpg.Record]:
         """Rows of one statement about this board (``$1`` is the board). Raises JournalError
-        (``what`` names the failure) when ``what`` is given, else JournalCorrupt or, when the
-        store cannot be reached, JournalError."""
+        saying ``what`` failed when it is given (a key lookup: the batch is answered
+        `unavailable`), else `_Store.failure`'s error."""
         try:
             async with self._store.connection() as conn:
                 return list(await conn.fetch(self._store.sql(template), self._board, *params))
         except (*_STORE_ERRORS, JournalUnavailable, UnicodeError) as exc:
             if what:
                 raise JournalError(self._store.redact(f"{self.path}: {what}: {exc}")) from exc
-            raise self._unreadable(exc) from exc
-
-    def _unreadable(self, exc: BaseException) -> JournalError:
-        """A failed read: the store is unreachable (JournalError: the actor restarts once it is
-        back) or answers with an error (JournalCorrupt: the board fails)."""
-        if isinstance(exc, JournalUnavailable) or (isinstance(exc, _STORE_ERRORS) and _lost(exc)):
-            return JournalError(self._store.redact(f"{self.path}: cannot read: {exc}"))
-        return JournalCorrupt(self._store.redact(f"{self.path}: journal unreadable: {exc}"))
+            raise self._store.failure(self.path, exc, "journal unreadable") from exc
 
 
 class PostgresBackend:
@@ -503,12 +492,8 @@ class PostgresBackend:
                         spec.name, wanted,
                     )
                 last_seq = int(await conn.fetchval(store.sql(_COMMITTED), spec.name))
-        except JournalUnavailable as exc:
-            raise JournalUnavailable(f"{path}: {exc}") from exc
-        except _STORE_ERRORS as exc:
-            if _lost(exc):
-                raise JournalUnavailable(store.redact(f"{path}: {exc}")) from exc
-            raise JournalCorrupt(store.redact(f"{path}: not a readable Arena journal: {exc}")) from exc
+        except (*_STORE_ERRORS, JournalUnavailable) as exc:
+            raise store.failure(path, exc, "not a readable Arena journal") from exc
         return PostgresJournal(store, spec, path, last_seq, readonly)
 
     def watch(self, registry: CollectorRegistry, boards: Iterable[str]) -> None:
@@ -518,7 +503,3 @@ class PostgresBackend:
         """Close the connections; the backend may open journals again afterwards."""
         await self._store.close()
 
-
-def _stored(row: asyncpg.Record) -> StoredEvent:
-    seq, member, value, occurred_at, received_at, source, key, meta, voided = row
-    return StoredEvent(seq, member, value, occurred_at, received_at, source, key, meta, bool(voided))

@@ -27,7 +27,7 @@ from arena.journal import Journal
 from arena.journal.postgresql import SCHEMA_VERSION, PostgresBackend
 from arena.replay import replay
 from loadtest.process import free_port
-from support.journals import SPEC, journal_store
+from support.journals import SPEC, journal_store, write_journal
 from support.postgres import EmbeddedPostgres, fetchval
 
 T = 1_780_315_200_000  # 2026-06-01T12:00:00Z
@@ -326,12 +326,7 @@ def test_both_backends_read_back_the_same_hostile_records(postgres: str, case: t
 
     async def run(kind: str) -> dict[str, object]:
         async with journal_store(kind, postgres) as store:
-            journal = await store.open(SUM_SPEC)
-            try:
-                for batch in batches:
-                    await journal.append(batch)
-            finally:
-                await journal.close()
+            await write_journal(store, SUM_SPEC, batches)
             reader = await store.open(SUM_SPEC, readonly=True)
             try:
                 return await everything(reader, keys, members)

@@ -36,7 +36,7 @@ from arena.journal import Journal
 from arena.replay import ReplayReport, replay
 from loadtest.config_toml import write_config
 from support.engine_harness import EngineHarness
-from support.journals import BackendKind, Store, journal_store
+from support.journals import BackendKind, Store, journal_store, write_journal
 from support.memory_journal import MemoryJournal
 from support.oracle import (
     Frame,
@@ -79,16 +79,6 @@ def replay_memory(spec: BoardSpec, records: Sequence[Record], now: int, **kw: An
         return (await replay_from(journal, spec, now, **kw))[0]
 
     return asyncio.run(run())
-
-
-async def write_journal(store: Store, spec: BoardSpec, batches: Sequence[Sequence[Record]]) -> None:
-    """Journal ``batches`` as `arena serve` does, one transaction each."""
-    journal = await store.open(spec)
-    try:
-        for batch in batches:
-            await journal.append(batch)
-    finally:
-        await journal.close()
 
 
 async def replay_journal(store: Store, spec: BoardSpec, now: int, **kw: Any) -> tuple[BoardEngine, ReplayReport]:

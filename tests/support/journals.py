@@ -5,7 +5,7 @@ test takes `backend_kind` and makes a fresh `journal_store` per example."""
 from __future__ import annotations
 
 import tempfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -13,6 +13,7 @@ import pytest
 
 from arena.config import JournalSettings
 from arena.engine.periods import PeriodKind
+from arena.engine.records import Record
 from arena.engine.spec import BoardSpec
 from arena.journal import Journal, JournalBackend
 from arena.journal.postgresql import PostgresBackend
@@ -51,6 +52,16 @@ class Store:
     async def close(self) -> None:
         for backend in self._backends:
             await backend.close()
+
+
+async def write_journal(store: Store, spec: BoardSpec, batches: Sequence[Sequence[Record]]) -> None:
+    """Journal ``batches`` as `arena serve` does, one transaction each."""
+    journal = await store.open(spec)
+    try:
+        for batch in batches:
+            await journal.append(batch)
+    finally:
+        await journal.close()
 
 
 @asynccontextmanager
