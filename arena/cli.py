@@ -65,14 +65,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from arena.service import Arena
 
     config = _config(args)
-    lock = DataDirLock(config.server.data_dir)
-    lock.acquire()
-    log.info("data dir %s, boards: %s", config.server.data_dir, ", ".join(config.boards))
+    # on postgresql the node's lease on the schema keeps a second server off (Arena.start)
+    lock = DataDirLock(config.server.data_dir) if config.journal.backend == "sqlite" else None
+    if lock is not None:
+        lock.acquire()
+        log.info("data dir %s, boards: %s", config.server.data_dir, ", ".join(config.boards))
     try:
         arena = Arena(config, fault_injection=args.fault_injection)
         _run(lambda: serve(arena, config.server.host, config.server.port, access_log=args.access_log))
     finally:
-        lock.release()
+        if lock is not None:
+            lock.release()
     return 0
 
 

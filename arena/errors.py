@@ -9,6 +9,7 @@ ArenaError
  │    └── JournalUnavailable  the journal's store cannot be used at all (PostgreSQL unreachable, a
  │                            refused login, a schema of a newer Arena): stops `arena serve` at start
  ├── DataDirLocked        another `arena serve` holds the data directory
+ ├── SchemaHeld           another node holds a live lease on the PostgreSQL schema
  └── QueryError           a query that cannot be answered; ``code`` is the wire code, ``status`` the HTTP hint
 """
 
@@ -44,6 +45,10 @@ class JournalUnavailable(JournalError):
 
 
 class DataDirLocked(ArenaError):
+    pass
+
+
+class SchemaHeld(ArenaError):
     pass
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import TYPE_CHECKING
 
 from arena.actor import BoardHandle
 from arena.auth import identify
@@ -14,6 +15,9 @@ from arena.journal import JournalBackend, journal_backend
 from arena.journal.faults import WriteFaults
 from arena.metrics import Metrics
 from arena.supervisor import Supervisor
+
+if TYPE_CHECKING:
+    from arena.cluster.lease import NodeLease
 
 log = logging.getLogger("arena")
 
@@ -28,6 +32,15 @@ class Arena:
         self.clock = clock or Clock()
         self.metrics = Metrics()
         backend = journal_backend(config)
+        self.lease: NodeLease | None = None
+        """On postgresql, this node's lease on the schema (what the data_dir lock is on sqlite)."""
+        if config.journal.backend == "postgresql":
+            from arena.cluster.lease import NodeLease
+            from arena.journal.postgresql import PostgresBackend
+
+            assert isinstance(backend, PostgresBackend)
+            self.lease = NodeLease(backend)
+        self._renewals: asyncio.Task[None] | None = None
         self.journal_faults = WriteFaults(backend) if fault_injection else None
         self.backend: JournalBackend = self.journal_faults or backend
         self.supervisor = Supervisor(config, self.clock, self.metrics, self.backend)
@@ -48,9 +61,12 @@ class Arena:
         if self.fault_injection:
             log.warning("fault injection routes are enabled (tests only)")
         try:
+            if self.lease is not None:
+                await self.lease.acquire()
+                self._renewals = asyncio.create_task(self.lease.keep(), name="lease")
             await self.supervisor.start()
         except BaseException:
-            await self.backend.close()
+            await self._release()
             raise
 
     def board(self, name: str) -> BoardHandle:
@@ -83,5 +99,15 @@ class Arena:
 
     async def stop(self) -> None:
         await self.supervisor.stop()
+        await self._release()
+
+    async def _release(self) -> None:
+        """Give up the lease, if taken (once no board writes), and close the backend."""
+        if self._renewals is not None:
+            self._renewals.cancel()
+            await asyncio.gather(self._renewals, return_exceptions=True)
+            self._renewals = None
+            assert self.lease is not None
+            await self.lease.release()
         await self.backend.close()
 

@@ -71,7 +71,7 @@ async def run(url: str, batch: int, batches: int, repeats: int) -> None:
     async def executemany(journal: PostgresJournal, board: str, records: list[ScoreRecord]) -> None:
         rows = [(board, r.seq, r.event.member, r.event.value, r.event.occurred_at,
                  r.received_at, r.source, r.event.idempotency_key, r.event.meta) for r in records]
-        async with backend._store.connection() as conn:  # the journal's own pool and codecs
+        async with backend.store.connection() as conn:  # the journal's own pool and codecs
             await conn.executemany(_EXECUTEMANY.format(s=schema), rows)
 
     ways = {"unnest": unnest, "executemany": executemany}
@@ -87,7 +87,7 @@ async def run(url: str, batch: int, batches: int, repeats: int) -> None:
         for way, rates in results.items():
             print(f"{way:12} {min(rates):>10,.0f} {statistics.median(rates):>10,.0f} {max(rates):>10,.0f}")
     finally:
-        async with backend._store.connection() as conn:
+        async with backend.store.connection() as conn:
             await conn.execute(f"DROP SCHEMA {schema} CASCADE")
         await backend.close()
 

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import time
 import urllib.parse
+import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -72,6 +74,17 @@ CREATE TABLE {s}.board_period (
     PRIMARY KEY (board, id),
     UNIQUE (board, closed_seq)
 );
+CREATE TABLE {s}.node_lease (
+    node_id text COLLATE "C" PRIMARY KEY,
+    instance text COLLATE "C" NOT NULL,
+    expires_at timestamptz NOT NULL
+);
+CREATE TABLE {s}.board_owner (
+    board text COLLATE "C" PRIMARY KEY,
+    node_id text COLLATE "C" NOT NULL,
+    instance text COLLATE "C" NOT NULL,
+    epoch bigint NOT NULL
+);
 CREATE TABLE {s}.score_void (
     board text COLLATE "C" NOT NULL,
     seq bigint NOT NULL,
@@ -92,6 +105,25 @@ _INSERT_EVENTS = (
     "INSERT INTO {s}.score_event SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::bigint[],"
     " $5::bigint[], $6::bigint[], $7::text[], $8::bytea[], $9::text[])"
 )
+# Fencing: an append commits only while the board's owner row still holds the epoch this
+# journal was granted (a conditional UPDATE that must touch one row, in the same transaction).
+_FENCE = "UPDATE {s}.board_owner SET epoch = epoch WHERE board = $1 AND epoch = $2"
+_INSERT_EVENTS_FENCED = (
+    "WITH fence AS (UPDATE {s}.board_owner SET epoch = epoch WHERE board = $1 AND epoch = $10 RETURNING 1) "
+    + _INSERT_EVENTS + " WHERE EXISTS (SELECT FROM fence)"
+)
+_GRANT = (
+    "INSERT INTO {s}.board_owner AS o VALUES ($1, $2, $3, 1) ON CONFLICT (board) DO UPDATE"
+    " SET node_id = EXCLUDED.node_id, instance = EXCLUDED.instance, epoch = o.epoch + 1 RETURNING epoch"
+)
+LEASE_LOCK = "SELECT pg_advisory_xact_lock(hashtext('arena-lease:' || $1))"
+"""Taken by every transaction that reads or moves leases and ownership of a schema, so that two
+nodes never both find the schema free."""
+OTHER_HOLDER = (
+    "SELECT node_id, extract(epoch FROM expires_at - now())::float8 FROM {s}.node_lease"
+    " WHERE instance <> $1 AND expires_at > now() ORDER BY expires_at DESC LIMIT 1"
+)
+"""The node holding a live lease on the schema other than process ``$1``, and its seconds left."""
 _INSERT_MARKERS = "INSERT INTO {s}.board_period VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
 _INSERT_VOIDS = "INSERT INTO {s}.score_void VALUES ($1, $2, $3, $4, $5, $6, $7)"
 _LOOKUP = (
@@ -129,7 +161,7 @@ SETTLE_SECONDS = 30.0
 """How long `committed_seq` waits for the server to settle a write of unknown outcome. Past it
 the actor crashes, and the supervisor opens the journal again once the server is back."""
 
-_STORE_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError, OSError)
+STORE_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError, OSError)
 """What a statement may raise when the server or the connection fails (OSError: TimeoutError too;
 InternalClientError: a connection left mid-operation by a server that shut it down)."""
 
@@ -140,10 +172,10 @@ def _lost(exc: BaseException) -> bool:
     may then have committed. A statement the server refused (constraint, disk full) did not."""
     if isinstance(exc, asyncpg.PostgresError):
         return str(exc.sqlstate or "")[:2] in ("08", "57")
-    return isinstance(exc, _STORE_ERRORS)
+    return isinstance(exc, STORE_ERRORS)
 
 
-class _Store:
+class PostgresStore:
     """A backend's connections: one asyncpg pool, created at the first open and shared by every
     board's journal, and the tables, created when missing. After a failed connection attempt
     the next one waits (`RETRY_FIRST_SECONDS`, doubling to `RETRY_MAX_SECONDS`): a stopped server
@@ -191,12 +223,12 @@ class _Store:
                             "synchronous_commit": "on" if self.durability == "full" else "off",
                         },
                     )
-                except (*_STORE_ERRORS, ValueError) as exc:  # ValueError: a malformed URL
+                except (*STORE_ERRORS, ValueError) as exc:  # ValueError: a malformed URL
                     raise JournalUnavailable(self.redact(f"cannot connect to PostgreSQL at {self.where}: {exc}")) from exc
             try:
                 async with self.connection() as conn, conn.transaction(readonly=readonly):
                     version = await self._tables(conn, readonly)
-            except (*_STORE_ERRORS, JournalUnavailable) as exc:
+            except (*STORE_ERRORS, JournalUnavailable) as exc:
                 raise self.failure(self.where, exc, "not a readable Arena journal") from exc
             if version > SCHEMA_VERSION:
                 raise JournalUnavailable(
@@ -234,12 +266,12 @@ class _Store:
             raise JournalUnavailable(f"PostgreSQL is unreachable; next attempt in {wait:.1f}s")
         try:
             conn = await pool.acquire()
-        except _STORE_ERRORS as exc:
+        except STORE_ERRORS as exc:
             self._failed()
             raise JournalUnavailable(self.redact(f"cannot connect to PostgreSQL: {exc}")) from exc
         try:
             yield conn
-        except _STORE_ERRORS as exc:
+        except STORE_ERRORS as exc:
             if _lost(exc):
                 self._failed()
                 conn.terminate()  # its state is unknown: the pool opens a new one
@@ -247,7 +279,7 @@ class _Store:
         finally:
             try:
                 await pool.release(conn)
-            except _STORE_ERRORS:
+            except STORE_ERRORS:
                 pass  # the pool has closed it; what the statement did stands
         self._delay = RETRY_FIRST_SECONDS
 
@@ -269,7 +301,7 @@ class _Store:
             self._ready = False
             try:
                 await asyncio.wait_for(pool.close(), CONNECT_TIMEOUT_SECONDS)
-            except (*_STORE_ERRORS, TimeoutError):
+            except (*STORE_ERRORS, TimeoutError):
                 pool.terminate()
 
 
@@ -284,7 +316,7 @@ def _utf8(data: bytes) -> str:
 
 def _describe(url: str, schema: str) -> tuple[str, list[str]]:
     """The journal's place for messages: the URL with neither password nor query (but a socket
-    ``host``), and the schema; and the secrets that `_Store.redact` takes out of error text."""
+    ``host``), and the schema; and the secrets that `PostgresStore.redact` takes out of error text."""
     parts = urllib.parse.urlsplit(url)
     query = urllib.parse.parse_qs(parts.query)
     userinfo, _, hosts = parts.netloc.rpartition("@")
@@ -298,13 +330,14 @@ def _describe(url: str, schema: str) -> tuple[str, list[str]]:
 class PostgresJournal:
     """One board's journal in the shared tables of a `PostgresBackend`'s schema."""
 
-    def __init__(self, store: _Store, spec: BoardSpec, path: str, last_seq: int, readonly: bool) -> None:
+    def __init__(self, store: PostgresStore, spec: BoardSpec, path: str, last_seq: int, epoch: int | None) -> None:
         self._store = store
         self._spec = spec
         self._board = spec.name
         self.path = path
         self.last_seq = last_seq
-        self._readonly = readonly
+        self._epoch = epoch
+        """The ownership epoch its appends commit under; None: opened read-only."""
         self._unsettled = False
         """An append broke off with its outcome unknown, and `committed_seq` has not read it since."""
 
@@ -317,27 +350,31 @@ class PostgresJournal:
     async def append(self, records: Sequence[Record]) -> None:
         if not records:
             return
-        if self._readonly:
+        epoch = self._epoch
+        if epoch is None:
             raise JournalWriteFailed(f"{self.path}: write failed: the journal is open read-only")
         store = self._store
         events, markers, voids = self._rows(records)
         try:
             async with store.connection() as conn:
                 if not markers and not voids:  # the common batch: one statement is one transaction
-                    await conn.execute(store.sql(_INSERT_EVENTS), self._board, *events)
+                    owned = await conn.execute(store.sql(_INSERT_EVENTS_FENCED), self._board, *events, epoch) != "INSERT 0 0"
                 else:
                     async with conn.transaction():
-                        if events[0]:
+                        owned = await conn.execute(store.sql(_FENCE), self._board, epoch) == "UPDATE 1"
+                        if owned and events[0]:
                             await conn.execute(store.sql(_INSERT_EVENTS), self._board, *events)
-                        if markers:
+                        if owned and markers:
                             await conn.executemany(store.sql(_INSERT_MARKERS), markers)
-                        if voids:
+                        if owned and voids:
                             await conn.executemany(store.sql(_INSERT_VOIDS), voids)
         except JournalUnavailable as exc:  # no connection: nothing was sent
             raise JournalWriteFailed(f"{self.path}: write failed: {exc}") from exc
-        except _STORE_ERRORS as exc:
+        except STORE_ERRORS as exc:
             self._unsettled = _lost(exc)
             raise JournalWriteFailed(store.redact(f"{self.path}: write failed: {exc}")) from exc
+        if not owned:
+            raise JournalWriteFailed(f"{self.path}: write failed: the board was granted again since its epoch {epoch}")
         self.last_seq = records[-1].seq
 
     def _rows(self, records: Sequence[Record]) -> tuple[list[list[Any]], list[tuple[Any, ...]], list[tuple[Any, ...]]]:
@@ -380,7 +417,7 @@ class PostgresJournal:
             try:
                 async with self._store.connection() as conn:
                     seq = int(await conn.fetchval(self._store.sql(_COMMITTED), self._board))
-            except (*_STORE_ERRORS, JournalUnavailable) as exc:
+            except (*STORE_ERRORS, JournalUnavailable) as exc:
                 if not isinstance(exc, JournalUnavailable) and not _lost(exc):
                     raise JournalCorrupt(self._store.redact(f"{self.path}: cannot read: {exc}")) from exc
                 if not self._unsettled:
@@ -410,7 +447,7 @@ class PostgresJournal:
                 cursor = await conn.cursor(self._store.sql(sql + " ORDER BY seq"), *params)
                 while rows := await cursor.fetch(_SCAN_CHUNK):
                     yield rows
-        except (*_STORE_ERRORS, JournalUnavailable, UnicodeError) as exc:
+        except (*STORE_ERRORS, JournalUnavailable, UnicodeError) as exc:
             raise self._store.failure(self.path, exc, "journal unreadable") from exc
 
     async def close_markers(self, upto_seq: int | None = None) -> list[CloseRecord]:
@@ -455,11 +492,11 @@ class PostgresJournal:
     async def _fetch(self, template: str, *params: object, what: str = "") -> list[asyncpg.Record]:
         """Rows of one statement about this board (``$1`` is the board). Raises JournalError
         saying ``what`` failed when it is given (a key lookup: the batch is answered
-        `unavailable`), else `_Store.failure`'s error."""
+        `unavailable`), else `PostgresStore.failure`'s error."""
         try:
             async with self._store.connection() as conn:
                 return list(await conn.fetch(self._store.sql(template), self._board, *params))
-        except (*_STORE_ERRORS, JournalUnavailable, UnicodeError) as exc:
+        except (*STORE_ERRORS, JournalUnavailable, UnicodeError) as exc:
             if what:
                 raise JournalError(self._store.redact(f"{self.path}: {what}: {exc}")) from exc
             raise self._store.failure(self.path, exc, "journal unreadable") from exc
@@ -467,39 +504,61 @@ class PostgresJournal:
 
 class PostgresBackend:
     """The journals in PostgreSQL, as ``[journal]`` says: the tables in ``schema`` (created when
-    missing), one pool for every board, ``durability`` as ``synchronous_commit`` (full = on)."""
+    missing), one pool for every board, ``durability`` as ``synchronous_commit`` (full = on).
 
-    def __init__(self, settings: JournalSettings, durability: str = "full") -> None:
-        self._store = _Store(settings, durability)
+    A writable open grants this process the board under a new epoch (``board_owner``), in the
+    same transaction that finds no other node holding a live lease on the schema
+    (`arena.cluster.lease`); the journal's appends commit only while that epoch holds."""
+
+    def __init__(self, settings: JournalSettings, durability: str = "full", node_id: str | None = None) -> None:
+        self.store = PostgresStore(settings, durability)
+        self.node_id = node_id or socket.gethostname()
+        self.instance = uuid.uuid4().hex
+        """This process: a node started again under the same id is another instance."""
 
     def where(self, board: str) -> str:
-        return f"{self._store.where}, board {board}"
+        return f"{self.store.where}, board {board}"
 
     async def open(self, spec: BoardSpec, *, readonly: bool = False) -> PostgresJournal:
-        store = self._store
+        store = self.store
         path = self.where(spec.name)
         if not await store.prepare(readonly):
             raise JournalCorrupt(f"board {spec.name}: no journal at {path}")
+        epoch: int | None = None
         try:
             async with store.connection() as conn, conn.transaction(readonly=readonly):
-                stored = await conn.fetchval(store.sql("SELECT definition FROM {s}.board WHERE name = $1"), spec.name)
-                if readonly and stored is None:
-                    raise JournalCorrupt(f"board {spec.name}: no journal at {path}")
-                wanted = check_definition(spec, stored, bool(await conn.fetchval(store.sql(_HAS_RECORDS), spec.name)), path)
-                if wanted is not None and not readonly:
-                    await conn.execute(
-                        store.sql("INSERT INTO {s}.board VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET definition = $2"),
-                        spec.name, wanted,
-                    )
-                last_seq = int(await conn.fetchval(store.sql(_COMMITTED), spec.name))
-        except (*_STORE_ERRORS, JournalUnavailable) as exc:
+                holder = None if readonly else await self.other_holder(conn)
+                if holder is None:
+                    stored = await conn.fetchval(store.sql("SELECT definition FROM {s}.board WHERE name = $1"), spec.name)
+                    if readonly and stored is None:
+                        raise JournalCorrupt(f"board {spec.name}: no journal at {path}")
+                    has_records = bool(await conn.fetchval(store.sql(_HAS_RECORDS), spec.name))
+                    wanted = check_definition(spec, stored, has_records, path)
+                    if wanted is not None and not readonly:
+                        await conn.execute(
+                            store.sql("INSERT INTO {s}.board VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET definition = $2"),
+                            spec.name, wanted,
+                        )
+                    if not readonly:
+                        epoch = int(await conn.fetchval(store.sql(_GRANT), spec.name, self.node_id, self.instance))
+                    last_seq = int(await conn.fetchval(store.sql(_COMMITTED), spec.name))
+        except (*STORE_ERRORS, JournalUnavailable) as exc:
             raise store.failure(path, exc, "not a readable Arena journal") from exc
-        return PostgresJournal(store, spec, path, last_seq, readonly)
+        if holder is not None:
+            raise JournalUnavailable(f"{path}: node {holder[0]} holds the schema (its lease is live)")
+        return PostgresJournal(store, spec, path, last_seq, epoch)
+
+    async def other_holder(self, conn: asyncpg.Connection) -> tuple[str, float] | None:
+        """Inside a transaction: take the schema's lease lock (until it ends) and name the other
+        node holding a live lease, with its seconds left; None when there is none."""
+        await conn.execute(LEASE_LOCK, self.store.schema)
+        row = await conn.fetchrow(self.store.sql(OTHER_HOLDER), self.instance)
+        return None if row is None else (str(row[0]), float(row[1]))
 
     def watch(self, registry: CollectorRegistry, boards: Iterable[str]) -> None:
         pass  # no metric of its own yet: PostgreSQL's are the server's (pg_stat_*)
 
     async def close(self) -> None:
         """Close the connections; the backend may open journals again afterwards."""
-        await self._store.close()
+        await self.store.close()
 

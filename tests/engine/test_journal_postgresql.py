@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from arena.cluster.lease import NodeLease
 from arena.config import JournalSettings
 from arena.engine.board import BoardEngine
 from arena.engine.events import Event, parse_event
@@ -47,8 +48,8 @@ async def backend(pg_journal: JournalSettings) -> AsyncIterator[PostgresBackend]
 
 
 async def sql(backend: PostgresBackend, statement: str, *args: object) -> Any:
-    async with backend._store.connection() as conn:
-        return await conn.fetchval(statement.format(s=backend._store.schema), *args)
+    async with backend.store.connection() as conn:
+        return await conn.fetchval(statement.format(s=backend.store.schema), *args)
 
 
 # -- tables ----------------------------------------------------------------------------------------
@@ -59,7 +60,7 @@ async def test_the_tables_are_created_in_the_schema_with_its_version(backend: Po
     assert await sql(backend, "SELECT array_agg(version) FROM {s}.schema_version") == [SCHEMA_VERSION]
     tables = await sql(backend, "SELECT array_agg(tablename::text ORDER BY tablename) FROM pg_tables WHERE schemaname = $1",
                        pg_journal.schema)
-    assert tables == ["board", "board_period", "schema_version", "score_event", "score_void"]
+    assert tables == ["board", "board_owner", "board_period", "node_lease", "schema_version", "score_event", "score_void"]
     assert orjson.loads(await sql(backend, "SELECT definition FROM {s}.board WHERE name = 'b'")) == SPEC.definition()
     await journal.close()
     other = PostgresBackend(pg_journal)  # a second start finds them
@@ -118,9 +119,9 @@ async def test_a_key_lookup_is_served_by_the_unique_index(backend: PostgresBacke
     journal = await backend.open(SPEC)
     await journal.append([score(i) for i in range(1, 5001)])
     await sql(backend, "ANALYZE {s}.score_event")
-    async with backend._store.connection() as conn:
+    async with backend.store.connection() as conn:
         plan = "\n".join(r[0] for r in await conn.fetch(
-            f"EXPLAIN SELECT idempotency_key FROM {backend._store.schema}.score_event"
+            f"EXPLAIN SELECT idempotency_key FROM {backend.store.schema}.score_event"
             " WHERE board = $1 AND idempotency_key = ANY($2::bytea[])", "b", ["k1", "k2"]))
     assert "score_event_board_idempotency_key_key" in plan, plan
 
@@ -344,3 +345,40 @@ def test_both_backends_read_back_the_same_hostile_records(postgres: str, case: t
     voided = {r.target_seq for r in records if isinstance(r, VoidRecord)}
     total = sum(r.event.value for r in scores if r.event.member == "sum" and r.seq not in voided)
     assert total > 2**63 and sqlite["sum"] == total  # exact beyond 64 bits
+
+
+# -- ownership epochs: the fence of every append -----------------------------------------------------
+
+
+async def test_an_append_commits_only_under_the_epoch_its_journal_was_granted(pg_journal: JournalSettings) -> None:
+    first, second = PostgresBackend(pg_journal, node_id="node-a"), PostgresBackend(pg_journal, node_id="node-b")
+    try:
+        old = await first.open(SPEC)
+        await old.append([score(1)])
+        assert await sql(first, "SELECT (node_id, epoch)::text FROM {s}.board_owner WHERE board = 'b'") == "(node-a,1)"
+        new = await second.open(SPEC)  # granted again: epoch 2
+        assert await sql(first, "SELECT (node_id, epoch)::text FROM {s}.board_owner WHERE board = 'b'") == "(node-b,2)"
+        for batch in ([score(2)], [score(2), CloseRecord(3, DAY, T)], [VoidRecord(2, 1, "k1", "r", "ops", T)]):
+            with pytest.raises(JournalWriteFailed, match="board b: write failed: the board was granted again since its epoch 1"):
+                await old.append(batch)
+            assert await old.committed_seq() == 1  # nothing of it was written
+        await new.append([score(2), CloseRecord(3, DAY, T)])
+        assert await new.committed_seq() == 3 and await old.committed_seq() == 3
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def test_a_writable_open_is_refused_while_another_node_holds_a_live_lease(pg_journal: JournalSettings) -> None:
+    holder, other = PostgresBackend(pg_journal, node_id="node-a"), PostgresBackend(pg_journal, node_id="node-b")
+    try:
+        await (await holder.open(SPEC)).close()
+        await NodeLease(holder, lease_seconds=30).acquire()
+        with pytest.raises(JournalUnavailable, match="board b: node node-a holds the schema"):
+            await other.open(SPEC)
+        await (await other.open(SPEC, readonly=True)).close()  # reading needs no ownership
+        journal = await holder.open(SPEC)  # the holder itself is granted again
+        await journal.append([score(1)])
+    finally:
+        await holder.close()
+        await other.close()
