@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from arena.config import JournalSettings
-from support.faults import Ledger, assert_standings_match_rebuild, pipelined_writer, random_frames, seed, write_config
+from support.faults import Ledger, assert_standings_match_rebuild, random_writers, seed, write_config
 from support.postgres import EmbeddedPostgres, journaled
 from support.server import ChildServer, Client, token_for, until
 
@@ -42,13 +42,7 @@ async def test_postgresql_stopped_and_started_under_ingest_loses_no_acked_event(
     rng = random.Random(seed())
     ledger = Ledger()
     stop = asyncio.Event()
-    writers = [
-        asyncio.create_task(pipelined_writer(
-            server.ws_url, token_for("gs"), random_frames(random.Random(rng.random()), f"w{w}", list(BOARDS), MEMBERS),
-            ledger, in_flight=IN_FLIGHT, stop=stop,
-        ))
-        for w in range(WRITERS)
-    ]
+    writers = random_writers(server.ws_url, rng, "", list(BOARDS), MEMBERS, ledger, stop, writers=WRITERS, in_flight=IN_FLIGHT)
     try:
         await until(lambda: len(ledger.acked) > 20, "acks before the outage", 60)
         await asyncio.to_thread(own_postgres.stop)

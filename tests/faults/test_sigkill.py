@@ -19,8 +19,7 @@ from support.faults import (
     Ledger,
     assert_standings_match_rebuild,
     journaled,
-    pipelined_writer,
-    random_frames,
+    random_writers,
     rounds,
     seed,
     write_config,
@@ -49,13 +48,8 @@ async def _ingest_and_kill(server: ChildServer, rng: random.Random, round_no: in
     """Writers stream until a random moment after the first ack, then the server is SIGKILLed."""
     ledger = Ledger()
     stop = asyncio.Event()
-    writers = [
-        asyncio.create_task(pipelined_writer(
-            server.ws_url, token_for("gs"), random_frames(random.Random(rng.random()), f"r{round_no}w{w}", list(BOARDS), MEMBERS), ledger,
-            in_flight=IN_FLIGHT, stop=stop,
-        ))
-        for w in range(WRITERS)
-    ]
+    writers = random_writers(server.ws_url, rng, f"r{round_no}", list(BOARDS), MEMBERS, ledger, stop,
+                             writers=WRITERS, in_flight=IN_FLIGHT)
     await until(lambda: ledger.acked, "a first ack", 60)
     await asyncio.sleep(rng.uniform(0.05, 1.5))
     server.kill()  # SIGKILL

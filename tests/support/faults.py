@@ -21,7 +21,7 @@ import websockets
 
 from loadtest import config_toml
 from support.arena_cli import arena, rebuild_digests
-from support.server import make_config
+from support.server import make_config, token_for
 
 Fingerprint = tuple[str, int, int]
 TableId = tuple[str, str, str]
@@ -162,6 +162,19 @@ def random_frames(rng: random.Random, prefix: str, boards: Sequence[str], member
             }
             for i in range(rng.randrange(1, 41))
         ]
+
+
+def random_writers(ws_url: str, rng: random.Random, prefix: str, boards: Sequence[str], members: Sequence[str],
+                   ledger: Ledger, stop: asyncio.Event, *, writers: int, in_flight: int) -> list[asyncio.Task[None]]:
+    """``writers`` connections, each a `pipelined_writer` of its own `random_frames` (keys
+    ``prefix`` + writer + frame), streaming into ``ledger`` until ``stop`` is set."""
+    return [
+        asyncio.create_task(pipelined_writer(
+            ws_url, token_for("gs"), random_frames(random.Random(rng.random()), f"{prefix}w{w}", boards, members), ledger,
+            in_flight=in_flight, stop=stop,
+        ))
+        for w in range(writers)
+    ]
 
 
 async def pipelined_writer(
