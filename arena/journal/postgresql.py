@@ -322,8 +322,8 @@ def _describe(url: str, schema: str) -> tuple[str, list[str]]:
     userinfo, _, hosts = parts.netloc.rpartition("@")
     user, _, password = userinfo.partition(":")
     secrets = [s for raw in (password, *query.get("password", ())) if raw for s in {raw, urllib.parse.unquote(raw)}]
-    socket = f"?host={query['host'][0]}" if "host" in query else ""
-    shown = f"{parts.scheme}://{user + '@' if user else ''}{hosts}{parts.path}{socket}"
+    unix_socket = f"?host={query['host'][0]}" if "host" in query else ""
+    shown = f"{parts.scheme}://{user + '@' if user else ''}{hosts}{parts.path}{unix_socket}"
     return f"{shown} schema {schema}", sorted(secrets, key=len, reverse=True)
 
 
