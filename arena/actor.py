@@ -97,6 +97,11 @@ class BoardHandle:
         """Mark the board failed: every queued and future submission gets `unavailable`."""
         self.state = BoardState.FAILED
         self.failure = message
+        self.refuse_queued()
+
+    def refuse_queued(self) -> None:
+        """Answer every queued submission `unavailable` (and fail every queued command): nothing
+        can be journaled now."""
         for item in self.mailbox.take_all():
             if isinstance(item, Submission):
                 self.answer(item, unavailable_results(item.events))

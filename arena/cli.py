@@ -38,7 +38,7 @@ log = logging.getLogger("arena")
 
 def _config(args: argparse.Namespace) -> Config:
     path = Path(args.config or os.environ.get("ARENA_CONFIG") or "config.toml")
-    config = load_config(path)
+    config = load_config(path, journal_url=os.environ.get("ARENA_JOURNAL_URL"))
     server = config.server
     if getattr(args, "host", None):
         server = replace(server, host=args.host)
@@ -66,14 +66,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from arena.service import Arena
 
     config = _config(args)
-    lock = DataDirLock(config.server.data_dir)
-    lock.acquire()
-    log.info("data dir %s, boards: %s", config.server.data_dir, ", ".join(config.boards))
+    # on postgresql the node's lease on the schema keeps a second server off (Arena.start)
+    lock = DataDirLock(config.server.data_dir) if config.journal.backend == "sqlite" else None
+    if lock is not None:
+        lock.acquire()
+        log.info("data dir %s, boards: %s", config.server.data_dir, ", ".join(config.boards))
     try:
         arena = Arena(config, fault_injection=args.fault_injection)
         _run(lambda: serve(arena, config.server.host, config.server.port, access_log=args.access_log))
     finally:
-        lock.release()
+        if lock is not None:
+            lock.release()
     return 0
 
 
@@ -89,12 +92,16 @@ async def rebuild_board(
     everything: bool = False,
 ) -> tuple[BoardEngine, ReplayReport]:
     """Replay one board's journal read-only, exactly as a starting actor does."""
-    journal = await journal_backend(config).open(spec, readonly=True)
+    backend = journal_backend(config)
     try:
-        engine = BoardEngine(spec)
-        report = await replay(engine, journal, now, upto_seq=upto_seq, everything=everything)
+        journal = await backend.open(spec, readonly=True)
+        try:
+            engine = BoardEngine(spec)
+            report = await replay(engine, journal, now, upto_seq=upto_seq, everything=everything)
+        finally:
+            await journal.close()
     finally:
-        await journal.close()
+        await backend.close()
     return engine, report
 
 

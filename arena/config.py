@@ -27,6 +27,9 @@ DEV_ADMIN_TOKEN_SHA256 = hashlib.sha256(DEV_ADMIN_TOKEN.encode()).hexdigest()
 
 _BOARD_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+"""A PostgreSQL identifier that needs no quoting: SQL may name it as it is."""
+_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +51,16 @@ class ServerSettings:
     max_subscriptions: int = 100
     max_live_connections: int = 10_000
     cors_origins: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class JournalSettings:
+    """``[journal]``: where the boards' journals are kept. ``url`` (PostgreSQL only) may hold a
+    password: it is never printed, not even in a config error."""
+
+    backend: str = "sqlite"
+    url: str | None = None
+    schema: str = "arena"
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,10 +87,12 @@ class Config:
     servers: tuple[GameServer, ...]
     admins: tuple[Admin, ...]
     boards: Mapping[str, BoardSpec] = field(default_factory=dict)
+    journal: JournalSettings = JournalSettings()
 
 
-def load_config(path: Path) -> Config:
-    """Read and check a config file. Raises ConfigError (one line, names the key)."""
+def load_config(path: Path, *, journal_url: str | None = None) -> Config:
+    """Read and check a config file; ``journal_url`` (`$ARENA_JOURNAL_URL`) wins over
+    ``[journal] url``. Raises ConfigError (one line, names the key)."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -87,7 +102,7 @@ def load_config(path: Path) -> Config:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
     try:
-        config = parse_config(data)
+        config = parse_config(data, journal_url=journal_url)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
     data_dir = config.server.data_dir
@@ -155,9 +170,12 @@ class _Section:
             raise ConfigError(f"{self.name}.{unknown[0]}: unknown key")
 
 
-def parse_config(data: dict[str, Any]) -> Config:
+def parse_config(data: dict[str, Any], *, journal_url: str | None = None) -> Config:
+    """The settings of a parsed config.toml; ``journal_url`` (from the environment) wins over
+    ``[journal] url``. Raises ConfigError."""
     root = _Section("config", data)
     server = _server(_Section("server", root._get("server", {})))
+    journal = _journal(_Section("journal", root._get("journal", {})), journal_url)
     boards_table = _Section("boards", root._get("boards", _REQUIRED))
     boards = {name: parse_board(name, body) for name, body in boards_table.data.items()}
     if not boards:
@@ -178,7 +196,7 @@ def parse_config(data: dict[str, Any]) -> Config:
             raise ConfigError(f"{entry}.token_sha256: the same token as {holders[token]}; give each its own (`arena token`)")
         holders[token] = entry
     root.done()
-    return Config(server=server, servers=servers, admins=admins, boards=boards)
+    return Config(server=server, servers=servers, admins=admins, boards=boards, journal=journal)
 
 
 def _entries(root: _Section, key: str) -> list[object]:
@@ -225,6 +243,24 @@ def _cors_origins(s: _Section) -> tuple[str, ...]:
         if origin != "*" and not _ORIGIN.match(origin):
             raise s.fail("cors_origins", f"{origin!r} is not an origin like https://game.example (scheme://host[:port], no path)")
     return tuple(origins)
+def _journal(s: _Section, url_from_env: str | None) -> JournalSettings:
+    d = JournalSettings()
+    backend = s.str("backend", d.backend, ("sqlite", "postgresql"))
+    schema = s.str("schema", d.schema)
+    if not _SCHEMA_NAME.match(schema):
+        raise s.fail("schema", "must be 1..63 lowercase letters, digits or '_', not starting with a digit")
+    # never `s.fail` for the URL: it would print it, and its password with it
+    url = s._get("url", None)
+    if url is not None and not (isinstance(url, str) and url.startswith(_POSTGRES_SCHEMES)):
+        raise ConfigError("journal.url: must be a string starting with postgresql://")
+    if url_from_env:
+        if not url_from_env.startswith(_POSTGRES_SCHEMES):
+            raise ConfigError("ARENA_JOURNAL_URL: must start with postgresql://")
+        url = url_from_env
+    if backend == "postgresql" and url is None:
+        raise ConfigError('journal.url: missing: backend "postgresql" needs a URL (or $ARENA_JOURNAL_URL)')
+    s.done()
+    return JournalSettings(backend, url, schema)
 
 
 def parse_board(name: str, table: object) -> BoardSpec:

@@ -5,8 +5,11 @@ ArenaError
  ├── JournalError         a journal cannot be opened, read or written
  │    ├── JournalCorrupt      the file is not a readable Arena journal (names the file)
  │    ├── BoardDefinitionChanged  the board's aggregation/order/tie/timezone/periods differ from its journal
- │    └── JournalWriteFailed  a write was refused (disk full, read-only); the batch was not journaled
+ │    ├── JournalWriteFailed  a write was refused (disk full, read-only); the batch was not journaled
+ │    └── JournalUnavailable  the journal's store cannot be used at all (PostgreSQL unreachable, a
+ │                            refused login, a schema of a newer Arena): stops `arena serve` at start
  ├── DataDirLocked        another `arena serve` holds the data directory
+ ├── SchemaHeld           another node holds a live lease on the PostgreSQL schema
  └── QueryError           a query that cannot be answered; ``code`` is the wire code, ``status`` the HTTP hint
 """
 
@@ -37,7 +40,15 @@ class JournalWriteFailed(JournalError):
     pass
 
 
+class JournalUnavailable(JournalError):
+    pass
+
+
 class DataDirLocked(ArenaError):
+    pass
+
+
+class SchemaHeld(ArenaError):
     pass
 
 

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import TYPE_CHECKING
 
 from arena.actor import BoardHandle
 from arena.auth import identify
 from arena.clock import Clock
 from arena.config import DEV_ADMIN_TOKEN_SHA256, DEV_TOKEN_SHA256, Admin, Config, GameServer
 from arena.errors import not_found
-from arena.journal import journal_backend
+from arena.journal import JournalBackend, journal_backend
 from arena.journal.faults import WriteFaults
 from arena.live.views import LiveViews
 from arena.metrics import Metrics
 from arena.supervisor import Supervisor
+
+if TYPE_CHECKING:
+    from arena.cluster.lease import NodeLease
 
 log = logging.getLogger("arena")
 
@@ -29,8 +33,18 @@ class Arena:
         self.clock = clock or Clock()
         self.metrics = Metrics()
         backend = journal_backend(config)
+        self.lease: NodeLease | None = None
+        """On postgresql, this node's lease on the schema (what the data_dir lock is on sqlite)."""
+        if config.journal.backend == "postgresql":
+            from arena.cluster.lease import NodeLease
+            from arena.journal.postgresql import PostgresBackend
+
+            assert isinstance(backend, PostgresBackend)
+            self.lease = NodeLease(backend)
+        self._renewals: asyncio.Task[None] | None = None
         self.journal_faults = WriteFaults(backend) if fault_injection else None
-        self.supervisor = Supervisor(config, self.clock, self.metrics, self.journal_faults or backend)
+        self.backend: JournalBackend = self.journal_faults or backend
+        self.supervisor = Supervisor(config, self.clock, self.metrics, self.backend)
         self.boards: dict[str, BoardHandle] = self.supervisor.handles
         self.fault_injection = fault_injection
         self.connections = 0
@@ -49,7 +63,14 @@ class Arena:
                 log.warning("admin %r uses the public development token; do not expose this server", admin.id)
         if self.fault_injection:
             log.warning("fault injection routes are enabled (tests only)")
-        await self.supervisor.start()
+        try:
+            if self.lease is not None:
+                await self.lease.acquire()
+                self._renewals = asyncio.create_task(self.lease.keep(), name="lease")
+            await self.supervisor.start()
+        except BaseException:
+            await self._release()
+            raise
 
     def board(self, name: str) -> BoardHandle:
         handle = self.boards.get(name)
@@ -81,4 +102,15 @@ class Arena:
 
     async def stop(self) -> None:
         await self.supervisor.stop()
+        await self._release()
+
+    async def _release(self) -> None:
+        """Give up the lease, if taken (once no board writes), and close the backend."""
+        if self._renewals is not None:
+            self._renewals.cancel()
+            await asyncio.gather(self._renewals, return_exceptions=True)
+            self._renewals = None
+            assert self.lease is not None
+            await self.lease.release()
+        await self.backend.close()
 

@@ -15,11 +15,13 @@ from collections import deque
 from arena.actor import BoardActor, BoardHandle, BoardState, unavailable_results
 from arena.clock import Clock
 from arena.config import Config
-from arena.errors import BoardDefinitionChanged, JournalCorrupt, JournalError
+from arena.errors import BoardDefinitionChanged, JournalCorrupt, JournalError, JournalUnavailable
 from arena.journal import Journal, JournalBackend
 from arena.metrics import Metrics
 
 log = logging.getLogger("arena.supervisor")
+
+REOPEN_RETRY_SECONDS = 1.0
 
 
 class Supervisor:
@@ -45,19 +47,20 @@ class Supervisor:
     async def start(self) -> None:
         """Open every journal and start the actors (they replay in the background).
 
-        Raises BoardDefinitionChanged: a board's definition no longer matches its journal.
+        Raises BoardDefinitionChanged: a board's definition no longer matches its journal;
+        JournalUnavailable: the journals' store cannot be used (PostgreSQL unreachable).
         """
         journals: dict[str, Journal] = {}
         try:
             for name, handle in self.handles.items():
                 try:
                     journals[name] = await self.backend.open(handle.spec)
-                except BoardDefinitionChanged:
+                except (BoardDefinitionChanged, JournalUnavailable):
                     raise
                 except JournalError as exc:
                     log.error("board %s failed: %s", name, exc)
                     self._fail(handle, str(exc))
-        except BoardDefinitionChanged:
+        except (BoardDefinitionChanged, JournalUnavailable):
             for journal in journals.values():
                 await journal.close()
             raise
@@ -105,13 +108,25 @@ class Supervisor:
                     self.metrics.restarts.labels(handle.name).inc()  # restarts, not crashes: the last one failed it
                     await journal.close()
                     try:
-                        journal = await self.backend.open(handle.spec)
+                        journal = await self._reopen(handle)
                     except JournalError as reopen:
                         log.error("board %s failed: %s", handle.name, reopen)
                         self._fail(handle, str(reopen))
                         return
         finally:
             await journal.close()
+
+    async def _reopen(self, handle: BoardHandle) -> Journal:
+        """Open a crashed board's journal again. While its store is unreachable (PostgreSQL down)
+        try again every `REOPEN_RETRY_SECONDS`, answering what queues meanwhile `unavailable`:
+        the board recovers by itself once the store is back. Raises JournalError."""
+        while True:
+            try:
+                return await self.backend.open(handle.spec)
+            except JournalUnavailable as exc:
+                log.warning("board %s: %s; opening its journal again in %gs", handle.name, exc, REOPEN_RETRY_SECONDS)
+                handle.refuse_queued()
+                await asyncio.sleep(REOPEN_RETRY_SECONDS)
 
     @property
     def ready(self) -> bool:

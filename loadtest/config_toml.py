@@ -47,6 +47,8 @@ def config_toml(config: Config) -> str:
 
     server: ServerSettings = config.server
     lines = table("[server]", {f.name: getattr(server, f.name) for f in dataclasses.fields(server)})
+    journal = {f.name: getattr(config.journal, f.name) for f in dataclasses.fields(config.journal)}
+    lines += table("[journal]", {key: value for key, value in journal.items() if value is not None})
     for game_server in config.servers:
         lines += table("[[servers]]", {"id": game_server.id, "token_sha256": game_server.token_sha256,
                                        "boards": list(game_server.boards)})

@@ -1,5 +1,7 @@
 """The event journal, the source of truth of a board: the interface (`arena.journal.interface`)
-and its backends (`arena.journal.sqlite`)."""
+and its backends (`arena.journal.sqlite`, `arena.journal.postgresql`)."""
+
+import socket
 
 from arena.config import Config
 from arena.journal.interface import Journal, JournalBackend, ScoreRow, check_definition
@@ -8,8 +10,14 @@ __all__ = ["Journal", "JournalBackend", "ScoreRow", "check_definition", "journal
 
 
 def journal_backend(config: Config) -> JournalBackend:
-    """The backend the config names (only sqlite so far), for `arena serve`, `rebuild` and `verify`."""
+    """The backend the config names, for `arena serve`, `rebuild` and `verify`. It connects to
+    nothing before its first `open`."""
     # imported here: a backend's driver is loaded only when the config names that backend
+    if config.journal.backend == "postgresql":
+        from arena.journal.postgresql import PostgresBackend
+
+        # a node is named after its address (the cluster section will let it be set)
+        return PostgresBackend(config.journal, config.server.durability, f"{socket.gethostname()}:{config.server.port}")
     from arena.journal.sqlite import SqliteBackend
 
     return SqliteBackend(config.server.data_dir, config.server.durability)

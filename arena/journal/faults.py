@@ -85,6 +85,9 @@ class WriteFaults:
     def watch(self, registry: CollectorRegistry, boards: Iterable[str]) -> None:
         self.backend.watch(registry, boards)
 
+    async def close(self) -> None:
+        await self.backend.close()
+
     def inject(self, board: str, fault: str | None) -> bool:
         """Make the writes of ``board``'s journal fail with ``fault`` (a key of FAULTS), or heal
         them (None). Lasts until healed or the journal is opened again (an actor restart).

@@ -9,12 +9,13 @@ assigns the seqs and is the journal's only writer.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import orjson
 from prometheus_client import CollectorRegistry
 
 from arena.engine.events import Fingerprint
+from arena.engine.periods import PeriodKind, Window
 from arena.engine.records import CloseRecord, Record, StoredEvent, VoidRecord
 from arena.engine.spec import BoardSpec
 from arena.errors import BoardDefinitionChanged
@@ -106,6 +107,10 @@ class JournalBackend(Protocol):
         """Register the metrics only this backend has (sqlite: each board's WAL size) for every
         one of ``boards``, opened or not. Once per registry; read at each scrape."""
 
+    async def close(self) -> None:
+        """Release what the backend holds beside its journals (PostgreSQL: the connections),
+        after they are closed: at the end of `arena serve`, `rebuild` or `verify`."""
+
 
 def check_definition(spec: BoardSpec, stored: str | None, has_records: bool, journal: str) -> str | None:
     """The rule every backend applies when it opens a board's journal: the definition text to
@@ -124,3 +129,29 @@ def check_definition(spec: BoardSpec, stored: str | None, has_records: bool, jou
             f"board {spec.name!r}: definition changed while its journal {journal} holds records ({changed}); use a new board name"
         )
     return wanted
+
+
+# The rows every backend stores and reads back, in one shape, so that they answer alike.
+
+MarkerRow = tuple[str, str, str, int | None, int | None, str, str, int, int]
+"""A close marker as stored: (id, period, period_id, period_start, period_end, aggregation,
+tie_rule, closed_at, closed_seq), the columns of ``board_period``."""
+
+
+def marker_row(spec: BoardSpec, marker: CloseRecord) -> MarkerRow:
+    w = marker.window
+    return (f"{w.kind.value}/{w.period_id}", w.kind.value, w.period_id, w.start_ms, w.end_ms,
+            spec.aggregation.value, spec.tie.value, marker.closed_at, marker.seq)
+
+
+def close_record(row: Sequence[Any]) -> CloseRecord:
+    """A marker read back as (period, period_id, period_start, period_end, closed_at, closed_seq)."""
+    period, period_id, start, end, closed_at, seq = row
+    return CloseRecord(seq, Window(PeriodKind(period), period_id, start, end), closed_at)
+
+
+def stored_event(row: Sequence[Any]) -> StoredEvent:
+    """An event read back as (seq, member, value, occurred_at, received_at, source,
+    idempotency_key, meta, voided)."""
+    seq, member, value, occurred_at, received_at, source, key, meta, voided = row
+    return StoredEvent(seq, member, value, occurred_at, received_at, source, key, meta, bool(voided))

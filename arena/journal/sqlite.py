@@ -14,11 +14,10 @@ import orjson
 from prometheus_client import CollectorRegistry, Gauge
 
 from arena.engine.events import Fingerprint
-from arena.engine.periods import PeriodKind, Window
 from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
 from arena.engine.spec import BoardSpec
 from arena.errors import JournalCorrupt, JournalError, JournalWriteFailed
-from arena.journal.interface import ScoreRow, check_definition
+from arena.journal.interface import ScoreRow, check_definition, close_record, marker_row, stored_event
 
 SCHEMA_VERSION = "1"
 
@@ -183,11 +182,7 @@ class SqliteJournal:
                 e = r.event
                 events.append((r.seq, board, e.member, e.value, e.occurred_at, r.received_at, r.source, e.idempotency_key, e.meta))
             elif isinstance(r, CloseRecord):
-                w = r.window
-                markers.append((
-                    f"{w.kind.value}/{w.period_id}", w.kind.value, w.period_id, w.start_ms, w.end_ms,
-                    self._spec.aggregation.value, self._spec.tie.value, r.closed_at, r.seq,
-                ))
+                markers.append(marker_row(self._spec, r))
             else:
                 voids.append((r.seq, r.target_seq, r.idempotency_key, r.reason, r.admin, r.voided_at))
         db = self._db
@@ -253,10 +248,7 @@ class SqliteJournal:
             " WHERE closed_seq <= ? ORDER BY closed_seq",
             (self._upto(upto_seq),),
         )
-        return [
-            CloseRecord(seq, Window(PeriodKind(period), period_id, start, end), closed_at)
-            for period, period_id, start, end, closed_at, seq in rows
-        ]
+        return [close_record(row) for row in rows]
 
     async def voids(self, upto_seq: int | None = None) -> list[tuple[VoidRecord, int]]:
         rows = await self._read(
@@ -268,7 +260,7 @@ class SqliteJournal:
 
     async def event_by_key(self, key: str) -> StoredEvent | None:
         rows = await self._read(_STORED + " WHERE e.idempotency_key = ?", (key,))
-        return _stored(rows[0]) if rows else None
+        return stored_event(rows[0]) if rows else None
 
     async def member_events(self, member: str, limit: int | None = None, before_seq: int | None = None) -> list[StoredEvent]:
         sql = _STORED + " WHERE e.member = ?"
@@ -280,7 +272,7 @@ class SqliteJournal:
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
-        return [_stored(row) for row in await self._read(sql, params)]
+        return [stored_event(row) for row in await self._read(sql, params)]
 
     async def close(self) -> None:
         # The writer last: only the last connection to close checkpoints the WAL and deletes it
@@ -326,6 +318,9 @@ class SqliteBackend:
         )
         for board in boards:
             wal.labels(board).set_function(partial(_file_size, wal_path(journal_path(self.data_dir, board))))
+
+    async def close(self) -> None:
+        pass  # each journal holds its own connections
 
 
 def journal_path(data_dir: Path, board: str) -> Path:
@@ -382,7 +377,3 @@ def _json_rows(rows: Sequence[object]) -> str | None:
         return None
     return None if b"\\u0000" in payload else payload.decode()
 
-
-def _stored(row: tuple[Any, ...]) -> StoredEvent:
-    seq, member, value, occurred_at, received_at, source, key, meta, voided = row
-    return StoredEvent(seq, member, value, occurred_at, received_at, source, key, meta, bool(voided))

@@ -25,7 +25,7 @@ STORED = check_definition(SPEC, None, False, "j")
 
 
 def test_the_interface_imports_no_storage_library() -> None:
-    code = "import sys, arena.journal; print(sorted(m for m in sys.modules if 'sqlite' in m))"
+    code = "import sys, arena.journal; print(sorted(m for m in sys.modules if 'sqlite' in m or 'asyncpg' in m))"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert loaded.stdout.strip() == "[]"
 
@@ -63,6 +63,9 @@ class MemoryBackend:
         return MemoryJournal()
 
     def watch(self, registry: CollectorRegistry, boards: Iterable[str]) -> None:
+        pass
+
+    async def close(self) -> None:
         pass
 
 

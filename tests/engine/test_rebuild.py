@@ -1,8 +1,9 @@
 """Rebuild from the journal equals the live tables, digest for digest (arena.replay.replay).
 
 The live side is EngineHarness (the actor's steps, clock injected); its journaled records go to
-a MemoryJournal or a real SqliteJournal, and a fresh BoardEngine replays them. Both sides are also
-checked against the from-scratch oracle of support/oracle.py.
+a MemoryJournal or a real journal (sqlite and PostgreSQL: support.journals), and a fresh
+BoardEngine replays them. Both sides are also checked against the from-scratch oracle of
+support/oracle.py.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import asyncio
 import itertools
 import subprocess
 import sys
-import tempfile
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -34,9 +34,10 @@ from arena.engine.table import RankedTable
 from arena.engine.times import parse_rfc3339_ms
 from arena.errors import BoardDefinitionChanged
 from arena.journal import Journal
-from arena.journal.sqlite import SqliteJournal, journal_path
 from arena.replay import ReplayReport, replay
+from loadtest.config_toml import write_config
 from support.engine_harness import EngineHarness
+from support.journals import BackendKind, Store, journal_store, write_journal
 from support.memory_journal import MemoryJournal
 from support.oracle import (
     Frame,
@@ -52,7 +53,8 @@ from support.oracle import (
 )
 
 PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-SQLITE_PROPERTY = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+STORED_PROPERTY = settings(max_examples=40, deadline=None,
+                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 MIN = 60_000
 HOUR = 3_600_000
 
@@ -80,17 +82,9 @@ def replay_memory(spec: BoardSpec, records: Sequence[Record], now: int, **kw: An
     return asyncio.run(run())
 
 
-async def write_sqlite(path: Path, spec: BoardSpec, batches: Sequence[Sequence[Record]]) -> None:
-    journal = await SqliteJournal.open(path, spec)
-    try:
-        for batch in batches:
-            await journal.append(batch)
-    finally:
-        await journal.close()
-
-
-async def replay_sqlite(path: Path, spec: BoardSpec, now: int, **kw: Any) -> tuple[BoardEngine, ReplayReport]:
-    journal = await SqliteJournal.open(path, spec, readonly=True)
+async def replay_journal(store: Store, spec: BoardSpec, now: int, **kw: Any) -> tuple[BoardEngine, ReplayReport]:
+    """Replay a stored journal as `arena rebuild` does (read-only)."""
+    journal = await store.open(spec, readonly=True)
     try:
         return await replay_from(journal, spec, now, **kw)
     finally:
@@ -212,11 +206,12 @@ def test_deciding_a_batch_before_the_one_ahead_is_committed_changes_nothing(
     assert engine.tables.keys() == serial.engines["b"].tables.keys()
 
 
-@SQLITE_PROPERTY
+@STORED_PROPERTY
 @given(boards_and_frames(), st.data())
-def test_rebuild_from_a_sqlite_journal_equals_the_live_tables(
-    case: tuple[OBoard, list[Frame]], data: st.DataObject
+def test_rebuild_from_a_stored_journal_equals_the_live_tables(
+    backend_kind: BackendKind, case: tuple[OBoard, list[Frame]], data: st.DataObject
 ) -> None:
+    """On sqlite and on PostgreSQL: the same digests as the live tables and the memory replay."""
     board, frames = case
     harness, oracle = drive(board, frames)
     live = harness.engines["b"]
@@ -227,11 +222,10 @@ def test_rebuild_from_a_sqlite_journal_equals_the_live_tables(
     batches = [records[a:b] for a, b in itertools.pairwise(bounds) if b > a]
 
     async def run() -> tuple[BoardEngine, BoardEngine]:
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "b.journal.sqlite"
-            await write_sqlite(path, live.spec, batches)
-            rebuilt, _ = await replay_sqlite(path, live.spec, now)
-            every, _ = await replay_sqlite(path, live.spec, now, everything=True)
+        async with journal_store(*backend_kind) as store:
+            await write_journal(store, live.spec, batches)
+            rebuilt, _ = await replay_journal(store, live.spec, now)
+            every, _ = await replay_journal(store, live.spec, now, everything=True)
             return rebuilt, every
 
     rebuilt, every = asyncio.run(run())
@@ -291,23 +285,25 @@ def daily_board(**kw: Any) -> BoardSpec:
     return BoardSpec("b", periods=(PeriodKind.ALLTIME, PeriodKind.DAILY), **kw)
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-def rebuild(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    """rebuild(spec, records, now, **replay_kw) -> BoardEngine, through either journal."""
+@pytest.fixture(params=["memory", "sqlite", "postgresql"])
+def rebuild(request: pytest.FixtureRequest) -> Any:
+    """rebuild(spec, records, now, **replay_kw) -> BoardEngine, through any journal."""
 
     def memory(spec: BoardSpec, records: Sequence[Record], now: int, **kw: Any) -> BoardEngine:
         return replay_memory(spec, records, now, **kw)
 
-    def sqlite(spec: BoardSpec, records: Sequence[Record], now: int, **kw: Any) -> BoardEngine:
-        path = tmp_path / f"{len(list(tmp_path.iterdir()))}.journal.sqlite"
+    kind = request.param
+    url = request.getfixturevalue("postgres") if kind == "postgresql" else None
 
+    def stored(spec: BoardSpec, records: Sequence[Record], now: int, **kw: Any) -> BoardEngine:
         async def run() -> BoardEngine:
-            await write_sqlite(path, spec, [records])
-            return (await replay_sqlite(path, spec, now, **kw))[0]
+            async with journal_store(kind, url) as store:
+                await write_journal(store, spec, [records])
+                return (await replay_journal(store, spec, now, **kw))[0]
 
         return asyncio.run(run())
 
-    return memory if request.param == "memory" else sqlite
+    return memory if kind == "memory" else stored
 
 
 def test_a_closed_table_never_takes_later_journaled_events_on_rebuild(rebuild: Any) -> None:
@@ -507,54 +503,47 @@ CHANGES: dict[str, dict[str, Any]] = {
 }
 
 
-async def journal_with_events(path: Path, spec: BoardSpec) -> EngineHarness:
+async def journal_with_events(store: Store, spec: BoardSpec) -> EngineHarness:
     h = EngineHarness({"b": spec})
     t = ms("2026-06-01T12:00:00Z")
     h.submit("gs", [ev("a", 5, t, "1"), ev("b", 9, t, "2")], t)
-    await write_sqlite(path, spec, [h.journals["b"]])
+    await write_journal(store, spec, [h.journals["b"]])
     return h
 
 
 @pytest.mark.parametrize("field", sorted(CHANGES))
 @pytest.mark.parametrize("readonly", [False, True], ids=["serve", "rebuild"])
-async def test_a_changed_definition_with_events_stops_with_a_clear_error(
-    tmp_path: Path, field: str, readonly: bool
-) -> None:
+async def test_a_changed_definition_with_events_stops_with_a_clear_error(store: Store, field: str, readonly: bool) -> None:
     spec = daily_board()
-    path = tmp_path / "b.journal.sqlite"
-    await journal_with_events(path, spec)
+    await journal_with_events(store, spec)
     with pytest.raises(BoardDefinitionChanged) as raised:
-        await SqliteJournal.open(path, replace(spec, **CHANGES[field]), readonly=readonly)
+        await store.open(replace(spec, **CHANGES[field]), readonly=readonly)
     message = str(raised.value)
-    assert "'b'" in message and str(path) in message and "use a new board name" in message
+    assert "'b'" in message and store.where() in message and "use a new board name" in message
     assert f"{field}:" in message
     assert all(f"{other}:" not in message for other in CHANGES if other != field)
 
 
-async def test_a_changed_definition_is_fine_while_the_journal_holds_no_events(tmp_path: Path) -> None:
-    path = tmp_path / "b.journal.sqlite"
+async def test_a_changed_definition_is_fine_while_the_journal_holds_no_events(store: Store) -> None:
     spec = daily_board()
-    await write_sqlite(path, spec, [])
+    await write_journal(store, spec, [])
     changed = replace(spec, aggregation=Aggregation.SUM)
     # read-only (arena rebuild) and then serving both take it; serving stores it
-    await (await SqliteJournal.open(path, changed, readonly=True)).close()
-    await (await SqliteJournal.open(path, changed)).close()
+    await (await store.open(changed, readonly=True)).close()
+    await (await store.open(changed)).close()
     h = EngineHarness({"b": changed})
     h.submit("gs", [ev("a", 5, ms("2026-06-01T12:00:00Z"), "1")], ms("2026-06-01T12:00:00Z"))
-    await write_sqlite(path, changed, [h.journals["b"]])
+    await write_journal(store, changed, [h.journals["b"]])
     with pytest.raises(BoardDefinitionChanged, match="aggregation: 'sum' -> 'best'"):
-        await SqliteJournal.open(path, spec, readonly=True)
+        await store.open(spec, readonly=True)
 
 
-async def test_a_journal_holding_only_close_markers_keeps_its_definition(tmp_path: Path) -> None:
-    path = tmp_path / "b.journal.sqlite"
+async def test_a_journal_holding_only_close_markers_keeps_its_definition(store: Store) -> None:
     spec = daily_board()
-    journal = await SqliteJournal.open(path, spec)
     window = BoardEngine(spec).calendar.window_at(PeriodKind.DAILY, ms("2026-06-01T12:00:00Z"))
-    await journal.append([CloseRecord(1, window, ms("2026-06-02T00:01:00Z"))])  # a late event's rejection
-    await journal.close()
+    await write_journal(store, spec, [[CloseRecord(1, window, ms("2026-06-02T00:01:00Z"))]])  # a late event's rejection
     with pytest.raises(BoardDefinitionChanged, match="timezone: 'UTC' -> 'Asia/Kolkata'"):
-        await SqliteJournal.open(path, replace(spec, timezone="Asia/Kolkata"))
+        await store.open(replace(spec, timezone="Asia/Kolkata"))
 
 
 @pytest.mark.parametrize("change", [
@@ -565,15 +554,14 @@ async def test_a_journal_holding_only_close_markers_keeps_its_definition(tmp_pat
     {"keep_closed": 0},
 ], ids=["bounds", "no-grace", "long-grace", "skew", "keep"])
 async def test_bounds_grace_skew_and_retention_may_change_and_replay_never_revalidates(
-    tmp_path: Path, change: dict[str, Any]
+    store: Store, change: dict[str, Any]
 ) -> None:
     spec = daily_board()
-    path = tmp_path / "b.journal.sqlite"
-    live = (await journal_with_events(path, spec)).engines["b"]
+    live = (await journal_with_events(store, spec)).engines["b"]
     changed = replace(spec, **change)
-    await (await SqliteJournal.open(path, changed)).close()  # no BoardDefinitionChanged
+    await (await store.open(changed)).close()  # no BoardDefinitionChanged
     now = ms("2026-06-01T12:00:30Z")
-    rebuilt, report = await replay_sqlite(path, changed, now)
+    rebuilt, report = await replay_journal(store, changed, now)
     # 5 and 9 are outside the new bounds [8, 8]: journaled events are never judged again
     assert_same_as_live(rebuilt, live)
     assert set(live.tables) <= set(rebuilt.tables)
@@ -584,15 +572,14 @@ async def test_bounds_grace_skew_and_retention_may_change_and_replay_never_reval
 # -- voids ---------------------------------------------------------------------------------------
 
 
-async def test_a_voided_best_score_falls_back_to_the_members_next_best(tmp_path: Path) -> None:
+async def test_a_voided_best_score_falls_back_to_the_members_next_best(store: Store) -> None:
     spec = daily_board()
     h = EngineHarness({"b": spec})
     t = ms("2026-06-01T12:00:00Z")
     h.submit("gs", [ev("a", 50, t, "1"), ev("a", 90, t + 1, "2"), ev("a", 70, t + 2, "3"), ev("b", 60, t, "4")], t + 5)
     live = h.engines["b"]
-    path = tmp_path / "b.journal.sqlite"
-    await write_sqlite(path, spec, [h.journals["b"]])
-    journal = await SqliteJournal.open(path, spec)
+    await write_journal(store, spec, [h.journals["b"]])
+    journal = await store.open(spec)
     try:
         await void(live, journal, "2", t + 10)
         stored = await journal.event_by_key("2")
@@ -602,7 +589,7 @@ async def test_a_voided_best_score_falls_back_to_the_members_next_best(tmp_path:
     for table in live.tables.values():
         assert [(e.member, e.score, e.reached_at) for e in table.entries()] == [("a", 70, t + 2), ("b", 60, t)]
     assert live.disputes == {(PeriodKind.ALLTIME, "alltime"): 1, (PeriodKind.DAILY, "2026-06-01"): 1}
-    rebuilt, _ = await replay_sqlite(path, spec, t + 20)
+    rebuilt, _ = await replay_journal(store, spec, t + 20)
     assert_same_as_live(rebuilt, live)
     assert rebuilt.disputes == live.disputes
     # a retry of the voided event is still a duplicate: its key stays journaled
@@ -657,23 +644,21 @@ async def test_replay_skips_voided_events_and_counts_their_disputes() -> None:
 # -- the command line ----------------------------------------------------------------------------
 
 
-async def test_arena_rebuild_prints_the_live_digest_of_every_table(tmp_path: Path) -> None:
+async def test_arena_rebuild_prints_the_live_digest_of_every_table(store: Store, tmp_path: Path) -> None:
     spec = BoardSpec("high", periods=(PeriodKind.ALLTIME,))
     h = EngineHarness({"high": spec})
     t = ms("2026-06-01T12:00:00Z")
     h.submit("gs", [ev("a", 5, t, "1", "high"), ev("b", 9, t, "2", "high"), ev("a", 7, t, "3", "high")], t)
-    config = Config(server=ServerSettings(data_dir=tmp_path), servers=(), admins=(), boards={"high": spec})
-    await write_sqlite(journal_path(tmp_path, "high"), spec, [h.journals["high"]])
+    config = Config(server=ServerSettings(data_dir=tmp_path), servers=(), admins=(), boards={"high": spec},
+                    journal=store.settings)
+    await write_journal(store, spec, [h.journals["high"]])
     engine, report = await rebuild_board(config, spec, now=t + 1)
     live = h.engines["high"].tables[(PeriodKind.ALLTIME, "alltime")]
     assert engine.tables[(PeriodKind.ALLTIME, "alltime")].digest() == live.digest()
     assert report.events == 3
 
-    (tmp_path / "config.toml").write_text(
-        f'[server]\ndata_dir = "{tmp_path}"\n[boards.high]\naggregation = "best"\nperiods = ["alltime"]\n'
-    )
     done = subprocess.run(
-        [sys.executable, "-m", "arena", "rebuild", "--config", str(tmp_path / "config.toml")],
+        [sys.executable, "-m", "arena", "rebuild", "--config", str(write_config(config, tmp_path / "config.toml"))],
         capture_output=True, text=True, timeout=60,
     )
     assert done.returncode == 0, done.stderr

@@ -6,9 +6,7 @@ from __future__ import annotations
 import asyncio
 import random
 import signal
-import time
 from collections import defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +19,7 @@ from support.faults import (
     Ledger,
     assert_standings_match_rebuild,
     journaled,
-    pipelined_writer,
+    random_writers,
     rounds,
     seed,
     write_config,
@@ -38,22 +36,6 @@ IN_FLIGHT = 4
 MEMBERS = [f"player-{i:02d}" for i in range(40)]
 
 
-def _frames(rng: random.Random, prefix: str) -> Iterator[list[dict[str, Any]]]:
-    """Endless submit frames of 1..40 fresh, valid events over both boards."""
-    for n in range(10**9):
-        now = time.time_ns() // 1_000_000
-        yield [
-            {
-                "board": rng.choice(("best", "total")),
-                "member": rng.choice(MEMBERS),
-                "value": rng.randrange(0, 1001),
-                "occurred_at": now - rng.randrange(0, 5000),
-                "idempotency_key": f"{prefix}-{n}-{i}",
-            }
-            for i in range(rng.randrange(1, 41))
-        ]
-
-
 def _fingerprint(e: dict[str, Any]) -> Fingerprint:
     return (e["member"], e["value"], e["occurred_at"])
 
@@ -66,13 +48,8 @@ async def _ingest_and_kill(server: ChildServer, rng: random.Random, round_no: in
     """Writers stream until a random moment after the first ack, then the server is SIGKILLed."""
     ledger = Ledger()
     stop = asyncio.Event()
-    writers = [
-        asyncio.create_task(pipelined_writer(
-            server.ws_url, token_for("gs"), _frames(random.Random(rng.random()), f"r{round_no}w{w}"), ledger,
-            in_flight=IN_FLIGHT, stop=stop,
-        ))
-        for w in range(WRITERS)
-    ]
+    writers = random_writers(server.ws_url, rng, f"r{round_no}", list(BOARDS), MEMBERS, ledger, stop,
+                             writers=WRITERS, in_flight=IN_FLIGHT)
     await until(lambda: ledger.acked, "a first ack", 60)
     await asyncio.sleep(rng.uniform(0.05, 1.5))
     server.kill()  # SIGKILL

@@ -5,9 +5,12 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
+import random
 import re
 import sqlite3
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,7 +21,7 @@ import websockets
 
 from loadtest import config_toml
 from support.arena_cli import arena, rebuild_digests
-from support.server import make_config
+from support.server import make_config, token_for
 
 Fingerprint = tuple[str, int, int]
 TableId = tuple[str, str, str]
@@ -142,6 +145,36 @@ class Ledger:
     def __init__(self) -> None:
         self.acked: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]] = []
         self.unacked: list[list[dict[str, Any]]] = []
+
+
+def random_frames(rng: random.Random, prefix: str, boards: Sequence[str], members: Sequence[str]) -> Iterator[list[dict[str, Any]]]:
+    """Endless submit frames of 1..40 fresh, valid events (values 0..1000, occurred up to 5 s
+    ago) over ``boards``; keys are ``prefix-frame-index``."""
+    for n in itertools.count():
+        now = time.time_ns() // 1_000_000
+        yield [
+            {
+                "board": rng.choice(boards),
+                "member": rng.choice(members),
+                "value": rng.randrange(0, 1001),
+                "occurred_at": now - rng.randrange(0, 5000),
+                "idempotency_key": f"{prefix}-{n}-{i}",
+            }
+            for i in range(rng.randrange(1, 41))
+        ]
+
+
+def random_writers(ws_url: str, rng: random.Random, prefix: str, boards: Sequence[str], members: Sequence[str],
+                   ledger: Ledger, stop: asyncio.Event, *, writers: int, in_flight: int) -> list[asyncio.Task[None]]:
+    """``writers`` connections, each a `pipelined_writer` of its own `random_frames` (keys
+    ``prefix`` + writer + frame), streaming into ``ledger`` until ``stop`` is set."""
+    return [
+        asyncio.create_task(pipelined_writer(
+            ws_url, token_for("gs"), random_frames(random.Random(rng.random()), f"{prefix}w{w}", boards, members), ledger,
+            in_flight=in_flight, stop=stop,
+        ))
+        for w in range(writers)
+    ]
 
 
 async def pipelined_writer(

@@ -23,7 +23,7 @@ import websockets
 from websockets.asyncio.client import ClientConnection
 
 from arena.client import ArenaClient
-from arena.config import Admin, Config, GameServer, ServerSettings, parse_board
+from arena.config import Admin, Config, GameServer, JournalSettings, ServerSettings, parse_board
 from arena.datadir import DataDirLock
 from arena.engine.spec import BoardSpec
 from arena.server import ArenaServer, uvicorn_config
@@ -45,9 +45,12 @@ def make_config(
     data_dir: Path,
     boards: Mapping[str, BoardSpec | Mapping[str, Any]],
     servers: Mapping[str, Sequence[str]] | None = None,
+    *,
+    journal: JournalSettings | None = None,
     **settings: Any,
 ) -> Config:
-    """A config with one token per server (`token_for(id)`) and one admin (`ADMIN_TOKEN`)."""
+    """A config with one token per server (`token_for(id)`) and one admin (`ADMIN_TOKEN`), its
+    journals as ``journal`` says (sqlite in ``data_dir`` by default)."""
     specs = {name: b if isinstance(b, BoardSpec) else parse_board(name, dict(b)) for name, b in boards.items()}
     game_servers = tuple(
         GameServer(sid, sha(token_for(sid)), tuple(scope)) for sid, scope in (servers or {"gs": ["*"]}).items()
@@ -57,6 +60,7 @@ def make_config(
         servers=game_servers,
         admins=(Admin("ops", sha(ADMIN_TOKEN)),),
         boards=specs,
+        journal=journal or JournalSettings(),
     )
 
 

@@ -1,0 +1,100 @@
+"""A node's lease on the journal schema: its row in ``node_lease``, whose ``expires_at`` is judged
+by the database's clock (``now()``), never by a node's own.
+
+`arena serve` on postgresql takes the lease before it opens a journal and renews it every third
+of `LEASE_SECONDS`. A second server finds it live and refuses to start with one line naming the
+holder; a server started right after the holder was SIGKILLed waits for the dead lease to expire
+(up to the lease's length + 1 s), then takes it. A graceful stop gives the lease up at once.
+
+The lease only keeps servers apart; what makes a stale writer harmless is the ownership epoch
+that every append checks in its own transaction (`arena.journal.postgresql`): a writable open
+grants a new epoch only while no other node holds a live lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from arena.errors import JournalError, JournalUnavailable, SchemaHeld
+from arena.journal.postgresql import STORE_ERRORS, PostgresBackend
+
+log = logging.getLogger("arena.cluster")
+
+LEASE_SECONDS = 3.0
+_RENEW = (
+    "INSERT INTO {s}.node_lease VALUES ($1, $2, now() + make_interval(secs => $3)) ON CONFLICT (node_id)"
+    " DO UPDATE SET instance = EXCLUDED.instance, expires_at = EXCLUDED.expires_at"
+)
+_GIVE_UP = "DELETE FROM {s}.node_lease WHERE node_id = $1 AND instance = $2"
+
+
+class NodeLease:
+    """This process's lease on ``backend``'s schema, as node ``backend.node_id``."""
+
+    def __init__(self, backend: PostgresBackend, lease_seconds: float = LEASE_SECONDS) -> None:
+        self.backend = backend
+        self.lease_seconds = lease_seconds
+
+    async def acquire(self) -> None:
+        """Take the lease (the tables are created first when missing). While another node holds
+        a live one, try again for up to ``lease_seconds`` + 1 s: a dead node's lease expires
+        meanwhile. Raises SchemaHeld (one line naming the holder), JournalUnavailable,
+        JournalCorrupt."""
+        await self.backend.store.prepare(readonly=False)
+        deadline = time.monotonic() + self.lease_seconds + 1
+        waiting = False
+        while (holder := await self._take()) is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise SchemaHeld(
+                    f"{self.backend.store.where} is held by node {holder[0]} (its lease is live: another arena serve"
+                    " uses this schema); stop it, or use another [journal] schema"
+                )
+            if not waiting:
+                log.info("node %s holds %s for %.1fs more; waiting for its lease to expire", holder[0],
+                         self.backend.store.where, holder[1])
+                waiting = True
+            await asyncio.sleep(min(left, 0.1))
+        log.info("node %s holds the lease on %s", self.backend.node_id, self.backend.store.where)
+
+    async def keep(self) -> None:
+        """Renew the lease every ``lease_seconds`` / 3, until cancelled. A renewal that fails (the
+        server is away) is logged and tried at the next beat; one that finds another node holding
+        the schema is logged as an error: this node's appends are then refused by their epochs."""
+        lost = False
+        while True:
+            await asyncio.sleep(self.lease_seconds / 3)
+            try:
+                holder = await self._take()
+            except JournalError as exc:
+                log.warning("node %s: lease not renewed: %s", self.backend.node_id, exc)
+                continue
+            if holder is not None and not lost:
+                log.error("node %s lost its lease: node %s holds %s now", self.backend.node_id, holder[0], self.backend.store.where)
+            lost = holder is not None
+
+    async def release(self) -> None:
+        """Give the lease up (a graceful stop), so that the next server starts without waiting.
+        A failure is logged: the lease then expires by itself."""
+        backend = self.backend
+        try:
+            async with backend.store.connection() as conn:
+                await conn.execute(backend.store.sql(_GIVE_UP), backend.node_id, backend.instance)
+        except (*STORE_ERRORS, JournalUnavailable) as exc:
+            log.warning("node %s: lease not given up (it expires by itself): %s", backend.node_id, exc)
+
+    async def _take(self) -> tuple[str, float] | None:
+        """One attempt, one transaction: the other node holding a live lease (and its seconds
+        left), or None once this process holds the lease for ``lease_seconds`` from now."""
+        backend = self.backend
+        store = backend.store
+        try:
+            async with store.connection() as conn, conn.transaction():
+                holder = await backend.other_holder(conn)
+                if holder is None:
+                    await conn.execute(store.sql(_RENEW), backend.node_id, backend.instance, self.lease_seconds)
+                return holder
+        except (*STORE_ERRORS, JournalUnavailable) as exc:
+            raise store.failure(store.where, exc, "cannot take the lease") from exc

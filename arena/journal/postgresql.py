@@ -1,0 +1,564 @@
+"""The PostgreSQL journal backend: the journals of all boards in the tables of one schema (a
+``board`` column tells them apart), through one asyncpg pool per process.
+
+It answers byte for byte what the sqlite backend answers:
+- idempotency keys and void reasons are stored as ``bytea``, the UTF-8 of the string: PostgreSQL
+  ``text`` cannot hold U+0000, which both may contain. A codec on every connection turns them
+  into ``str`` and back, so that no code above it sees bytes;
+- members never hold U+0000 (validation refuses category Cc); ``meta`` is the compact JSON text
+  received (U+0000 is escaped in it), kept as ``text``: ``jsonb`` reorders keys and drops duplicates;
+- text columns compare in code point order (``COLLATE "C"``: Python's ``str`` order);
+- values are ``bigint`` (board bounds lie within ±2**53); sums are made in Python, exact at any size.
+
+A write either commits or raises JournalWriteFailed; when the connection broke while the server
+had the statement, the outcome is unknown and `PostgresJournal.committed_seq` settles it against
+the store, waiting for the server to come back (`Journal.append` says why).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+import urllib.parse
+import uuid
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import asyncpg
+from prometheus_client import CollectorRegistry
+
+from arena.config import JournalSettings
+from arena.engine.events import Fingerprint
+from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
+from arena.engine.spec import BoardSpec
+from arena.errors import JournalCorrupt, JournalError, JournalUnavailable, JournalWriteFailed
+from arena.journal.interface import ScoreRow, check_definition, close_record, marker_row, stored_event
+
+log = logging.getLogger("arena.journal")
+
+SCHEMA_VERSION = 1
+"""The version of the tables below; a schema of a greater version belongs to a newer Arena."""
+
+_TABLES = """
+CREATE SCHEMA IF NOT EXISTS {s};
+CREATE TABLE {s}.schema_version (version integer NOT NULL);
+CREATE TABLE {s}.board (name text COLLATE "C" PRIMARY KEY, definition text NOT NULL);
+CREATE TABLE {s}.score_event (
+    board text COLLATE "C" NOT NULL,
+    seq bigint NOT NULL,
+    member text COLLATE "C" NOT NULL,
+    value bigint NOT NULL,
+    occurred_at bigint NOT NULL,
+    received_at bigint NOT NULL,
+    source text COLLATE "C" NOT NULL,
+    idempotency_key bytea NOT NULL,
+    meta text COLLATE "C",
+    PRIMARY KEY (board, seq),
+    UNIQUE (board, idempotency_key)
+);
+CREATE INDEX score_event_occurred_at ON {s}.score_event (board, occurred_at);
+CREATE TABLE {s}.board_period (
+    board text COLLATE "C" NOT NULL,
+    id text COLLATE "C" NOT NULL,
+    period text COLLATE "C" NOT NULL,
+    period_id text COLLATE "C" NOT NULL,
+    period_start bigint,
+    period_end bigint,
+    aggregation text COLLATE "C" NOT NULL,
+    tie_rule text COLLATE "C" NOT NULL,
+    closed_at bigint NOT NULL,
+    closed_seq bigint NOT NULL,
+    PRIMARY KEY (board, id),
+    UNIQUE (board, closed_seq)
+);
+CREATE TABLE {s}.node_lease (
+    node_id text COLLATE "C" PRIMARY KEY,
+    instance text COLLATE "C" NOT NULL,
+    expires_at timestamptz NOT NULL
+);
+CREATE TABLE {s}.board_owner (
+    board text COLLATE "C" PRIMARY KEY,
+    node_id text COLLATE "C" NOT NULL,
+    instance text COLLATE "C" NOT NULL,
+    epoch bigint NOT NULL
+);
+CREATE TABLE {s}.score_void (
+    board text COLLATE "C" NOT NULL,
+    seq bigint NOT NULL,
+    target_seq bigint NOT NULL,
+    idempotency_key bytea NOT NULL,
+    reason bytea NOT NULL,
+    admin text COLLATE "C" NOT NULL,
+    voided_at bigint NOT NULL,
+    PRIMARY KEY (board, seq),
+    UNIQUE (board, target_seq),
+    FOREIGN KEY (board, target_seq) REFERENCES {s}.score_event (board, seq)
+);
+"""
+
+# The batch as one array per column, unnested by the server: one statement, one round trip.
+# Measured against executemany (loadtest/bench_pg_insert.py, in the commit that chose it).
+_INSERT_EVENTS = (
+    "INSERT INTO {s}.score_event SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::bigint[],"
+    " $5::bigint[], $6::bigint[], $7::text[], $8::bytea[], $9::text[])"
+)
+# Fencing: an append commits only while the board's owner row still holds the epoch this
+# journal was granted (a conditional UPDATE that must touch one row, in the same transaction).
+_FENCE = "UPDATE {s}.board_owner SET epoch = epoch WHERE board = $1 AND epoch = $2"
+_INSERT_EVENTS_FENCED = (
+    "WITH fence AS (UPDATE {s}.board_owner SET epoch = epoch WHERE board = $1 AND epoch = $10 RETURNING 1) "
+    + _INSERT_EVENTS + " WHERE EXISTS (SELECT FROM fence)"
+)
+_GRANT = (
+    "INSERT INTO {s}.board_owner AS o VALUES ($1, $2, $3, 1) ON CONFLICT (board) DO UPDATE"
+    " SET node_id = EXCLUDED.node_id, instance = EXCLUDED.instance, epoch = o.epoch + 1 RETURNING epoch"
+)
+LEASE_LOCK = "SELECT pg_advisory_xact_lock(hashtext('arena-lease:' || $1))"
+"""Taken by every transaction that reads or moves leases and ownership of a schema, so that two
+nodes never both find the schema free."""
+OTHER_HOLDER = (
+    "SELECT node_id, extract(epoch FROM expires_at - now())::float8 FROM {s}.node_lease"
+    " WHERE instance <> $1 AND expires_at > now() ORDER BY expires_at DESC LIMIT 1"
+)
+"""The node holding a live lease on the schema other than process ``$1``, and its seconds left."""
+_INSERT_MARKERS = "INSERT INTO {s}.board_period VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+_INSERT_VOIDS = "INSERT INTO {s}.score_void VALUES ($1, $2, $3, $4, $5, $6, $7)"
+_LOOKUP = (
+    "SELECT idempotency_key, member, value, occurred_at FROM {s}.score_event"
+    " WHERE board = $1 AND idempotency_key = ANY($2::bytea[])"
+)
+_COMMITTED = (
+    "SELECT coalesce(greatest((SELECT max(seq) FROM {s}.score_event WHERE board = $1),"
+    " (SELECT max(closed_seq) FROM {s}.board_period WHERE board = $1),"
+    " (SELECT max(seq) FROM {s}.score_void WHERE board = $1)), 0)"
+)
+_HAS_RECORDS = (
+    "SELECT EXISTS (SELECT 1 FROM {s}.score_event WHERE board = $1)"
+    " OR EXISTS (SELECT 1 FROM {s}.board_period WHERE board = $1)"
+)
+_STORED = (
+    "SELECT e.seq, e.member, e.value, e.occurred_at, e.received_at, e.source, e.idempotency_key, e.meta,"
+    " v.seq IS NOT NULL FROM {s}.score_event e LEFT JOIN {s}.score_void v ON v.board = e.board AND v.target_seq = e.seq"
+    " WHERE e.board = $1"
+)
+
+_SCAN_CHUNK = 2_000
+"""Rows per fetch of a replay's server-side cursor, each folded in one turn of the event loop
+(as sqlite's chunks, for the same reason)."""
+POOL_SIZE = 10
+"""Connections per process: each board's actor uses at most two at once (a key lookup beside
+the append in flight), and a board's commits are serial, so a few serve many boards."""
+CONNECT_TIMEOUT_SECONDS = 10.0
+COMMAND_TIMEOUT_SECONDS = 60.0
+"""A statement longer than this (a hung server or network) fails; a write's outcome is then unknown."""
+RETRY_FIRST_SECONDS = 0.1
+RETRY_MAX_SECONDS = 2.0
+"""After a failed connection the next attempt waits, from the first to the max delay, doubling."""
+SETTLE_SECONDS = 30.0
+"""How long `committed_seq` waits for the server to settle a write of unknown outcome. Past it
+the actor crashes, and the supervisor opens the journal again once the server is back."""
+
+STORE_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError, OSError)
+"""What a statement may raise when the server or the connection fails (OSError: TimeoutError too;
+InternalClientError: a connection left mid-operation by a server that shut it down)."""
+
+
+def _lost(exc: BaseException) -> bool:
+    """True when the connection failed rather than the statement (an error of class 08,
+    connection exception, or 57, operator intervention: a shutdown, a cancel, a timeout): a write
+    may then have committed. A statement the server refused (constraint, disk full) did not."""
+    if isinstance(exc, asyncpg.PostgresError):
+        return str(exc.sqlstate or "")[:2] in ("08", "57")
+    return isinstance(exc, STORE_ERRORS)
+
+
+class PostgresStore:
+    """A backend's connections: one asyncpg pool, created at the first open and shared by every
+    board's journal, and the tables, created when missing. After a failed connection attempt
+    the next one waits (`RETRY_FIRST_SECONDS`, doubling to `RETRY_MAX_SECONDS`): a stopped server
+    is not asked again by every batch of every board."""
+
+    def __init__(self, settings: JournalSettings, durability: str) -> None:
+        assert settings.url is not None
+        self.url = settings.url
+        self.schema = settings.schema
+        self.durability = durability
+        self.where, self._secrets = _describe(settings.url, settings.schema)
+        self._pool: asyncpg.Pool | None = None
+        self._ready = False  # the tables are there, of a version this Arena knows
+        self._lock = asyncio.Lock()
+        self._retry_at = 0.0
+        self._delay = RETRY_FIRST_SECONDS
+
+    def sql(self, template: str) -> str:
+        return template.format(s=self.schema)
+
+    def redact(self, message: str) -> str:
+        """``message`` without the password (asyncpg's errors may quote connection parameters)."""
+        for secret in self._secrets:
+            message = message.replace(secret, "***")
+        return message
+
+    async def prepare(self, readonly: bool) -> bool:
+        """Create the pool (once), and the tables when missing (not when ``readonly``); False when
+        there are no tables (read-only). Raises JournalUnavailable (unreachable, refused, a newer
+        schema), JournalCorrupt (the store answers with an error)."""
+        async with self._lock:
+            if self._ready:
+                return True
+            if self._pool is None:
+                try:
+                    self._pool = await asyncpg.create_pool(
+                        self.url,
+                        min_size=1,
+                        max_size=POOL_SIZE,
+                        timeout=CONNECT_TIMEOUT_SECONDS,
+                        command_timeout=COMMAND_TIMEOUT_SECONDS,
+                        init=_init_connection,
+                        server_settings={
+                            "application_name": "arena",
+                            "synchronous_commit": "on" if self.durability == "full" else "off",
+                        },
+                    )
+                except (*STORE_ERRORS, ValueError) as exc:  # ValueError: a malformed URL
+                    raise JournalUnavailable(self.redact(f"cannot connect to PostgreSQL at {self.where}: {exc}")) from exc
+            try:
+                async with self.connection() as conn, conn.transaction(readonly=readonly):
+                    version = await self._tables(conn, readonly)
+            except (*STORE_ERRORS, JournalUnavailable) as exc:
+                raise self.failure(self.where, exc, "not a readable Arena journal") from exc
+            if version > SCHEMA_VERSION:
+                raise JournalUnavailable(
+                    f"{self.where}: the journal tables are of schema version {version}, newer than this Arena knows"
+                    f" ({SCHEMA_VERSION}): run a newer Arena, or use another [journal] schema"
+                )
+            self._ready = version > 0
+            return self._ready
+
+    async def _tables(self, conn: asyncpg.Connection, readonly: bool) -> int:
+        """The tables' schema version, after creating them when missing (0: missing, read-only)."""
+        if not readonly:  # two servers starting at once: one creates, the other finds
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", f"arena:{self.schema}")
+        if await conn.fetchval("SELECT to_regclass($1)", f"{self.schema}.schema_version") is None:
+            if readonly:
+                return 0
+            await conn.execute(self.sql(_TABLES))
+            await conn.execute(self.sql("INSERT INTO {s}.schema_version VALUES ($1)"), SCHEMA_VERSION)
+            log.info("created the journal tables at %s (schema version %d)", self.where, SCHEMA_VERSION)
+            return SCHEMA_VERSION
+        version = await conn.fetchval(self.sql("SELECT max(version) FROM {s}.schema_version"))
+        if version is None:
+            raise JournalCorrupt(f"{self.where}: not a readable Arena journal: no schema version")
+        return int(version)
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[asyncpg.Connection]:
+        """A pooled connection, for one statement or transaction. Raises JournalUnavailable when
+        none can be had now (then nothing was sent; the message does not say where: the caller
+        does); errors of the body go through as they are."""
+        pool = self._pool
+        assert pool is not None, "prepare() first"
+        wait = self._retry_at - time.monotonic()
+        if wait > 0:
+            raise JournalUnavailable(f"PostgreSQL is unreachable; next attempt in {wait:.1f}s")
+        try:
+            conn = await pool.acquire()
+        except STORE_ERRORS as exc:
+            self._failed()
+            raise JournalUnavailable(self.redact(f"cannot connect to PostgreSQL: {exc}")) from exc
+        try:
+            yield conn
+        except STORE_ERRORS as exc:
+            if _lost(exc):
+                self._failed()
+                conn.terminate()  # its state is unknown: the pool opens a new one
+            raise
+        finally:
+            try:
+                await pool.release(conn)
+            except STORE_ERRORS:
+                pass  # the pool has closed it; what the statement did stands
+        self._delay = RETRY_FIRST_SECONDS
+
+    def failure(self, place: str, exc: BaseException, what: str) -> JournalError:
+        """The error for a statement about ``place`` that raised ``exc``: JournalUnavailable when
+        the store could not be reached or the connection broke (a board then retries, or a start
+        stops), else JournalCorrupt, saying ``what``."""
+        if isinstance(exc, JournalUnavailable) or _lost(exc):
+            return JournalUnavailable(self.redact(f"{place}: {exc}"))
+        return JournalCorrupt(self.redact(f"{place}: {what}: {exc}"))
+
+    def _failed(self) -> None:
+        self._retry_at = time.monotonic() + self._delay
+        self._delay = min(self._delay * 2, RETRY_MAX_SECONDS)
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            self._ready = False
+            try:
+                await asyncio.wait_for(pool.close(), CONNECT_TIMEOUT_SECONDS)
+            except (*STORE_ERRORS, TimeoutError):
+                pool.terminate()
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    # bytea <-> str: a key or a reason is stored as its UTF-8, which holds U+0000 as any other
+    await conn.set_type_codec("bytea", schema="pg_catalog", encoder=str.encode, decoder=_utf8, format="binary")
+
+
+def _utf8(data: bytes) -> str:
+    return bytes(data).decode()
+
+
+def _describe(url: str, schema: str) -> tuple[str, list[str]]:
+    """The journal's place for messages: the URL with neither password nor query (but a socket
+    ``host``), and the schema; and the secrets that `PostgresStore.redact` takes out of error text."""
+    parts = urllib.parse.urlsplit(url)
+    query = urllib.parse.parse_qs(parts.query)
+    userinfo, _, hosts = parts.netloc.rpartition("@")
+    user, _, password = userinfo.partition(":")
+    secrets = [s for raw in (password, *query.get("password", ())) if raw for s in {raw, urllib.parse.unquote(raw)}]
+    unix_socket = f"?host={query['host'][0]}" if "host" in query else ""
+    shown = f"{parts.scheme}://{user + '@' if user else ''}{hosts}{parts.path}{unix_socket}"
+    return f"{shown} schema {schema}", sorted(secrets, key=len, reverse=True)
+
+
+class PostgresJournal:
+    """One board's journal in the shared tables of a `PostgresBackend`'s schema."""
+
+    def __init__(self, store: PostgresStore, spec: BoardSpec, path: str, last_seq: int, epoch: int | None) -> None:
+        self._store = store
+        self._spec = spec
+        self._board = spec.name
+        self.path = path
+        self.last_seq = last_seq
+        self._epoch = epoch
+        """The ownership epoch its appends commit under; None: opened read-only."""
+        self._unsettled = False
+        """An append broke off with its outcome unknown, and `committed_seq` has not read it since."""
+
+    async def lookup(self, keys: Sequence[str]) -> dict[str, Fingerprint]:
+        if not keys:
+            return {}
+        rows = await self._fetch(_LOOKUP, list(keys), what="key lookup failed")
+        return {key: (member, value, occurred_at) for key, member, value, occurred_at in rows}
+
+    async def append(self, records: Sequence[Record]) -> None:
+        if not records:
+            return
+        epoch = self._epoch
+        if epoch is None:
+            raise JournalWriteFailed(f"{self.path}: write failed: the journal is open read-only")
+        store = self._store
+        events, markers, voids = self._rows(records)
+        try:
+            async with store.connection() as conn:
+                if not markers and not voids:  # the common batch: one statement is one transaction
+                    owned = await conn.execute(store.sql(_INSERT_EVENTS_FENCED), self._board, *events, epoch) != "INSERT 0 0"
+                else:
+                    async with conn.transaction():
+                        owned = await conn.execute(store.sql(_FENCE), self._board, epoch) == "UPDATE 1"
+                        if owned and events[0]:
+                            await conn.execute(store.sql(_INSERT_EVENTS), self._board, *events)
+                        if owned and markers:
+                            await conn.executemany(store.sql(_INSERT_MARKERS), markers)
+                        if owned and voids:
+                            await conn.executemany(store.sql(_INSERT_VOIDS), voids)
+        except JournalUnavailable as exc:  # no connection: nothing was sent
+            raise JournalWriteFailed(f"{self.path}: write failed: {exc}") from exc
+        except STORE_ERRORS as exc:
+            self._unsettled = _lost(exc)
+            raise JournalWriteFailed(store.redact(f"{self.path}: write failed: {exc}")) from exc
+        if not owned:
+            raise JournalWriteFailed(f"{self.path}: write failed: the board was granted again since its epoch {epoch}")
+        self.last_seq = records[-1].seq
+
+    def _rows(self, records: Sequence[Record]) -> tuple[list[list[Any]], list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        """The score events as one list per column (for unnest), the markers and the voids as rows."""
+        seqs: list[int] = []
+        members: list[str] = []
+        values: list[int] = []
+        occurred: list[int] = []
+        received: list[int] = []
+        sources: list[str] = []
+        keys: list[str] = []
+        metas: list[str | None] = []
+        markers = []
+        voids = []
+        board = self._board
+        for r in records:
+            if isinstance(r, ScoreRecord):
+                e = r.event
+                seqs.append(r.seq)
+                members.append(e.member)
+                values.append(e.value)
+                occurred.append(e.occurred_at)
+                received.append(r.received_at)
+                sources.append(r.source)
+                keys.append(e.idempotency_key)
+                metas.append(e.meta)
+            elif isinstance(r, CloseRecord):
+                markers.append((board, *marker_row(self._spec, r)))
+            else:
+                voids.append((board, r.seq, r.target_seq, r.idempotency_key, r.reason, r.admin, r.voided_at))
+        return [seqs, members, values, occurred, received, sources, keys, metas], markers, voids
+
+    async def committed_seq(self) -> int:
+        """Read from the store. When the store cannot be reached: if no append is unsettled, the
+        answer is `last_seq` (this journal is the board's only writer, and its last failed write
+        sent nothing or was refused); else wait for the store, up to `SETTLE_SECONDS`, then raise
+        JournalError. Raises JournalCorrupt when the store answers with an error."""
+        deadline = time.monotonic() + SETTLE_SECONDS
+        while True:
+            try:
+                async with self._store.connection() as conn:
+                    seq = int(await conn.fetchval(self._store.sql(_COMMITTED), self._board))
+            except (*STORE_ERRORS, JournalUnavailable) as exc:
+                if not isinstance(exc, JournalUnavailable) and not _lost(exc):
+                    raise JournalCorrupt(self._store.redact(f"{self.path}: cannot read: {exc}")) from exc
+                if not self._unsettled:
+                    return self.last_seq
+                if time.monotonic() > deadline:
+                    raise JournalError(self._store.redact(f"{self.path}: cannot settle a write of unknown outcome: {exc}")) from exc
+                log.warning("%s: a write of unknown outcome waits for PostgreSQL to settle it: %s", self.path, self._store.redact(str(exc)))
+                await asyncio.sleep(RETRY_MAX_SECONDS)
+                continue
+            self._unsettled = False
+            return seq
+
+    async def scan(
+        self, upto_seq: int | None = None, min_occurred_at: int | None = None, before_occurred_at: int | None = None
+    ) -> AsyncIterator[list[ScoreRow]]:
+        sql = "SELECT seq, member, value, occurred_at, idempotency_key FROM {s}.score_event WHERE board = $1 AND seq <= $2"
+        params: list[object] = [self._board, self._upto(upto_seq)]
+        if min_occurred_at is not None:
+            params.append(min_occurred_at)
+            sql += f" AND occurred_at >= ${len(params)}"
+        if before_occurred_at is not None:
+            params.append(before_occurred_at)
+            sql += f" AND occurred_at < ${len(params)}"
+        try:
+            # a server-side cursor: the journal streams in chunks, never whole into memory
+            async with self._store.connection() as conn, conn.transaction(readonly=True):
+                cursor = await conn.cursor(self._store.sql(sql + " ORDER BY seq"), *params)
+                while rows := await cursor.fetch(_SCAN_CHUNK):
+                    yield rows
+        except (*STORE_ERRORS, JournalUnavailable, UnicodeError) as exc:
+            raise self._store.failure(self.path, exc, "journal unreadable") from exc
+
+    async def close_markers(self, upto_seq: int | None = None) -> list[CloseRecord]:
+        rows = await self._fetch(
+            "SELECT period, period_id, period_start, period_end, closed_at, closed_seq FROM {s}.board_period"
+            " WHERE board = $1 AND closed_seq <= $2 ORDER BY closed_seq",
+            self._upto(upto_seq),
+        )
+        return [close_record(row) for row in rows]
+
+    async def voids(self, upto_seq: int | None = None) -> list[tuple[VoidRecord, int]]:
+        rows = await self._fetch(
+            "SELECT v.seq, v.target_seq, v.idempotency_key, v.reason, v.admin, v.voided_at, e.occurred_at"
+            " FROM {s}.score_void v JOIN {s}.score_event e ON e.board = v.board AND e.seq = v.target_seq"
+            " WHERE v.board = $1 AND v.seq <= $2 ORDER BY v.seq",
+            self._upto(upto_seq),
+        )
+        return [(VoidRecord(*row[:6]), row[6]) for row in rows]
+
+    async def event_by_key(self, key: str) -> StoredEvent | None:
+        rows = await self._fetch(_STORED + " AND e.idempotency_key = $2", key)
+        return stored_event(rows[0]) if rows else None
+
+    async def member_events(self, member: str, limit: int | None = None, before_seq: int | None = None) -> list[StoredEvent]:
+        sql = _STORED + " AND e.member = $2"
+        params: list[object] = [member]
+        if before_seq is not None:
+            params.append(before_seq)
+            sql += f" AND e.seq < ${len(params) + 1}"
+        sql += " ORDER BY e.seq DESC"
+        if limit is not None:
+            params.append(limit)
+            sql += f" LIMIT ${len(params) + 1}"
+        return [stored_event(row) for row in await self._fetch(sql, *params)]
+
+    async def close(self) -> None:
+        pass  # the connections are the backend's, shared by every board: `PostgresBackend.close`
+
+    def _upto(self, upto_seq: int | None) -> int:
+        return upto_seq if upto_seq is not None else self.last_seq
+
+    async def _fetch(self, template: str, *params: object, what: str = "") -> list[asyncpg.Record]:
+        """Rows of one statement about this board (``$1`` is the board). Raises JournalError
+        saying ``what`` failed when it is given (a key lookup: the batch is answered
+        `unavailable`), else `PostgresStore.failure`'s error."""
+        try:
+            async with self._store.connection() as conn:
+                return list(await conn.fetch(self._store.sql(template), self._board, *params))
+        except (*STORE_ERRORS, JournalUnavailable, UnicodeError) as exc:
+            if what:
+                raise JournalError(self._store.redact(f"{self.path}: {what}: {exc}")) from exc
+            raise self._store.failure(self.path, exc, "journal unreadable") from exc
+
+
+class PostgresBackend:
+    """The journals in PostgreSQL, as ``[journal]`` says: the tables in ``schema`` (created when
+    missing), one pool for every board, ``durability`` as ``synchronous_commit`` (full = on).
+
+    A writable open grants this process the board under a new epoch (``board_owner``), in the
+    same transaction that finds no other node holding a live lease on the schema
+    (`arena.cluster.lease`); the journal's appends commit only while that epoch holds."""
+
+    def __init__(self, settings: JournalSettings, durability: str = "full", node_id: str | None = None) -> None:
+        self.store = PostgresStore(settings, durability)
+        self.node_id = node_id or socket.gethostname()
+        self.instance = uuid.uuid4().hex
+        """This process: a node started again under the same id is another instance."""
+
+    def where(self, board: str) -> str:
+        return f"{self.store.where}, board {board}"
+
+    async def open(self, spec: BoardSpec, *, readonly: bool = False) -> PostgresJournal:
+        store = self.store
+        path = self.where(spec.name)
+        if not await store.prepare(readonly):
+            raise JournalCorrupt(f"board {spec.name}: no journal at {path}")
+        epoch: int | None = None
+        try:
+            async with store.connection() as conn, conn.transaction(readonly=readonly):
+                holder = None if readonly else await self.other_holder(conn)
+                if holder is None:
+                    stored = await conn.fetchval(store.sql("SELECT definition FROM {s}.board WHERE name = $1"), spec.name)
+                    if readonly and stored is None:
+                        raise JournalCorrupt(f"board {spec.name}: no journal at {path}")
+                    has_records = bool(await conn.fetchval(store.sql(_HAS_RECORDS), spec.name))
+                    wanted = check_definition(spec, stored, has_records, path)
+                    if wanted is not None and not readonly:
+                        await conn.execute(
+                            store.sql("INSERT INTO {s}.board VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET definition = $2"),
+                            spec.name, wanted,
+                        )
+                    if not readonly:
+                        epoch = int(await conn.fetchval(store.sql(_GRANT), spec.name, self.node_id, self.instance))
+                    last_seq = int(await conn.fetchval(store.sql(_COMMITTED), spec.name))
+        except (*STORE_ERRORS, JournalUnavailable) as exc:
+            raise store.failure(path, exc, "not a readable Arena journal") from exc
+        if holder is not None:
+            raise JournalUnavailable(f"{path}: node {holder[0]} holds the schema (its lease is live)")
+        return PostgresJournal(store, spec, path, last_seq, epoch)
+
+    async def other_holder(self, conn: asyncpg.Connection) -> tuple[str, float] | None:
+        """Inside a transaction: take the schema's lease lock (until it ends) and name the other
+        node holding a live lease, with its seconds left; None when there is none."""
+        await conn.execute(LEASE_LOCK, self.store.schema)
+        row = await conn.fetchrow(self.store.sql(OTHER_HOLDER), self.instance)
+        return None if row is None else (str(row[0]), float(row[1]))
+
+    def watch(self, registry: CollectorRegistry, boards: Iterable[str]) -> None:
+        pass  # no metric of its own yet: PostgreSQL's are the server's (pg_stat_*)
+
+    async def close(self) -> None:
+        """Close the connections; the backend may open journals again afterwards."""
+        await self.store.close()
+
