@@ -94,7 +94,7 @@ class Subscriptions:
             raise invalid_request(f"view must be an object whose op is one of {', '.join(VIEW_OPS)}")
         fields = {k: v for k, v in view.items() if k != "id"}
         if len(self._subs) >= self.arena.settings.max_subscriptions:
-            return _frame({"op": "error", "id": frame_id, "code": "too_many_subscriptions",
+            return wire.dumps({"op": "error", "id": frame_id, "code": "too_many_subscriptions",
                            "message": f"at most {self.arena.settings.max_subscriptions} subscriptions per connection"})
         try:
             ops[fields["op"]](self.arena, fields)  # what the query refuses, the subscription refuses
@@ -102,7 +102,7 @@ class Subscriptions:
             if exc.code in REFUSED:
                 raise
         sub = str(next(self._ids))
-        self.outbox.control(_frame({"op": "subscribed", "id": frame_id, "sub": sub}))
+        self.outbox.control(wire.dumps({"op": "subscribed", "id": frame_id, "sub": sub}))
         self._subs[sub] = self.views.subscribe(sub, self.outbox, fields)
         return None
 
@@ -111,7 +111,7 @@ class Subscriptions:
         subscription = self._subs.pop(sub, None) if isinstance(sub, str) else None
         if subscription is not None:
             self.views.unsubscribe(subscription)
-        self.outbox.control(_frame({"op": "unsubscribed", "id": frame_id, "sub": sub}))
+        self.outbox.control(wire.dumps({"op": "unsubscribed", "id": frame_id, "sub": sub}))
 
     def close(self) -> None:
         """The connection ended: so do its subscriptions."""
@@ -119,12 +119,6 @@ class Subscriptions:
             self.views.unsubscribe(subscription)
         self._subs.clear()
         self.outbox.close()
-
-
-def _frame(body: Body) -> bytes:
-    return wire.dumps(body)
-
-
 PING_SECONDS = 15.0
 """A comment line this often keeps proxies from closing an idle event stream."""
 
