@@ -23,12 +23,14 @@ from loadtest.arena_run import (
 )
 from loadtest.ceiling import CeilingServer
 from loadtest.common import RunConfig
-from loadtest.query import arena_http_phase
+from loadtest.query import arena_http_phase, rank_paths
 from loadtest.redis_peer import run_redis
 from loadtest.redis_server import INSTALL_HINT, RedisServer, redis_binary
 from loadtest.report import build_rows, format_phase_details, format_table, machine_info, timed_phases
 from loadtest.stats import progress
 from loadtest.workload import Workload
+from loadtest.wrk import INSTALL_HINT as WRK_INSTALL_HINT
+from loadtest.wrk import wrk_binary, wrk_phase
 
 
 def checks_of(results: dict[str, Any]) -> dict[str, bool]:
@@ -43,11 +45,16 @@ def checks_of(results: dict[str, Any]) -> dict[str, bool]:
                 out[f"{peer}.{phase}"] = bool(p[phase].get("ok"))
         for op, q in (p.get("query") or {}).items():
             out[f"{peer}.query.{op}"] = not q.get("errors")
+        if isinstance(p.get("wrk_rank"), dict):
+            out[f"{peer}.wrk_rank"] = not p["wrk_rank"]["errors"]
         under = p.get("rank_under_ingest")
         if isinstance(under, dict):
             out[f"{peer}.rank_under_ingest"] = not under.get("errors") and bool(under["background"]["ok"])
-    if isinstance(results.get("ceiling"), dict):
-        out["ceiling"] = not results["ceiling"].get("errors")
+    ceiling = results.get("ceiling")
+    if isinstance(ceiling, dict):
+        out["ceiling"] = not ceiling.get("errors")
+        if isinstance(ceiling.get("wrk"), dict):
+            out["ceiling.wrk"] = not ceiling["wrk"]["errors"]
     return out
 
 
@@ -58,6 +65,13 @@ async def run_arena_side(cfg: RunConfig, workload: Workload, target: ArenaTarget
     out["ingest"] = await arena_ingest(cfg, workload, target, rate=cfg.ingest_rate)
     out["answer_bytes"] = await sample_answer_bytes(target, workload.names[0], cfg.period)
     out["query"] = await arena_queries(cfg, workload, target, ops)
+    if wrk_binary():
+        out["wrk_rank"] = await wrk_phase("arena-wrk-rank", target.base_url,
+                                          rank_paths(workload.names, target.board, cfg.period, cfg.seed),
+                                          connections=cfg.query_connections, seconds=cfg.query_seconds,
+                                          warmup=cfg.warmup, server_pid=target.pid)
+    else:
+        progress(f"wrk not found, HTTP rank measured by the Python client only; {WRK_INSTALL_HINT}")
     out["rank_under_ingest"] = await arena_rank_under_ingest(cfg, workload, target, out["ingest"]["events_per_s"])
     out["lag"] = await arena_lag(cfg, workload, target, out["ingest"]["events_per_s"], via=lag_via)
     return out
@@ -74,6 +88,10 @@ async def run_ceiling(cfg: RunConfig, workload: Workload, body_bytes: int, board
                                      seed=cfg.seed, base_url=url, label="ceiling-http-rank", verify=False,
                                      server_pid=ceiling.pid)
         res["body_bytes"] = body_bytes
+        if wrk_binary():
+            res["wrk"] = await wrk_phase("ceiling-wrk-rank", url, rank_paths(workload.names, board, cfg.period, cfg.seed),
+                                         connections=cfg.query_connections, seconds=cfg.query_seconds,
+                                         warmup=cfg.warmup, server_pid=ceiling.pid)
         return res
     finally:
         ceiling.cleanup()

@@ -136,6 +136,11 @@ def arena_http_path(board: str, period: str, op: str, member: str) -> str:
     raise ValueError(f"unknown op {op!r}")
 
 
+def rank_paths(names: list[str], board: str, period: str, seed: int) -> list[str]:
+    """The member-rank paths a native load generator cycles through."""
+    return [arena_http_path(board, period, "rank", m) for m in pick_members(names, TARGETS_PER_WORKER, f"{seed}:wrk")]
+
+
 def check_arena_answer(op: str, member: str, status: int, body: bytes) -> str | None:
     """The few facts a right answer must show (cheap: one orjson parse)."""
     if status != 200:

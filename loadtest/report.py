@@ -67,6 +67,11 @@ def build_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
         _get(c, "latency", "p99_ms"))
     row("rank HTTP server CPU vs ceiling", "µs/req", _get(a, "query", "http-rank", "server_us_per_unit"),
         "ceiling", _get(c, "server_us_per_unit"))
+    row("rank HTTP (wrk) vs ceiling", "req/s", _get(a, "wrk_rank", "req_per_s"), "ceiling", _get(c, "wrk", "req_per_s"))
+    row("rank HTTP (wrk) p99 vs ceiling", "ms", _get(a, "wrk_rank", "latency", "p99_ms"), "ceiling",
+        _get(c, "wrk", "latency", "p99_ms"))
+    row("rank HTTP (wrk) CPU vs ceiling", "µs/req", _get(a, "wrk_rank", "server_us_per_unit"), "ceiling",
+        _get(c, "wrk", "server_us_per_unit"))
     row("rank HTTP under 50% ingest", "req/s", _get(a, "rank_under_ingest", "req_per_s"), "ceiling",
         _get(c, "req_per_s"))
     row("rank HTTP p99 under 50% ingest", "ms", _get(a, "rank_under_ingest", "latency", "p99_ms"), "ceiling",
@@ -118,8 +123,11 @@ def timed_phases(results: dict[str, Any]) -> Iterator[tuple[str, str, Any]]:
         yield f"{peer} ingest", "ev/s", p.get("ingest")
         for op, q in (p.get("query") or {}).items():
             yield f"{peer} {op}", "req/s", q
+        yield f"{peer} rank (wrk)", "req/s", p.get("wrk_rank")
         yield f"{peer} rank under ingest", "req/s", p.get("rank_under_ingest")
-    yield "ceiling rank", "req/s", results.get("ceiling")
+    ceiling = results.get("ceiling") or {}
+    yield "ceiling rank", "req/s", ceiling or None
+    yield "ceiling rank (wrk)", "req/s", ceiling.get("wrk")
 
 
 def machine_info() -> dict[str, Any]:

@@ -26,6 +26,8 @@ from loadtest.ingest import IngestCounts, run_ingest
 from loadtest.redis_server import redis_binary
 from loadtest.stats import percentile
 from loadtest.workload import DUPLICATE, Event, Workload, WorkloadSpec
+from loadtest.wrk import INSTALL_HINT as WRK_INSTALL_HINT
+from loadtest.wrk import wrk_binary
 from support.server import make_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,6 +35,7 @@ MEMBERS = 200
 TOP_KEYS = {"command", "config", "machine", "arena", "ceiling", "redis", "table", "checks", "ok",
             "started_at", "finished_at", "wall_seconds"}
 HAVE_REDIS = redis_binary() is not None
+HAVE_WRK = wrk_binary() is not None
 
 
 @pytest.fixture(scope="module")
@@ -129,12 +132,26 @@ def test_arena_and_ceiling_queries_answered_without_errors(compare_run: dict[str
     assert compare_run["ceiling"]["errors"] == {} and compare_run["ceiling"]["requests"] > 0
 
 
+def _required_under_ci(message: str) -> None:
+    """A benchmark tool is missing: fail under CI (.ci/run installs it), skip elsewhere."""
+    if os.environ.get("CI"):
+        pytest.fail(f"required under CI: {message}", pytrace=False)
+    pytest.skip(message)
+
+
+def test_wrk_measures_arena_and_the_ceiling_alike(compare_run: dict[str, Any]) -> None:
+    if not HAVE_WRK:
+        _required_under_ci(WRK_INSTALL_HINT)
+    for phase in (compare_run["arena"]["wrk_rank"], compare_run["ceiling"]["wrk"]):
+        assert phase["client"] == "wrk" and phase["errors"] == {}
+        assert phase["requests"] > 0 and phase["server_us_per_unit"] > 0
+    assert compare_run["checks"]["arena.wrk_rank"] and compare_run["checks"]["ceiling.wrk"]
+    assert any(row["metric"] == "rank HTTP (wrk) vs ceiling" and row["ratio"] for row in compare_run["table"])
+
+
 def test_redis_peer_counts_are_exact(compare_run: dict[str, Any]) -> None:
     if not HAVE_REDIS:
-        message = "redis-server is not installed (sudo apt-get install redis-server)"
-        if os.environ.get("CI"):
-            pytest.fail(f"the Redis peer is required under CI: {message}", pytrace=False)
-        pytest.skip(message)
+        _required_under_ci("redis-server is not installed (sudo apt-get install redis-server)")
     redis = compare_run["redis"]
     _assert_exact_ingest(redis["prefill"])
     assert redis["prefill"]["counts"]["accepted"] == MEMBERS
