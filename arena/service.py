@@ -36,11 +36,12 @@ class Arena:
         self.lease: NodeLease | None = None
         """On postgresql, this node's lease on the schema (what the data_dir lock is on sqlite)."""
         if config.journal.backend == "postgresql":
-            from arena.cluster.lease import NodeLease
+            from arena.cluster.lease import LEASE_SECONDS, NodeLease
             from arena.journal.postgresql import PostgresBackend
 
             assert isinstance(backend, PostgresBackend)
-            self.lease = NodeLease(backend)
+            lease_seconds = config.cluster.lease_seconds if config.cluster else LEASE_SECONDS
+            self.lease = NodeLease(backend, lease_seconds, config.advertise_url)
         self._renewals: asyncio.Task[None] | None = None
         self.journal_faults = WriteFaults(backend) if fault_injection else None
         self.backend: JournalBackend = self.journal_faults or backend

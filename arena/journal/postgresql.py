@@ -39,8 +39,12 @@ from arena.journal.interface import ScoreRow, check_definition, close_record, ma
 
 log = logging.getLogger("arena.journal")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The version of the tables below; a schema of a greater version belongs to a newer Arena."""
+_UPGRADES = {
+    1: "ALTER TABLE {s}.node_lease ADD COLUMN url text COLLATE \"C\" NOT NULL DEFAULT ''",
+}
+"""The statement that takes tables of version N to N + 1, run by a writable start."""
 
 _TABLES = """
 CREATE SCHEMA IF NOT EXISTS {s};
@@ -77,7 +81,8 @@ CREATE TABLE {s}.board_period (
 CREATE TABLE {s}.node_lease (
     node_id text COLLATE "C" PRIMARY KEY,
     instance text COLLATE "C" NOT NULL,
-    expires_at timestamptz NOT NULL
+    expires_at timestamptz NOT NULL,
+    url text COLLATE "C" NOT NULL DEFAULT ''
 );
 CREATE TABLE {s}.board_owner (
     board text COLLATE "C" PRIMARY KEY,
@@ -252,6 +257,11 @@ class PostgresStore:
         version = await conn.fetchval(self.sql("SELECT max(version) FROM {s}.schema_version"))
         if version is None:
             raise JournalCorrupt(f"{self.where}: not a readable Arena journal: no schema version")
+        while not readonly and version in _UPGRADES:
+            await conn.execute(self.sql(_UPGRADES[version]))
+            version += 1
+            await conn.execute(self.sql("INSERT INTO {s}.schema_version VALUES ($1)"), version)
+            log.info("upgraded the journal tables at %s to schema version %d", self.where, version)
         return int(version)
 
     @asynccontextmanager
