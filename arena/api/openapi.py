@@ -150,10 +150,25 @@ SCHEMAS: Doc = {
         state={"enum": ["loading", "ready", "failed"]},
         periods={"type": "array", "items": {"type": "object", "description": "table fields without board"}},
     )}),
+    "Cluster": _object(
+        ["node", "nodes", "boards"],
+        node={"type": ["string", "null"], "description": "this node; null on sqlite (no cluster)"},
+        nodes={"type": "array", "items": _object(
+            ["node_id", "url", "alive", "boards"], node_id=_STRING, url=_STRING, alive={"type": "boolean"},
+            boards={"type": "array", "items": _STRING},
+        )},
+        boards={"type": "object", "additionalProperties": _object(
+            ["owner", "epoch", "standbys"], owner={"type": ["string", "null"]}, epoch=_int(0),
+            standbys={"type": "array", "items": _STRING},
+        )},
+    ),
 }
 
 PATHS: Doc = {
     "/v1/boards": {"get": _operation("Boards and their current tables", [], _json(_ref("Boards"), "every board"), {})},
+    "/v1/cluster": {"get": _operation("The nodes and each board's owner, as the journal says", [],
+                                      _json(_ref("Cluster"), "the cluster"),
+                                      {"503": _error("the journal's database cannot be reached", "unavailable")})},
     f"{TABLE}/top": {"get": _table_query("Entries at ranks offset+1 .. offset+limit", [
         _param("limit", "query", _int(1, MAX_LIMIT, 10), "entries to return"),
         _param("offset", "query", _int(0, default=0), "entries to skip; past the end gives no entries"),

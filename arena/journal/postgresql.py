@@ -23,12 +23,12 @@ import socket
 import time
 import urllib.parse
 import uuid
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 import asyncpg
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from arena.config import JournalSettings
 from arena.engine.events import Fingerprint
@@ -340,8 +340,11 @@ def _describe(url: str, schema: str) -> tuple[str, list[str]]:
 class PostgresJournal:
     """One board's journal in the shared tables of a `PostgresBackend`'s schema."""
 
-    def __init__(self, store: PostgresStore, spec: BoardSpec, path: str, last_seq: int, epoch: int | None) -> None:
+    def __init__(self, store: PostgresStore, spec: BoardSpec, path: str, last_seq: int, epoch: int | None,
+                 lost: Callable[[str], None] = lambda board: None) -> None:
         self._store = store
+        self._lost = lost
+        """Told the board's name when an append finds the board granted to another epoch."""
         self._spec = spec
         self._board = spec.name
         self.path = path
@@ -384,6 +387,7 @@ class PostgresJournal:
             self._unsettled = _lost(exc)
             raise JournalWriteFailed(store.redact(f"{self.path}: write failed: {exc}")) from exc
         if not owned:
+            self._lost(self._board)
             raise JournalWriteFailed(f"{self.path}: write failed: the board was granted again since its epoch {epoch}")
         self.last_seq = records[-1].seq
 
@@ -525,6 +529,9 @@ class PostgresBackend:
         self.node_id = node_id or socket.gethostname()
         self.instance = uuid.uuid4().hex
         """This process: a node started again under the same id is another instance."""
+        self.owned: set[str] = set()
+        """The boards granted to this process and not found granted again since."""
+        self._changes: Counter | None = None
 
     def where(self, board: str) -> str:
         return f"{self.store.where}, board {board}"
@@ -556,7 +563,17 @@ class PostgresBackend:
             raise store.failure(path, exc, "not a readable Arena journal") from exc
         if holder is not None:
             raise JournalUnavailable(f"{path}: node {holder[0]} holds the schema (its lease is live)")
-        return PostgresJournal(store, spec, path, last_seq, epoch)
+        if epoch is not None:
+            self._owner_changed(spec.name, True)
+        return PostgresJournal(store, spec, path, last_seq, epoch, lambda board: self._owner_changed(board, False))
+
+    def _owner_changed(self, board: str, owned: bool) -> None:
+        if owned:
+            self.owned.add(board)
+        else:
+            self.owned.discard(board)
+        if self._changes is not None:
+            self._changes.labels(board).inc()
 
     async def other_holder(self, conn: asyncpg.Connection) -> tuple[str, float] | None:
         """Inside a transaction: take the schema's lease lock (until it ends) and name the other
@@ -566,7 +583,12 @@ class PostgresBackend:
         return None if row is None else (str(row[0]), float(row[1]))
 
     def watch(self, registry: CollectorRegistry, boards: Iterable[str]) -> None:
-        pass  # no metric of its own yet: PostgreSQL's are the server's (pg_stat_*)
+        Gauge("arena_boards_owned", "Boards this node owns: it alone appends to their journals", registry=registry
+              ).set_function(lambda: len(self.owned))
+        self._changes = Counter("arena_ownership_changes", "Times this node was granted a board or found it granted"
+                                " to another (each grant is a new epoch)", ["board"], registry=registry)
+        for board in boards:
+            self._changes.labels(board)
 
     async def close(self) -> None:
         """Close the connections; the backend may open journals again afterwards."""
