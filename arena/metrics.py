@@ -9,6 +9,7 @@ from operator import itemgetter
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from arena.engine.events import Result
+from arena.stats import Stats
 
 _outcome = itemgetter(1, 2)  # a Result's (status, reason)
 _LAG_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
@@ -16,7 +17,10 @@ _QUERY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.
 
 
 class Metrics:
-    def __init__(self) -> None:
+    """Prometheus series, and the per-second `Stats` of the last minutes fed by the same calls."""
+
+    def __init__(self, stats: Stats | None = None) -> None:
+        self.stats = stats or Stats()
         self.registry = CollectorRegistry()
         r = self.registry
         self.events = Counter(
@@ -48,8 +52,31 @@ class Metrics:
     def count_results(self, board: str, results: Iterable[Result]) -> None:
         """Count a batch's results with one increment per outcome (cheap on the hot path)."""
         tally = Tally(map(_outcome, results))  # Status and Reason are str enums: str hashes, in C
+        outcomes: dict[tuple[str, str], int] = {}
         for (status, reason), n in tally.items():
             self.events.labels(board, status, reason or "").inc(n)
+            outcomes[status.value, reason.value if reason else ""] = n
+        self.stats.count(outcomes)
+
+    def visibility_of(self, board: str) -> Callable[[float], None]:
+        """What a board calls when a batch becomes queryable, with the seconds since its frame was read."""
+        histogram, stats = self.visibility.labels(board), self.stats
+
+        def observe(seconds: float) -> None:
+            histogram.observe(seconds)
+            stats.visible(seconds)
+
+        return observe
+
+    def query_latency_of(self, route: str) -> Callable[[float], None]:
+        """What a query route calls with the seconds it took."""
+        histogram, stats = self.queries.labels(route), self.stats
+
+        def observe(seconds: float) -> None:
+            histogram.observe(seconds)
+            stats.query(seconds)
+
+        return observe
 
     def watch_mailbox(self, board: str, depth: Callable[[], float]) -> None:
         self.mailbox.labels(board).set_function(depth)

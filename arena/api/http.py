@@ -181,6 +181,10 @@ async def _cluster(arena: Arena, p: Params) -> Body:
     return await arena.cluster()
 
 
+def _stats(arena: Arena, p: Params) -> Body:
+    return arena.metrics.stats.answer()
+
+
 Answer = Callable[[Arena, Params], Body | Awaitable[Body]]  # awaitable: the O(n) digest
 
 
@@ -201,6 +205,7 @@ QUERY_ROUTES = (
     QueryRoute("/v1/boards", "GET", "boards", _boards),
     QueryRoute(openapi.PATH, "GET", "openapi", _openapi),
     QueryRoute("/v1/cluster", "GET", "cluster", _cluster),
+    QueryRoute("/v1/stats", "GET", "stats", _stats),
     QueryRoute(_TABLE + "top", "GET", "top", _top),
     QueryRoute(_TABLE + "members/{member}", "GET", "member", _member),
     QueryRoute(_TABLE + "members", "POST", "members", _members),
@@ -260,7 +265,7 @@ class QueryRoutes:
         self.app = app
         self.cors = Cors.of(arena.settings.cors_origins)
         self._max_body = arena.settings.max_frame_bytes  # a members body is a WebSocket frame's peer
-        self._latency = {r.name: arena.metrics.queries.labels(r.name) for r in QUERY_ROUTES}
+        self._latency = {r.name: arena.metrics.query_latency_of(r.name) for r in QUERY_ROUTES}
 
     def routes(self) -> list[tuple[str, str]]:
         """Every HTTP (path template, METHOD) served, these and ``app``'s; HEAD goes with GET."""
@@ -307,7 +312,7 @@ class QueryRoutes:
             body, status = wire.dumps(wire.error(exc)), exc.status
             if status == 503:
                 headers = [*headers, _RETRY]
-        self._latency[route.name].observe(time.perf_counter() - started)
+        self._latency[route.name](time.perf_counter() - started)
         await _send(send, status, body, headers, method)
 
     async def _events(

@@ -122,6 +122,10 @@ TABLE_FIELDS = _object(
 _ENTRIES = {"type": "array", "items": _ref("Entry")}
 _VOID = _object(["board", "voided", "already_voided"], board=_STRING, voided=_int(0), already_voided=_int(0))
 
+_COUNTS = {"type": "array", "items": _int(0), "description": "one value per second, oldest first"}
+_MS = {"type": "array", "items": {"type": ["number", "null"]}, "description": "milliseconds per second, null without samples"}
+_DURATIONS = _object(["count", "mean", "max"], count=_COUNTS, mean=_MS, max=_MS)
+
 SCHEMAS: Doc = {
     "Entry": ENTRY,
     "Table": TABLE_FIELDS,
@@ -140,6 +144,17 @@ SCHEMAS: Doc = {
             period_id=_STRING, start=_NULLABLE_TIME, end=_NULLABLE_TIME, closed={"type": "boolean"},
             closed_at={"type": ["string", "null"], "format": "date-time"}, size=_int(0), disputes=_int(0),
         )},
+    ),
+    "Stats": _object(
+        ["seconds", "start", "end", "events", "visibility_ms", "query_ms"],
+        seconds=_int(1),
+        start={**_TIME, "description": "the start of the first second of every series"},
+        end={**_TIME, "description": "the end of the last (current) second"},
+        events=_object(["accepted", "duplicate", "rejected"], accepted=_COUNTS, duplicate=_COUNTS, rejected={
+            "type": "object", "additionalProperties": _COUNTS, "description": "by reason; only reasons seen in the window",
+        }),
+        visibility_ms={**_DURATIONS, "description": "from reading an event's frame to the event being queryable"},
+        query_ms={**_DURATIONS, "description": "HTTP query latency inside the server"},
     ),
     "Boards": _object(["boards"], boards={"type": "array", "items": _object(
         ["board", "aggregation", "order", "tie", "state", "periods"],
@@ -197,6 +212,9 @@ PATHS: Doc = {
                                            _json(_ref("Periods"), "the tables"),
                                            {"404": _error("no such board or period", "unknown_board", "unknown_period"),
                                             "503": NOT_READY})},
+    "/v1/stats": {"get": _operation(
+        "The last ten minutes per second (a ring buffer the server keeps): events by outcome, visibility lag, "
+        "query latency", [], _json(_ref("Stats"), "per-second series"), {})},
     PATH: {"get": _operation("This document", [], _json({"type": "object"}, "OpenAPI 3.1"), {})},
     "/healthz": {"get": _operation("The process is up", [], _json(_object(["status"], status={"const": "ok"}), "up"), {})},
     "/readyz": {"get": _operation("Every board's current tables are loaded", [],
