@@ -223,6 +223,13 @@ PATHS: Doc = {
                                                         failures={"type": "object"}), "not ready yet, or a board failed")})},
     "/metrics": {"get": _operation("Prometheus metrics", [], {"description": "Prometheus text",
                                                              "content": {"text/plain": {"schema": _STRING}}}, {})},
+    "/console": {"get": _operation("The operator's console (HTML; see the README)", [],
+                                   {"description": "the page", "content": {"text/html": {"schema": _STRING}}}, {})},
+    "/console/{name}": {"get": _operation("A file of the console (script, style, icon)", [_param("name", "path", _STRING, "a file name")],
+                                          {"description": "the file", "content": {"text/javascript": {"schema": _STRING},
+                                                                                  "text/css": {"schema": _STRING},
+                                                                                  "image/svg+xml": {"schema": _STRING}}},
+                                          {"404": _error("no such file", "not_found")})},
     "/v1/boards/{board}/events": {"get": _admin("A member's journaled events, newest first (audit)", [
         _param("member", "query", _STRING, "the member", required=True),
         _param("limit", "query", _int(1, MAX_AUDIT_LIMIT, 100), "events to return"),
