@@ -1,7 +1,7 @@
 """A real headless Chromium for the console tests: Playwright for Python driving the system's
 Chromium (`executable_path`; Playwright never downloads a browser here).
 
-No browser (or no Playwright): under CI (``$CI`` set) the test fails, elsewhere it is skipped with
+No browser: under CI (``$CI`` set) the test fails, elsewhere it is skipped with
 how to install one. `Watched` records what a page did that a test must check: console errors,
 uncaught exceptions, dialogs (an `alert` from an injected handler) and every request's URL.
 """
@@ -14,15 +14,17 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
+from playwright.async_api import Browser, ConsoleMessage, Dialog, Page, Request, ViewportSize, async_playwright
 
-INSTALL = "install Chromium (Debian: apt-get install chromium) and the dev extra (pip install -e '.[dev]')"
-DESKTOP = {"width": 1280, "height": 800}
-PHONE = {"width": 390, "height": 844}
+INSTALL = "install Chromium (Debian: apt-get install chromium) or name it in $ARENA_CHROMIUM"
+DESKTOP = ViewportSize(width=1280, height=800)
+PHONE = ViewportSize(width=390, height=844)
 
 
-def unavailable(reason: str) -> None:
+def unavailable(reason: str) -> NoReturn:
     """No browser for this test: fail under CI, skip elsewhere. Never returns."""
     if os.environ.get("CI"):
         pytest.fail(f"a browser is required under CI: {reason}", pytrace=False)
@@ -34,22 +36,12 @@ def chromium_path() -> str:
     found = os.environ.get("ARENA_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
     if found is None:
         unavailable("no chromium on PATH")
-    assert found is not None
     return found
-
-
-if True:  # the import is checked here so that a missing Playwright skips (or fails) like a missing browser
-    try:
-        from playwright.async_api import Browser, ConsoleMessage, Dialog, Page, Request, async_playwright
-    except ImportError:  # pragma: no cover - the dev extra brings it
-        async_playwright = None  # type: ignore[assignment]
 
 
 @asynccontextmanager
 async def chromium() -> AsyncIterator[Browser]:
     """A headless system Chromium for one test."""
-    if async_playwright is None:
-        unavailable("Playwright for Python is not installed")
     path = chromium_path()
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=path, headless=True)
@@ -69,8 +61,8 @@ class Watched:
     requests: list[str] = field(default_factory=list)
 
     @classmethod
-    async def open(cls, browser: Browser, url: str, viewport: dict[str, int] = DESKTOP) -> Watched:
-        page = await browser.new_page(viewport=viewport)  # type: ignore[arg-type]
+    async def open(cls, browser: Browser, url: str, viewport: ViewportSize = DESKTOP) -> Watched:
+        page = await browser.new_page(viewport=viewport)
         watched = cls(page)
         page.on("console", watched._console)
         page.on("pageerror", lambda exc: watched.errors.append(f"uncaught: {exc}"))
