@@ -263,6 +263,9 @@ async def test_readable_at_1280x800_and_at_a_phone_width_without_horizontal_over
         page = await console.open(**({"viewport": viewport} if viewport else {}))
         await expect(standings(page)).to_have_count(10)
         await expect(page.locator("#legend-events li").first).to_have_text("accepted: 26")
+        await page.fill("#se-member", "p20")
+        await page.get_by_role("button", name="Search").click()
+        await expect(page.locator("#se-tables")).to_be_visible()
         overflow = await page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
         assert overflow <= 0, f"{name}: {overflow}px of horizontal overflow"
         await console.pages[-1].screenshot(console.screenshots, name)
