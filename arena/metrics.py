@@ -60,26 +60,24 @@ class Metrics:
 
     def visibility_of(self, board: str) -> Callable[[float], None]:
         """What a board calls when a batch becomes queryable, with the seconds since its frame was read."""
-        histogram, stats = self.visibility.labels(board), self.stats
-
-        def observe(seconds: float) -> None:
-            histogram.observe(seconds)
-            stats.visible(seconds)
-
-        return observe
+        return _observer(self.visibility.labels(board), self.stats.visible)
 
     def query_latency_of(self, route: str) -> Callable[[float], None]:
         """What a query route calls with the seconds it took."""
-        histogram, stats = self.queries.labels(route), self.stats
-
-        def observe(seconds: float) -> None:
-            histogram.observe(seconds)
-            stats.query(seconds)
-
-        return observe
+        return _observer(self.queries.labels(route), self.stats.query)
 
     def watch_mailbox(self, board: str, depth: Callable[[], float]) -> None:
         self.mailbox.labels(board).set_function(depth)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+def _observer(histogram: Histogram, record: Callable[[float], None]) -> Callable[[float], None]:
+    """One call that feeds a duration to Prometheus and to the per-second stats."""
+
+    def observe(seconds: float) -> None:
+        histogram.observe(seconds)
+        record(seconds)
+
+    return observe
