@@ -18,7 +18,12 @@ async function api(url, { method = "GET", body, admin = false } = {}) {
   const headers = {};
   if (body !== undefined) headers["Content-Type"] = "application/json";
   if (admin) headers["Authorization"] = `Bearer ${sessionStorage.getItem(TOKEN_KEY) ?? ""}`;
-  const answer = await fetch(url, { method, headers, cache: "no-store", body: body === undefined ? undefined : JSON.stringify(body) });
+  let answer;
+  try {
+    answer = await fetch(url, { method, headers, cache: "no-store", body: body === undefined ? undefined : JSON.stringify(body) });
+  } catch {
+    return { ok: false, status: 0, body: { error: { code: "unreachable", message: "the server did not answer" } } };
+  }
   const json = await answer.json().catch(() => null);
   return { ok: answer.ok, status: answer.status, body: json };
 }
@@ -113,6 +118,7 @@ function watchStandings() {
   if (!board || !period) return;
   const view = { op: "top", board, period, limit: Number($("st-limit").value), offset };
   if ($("st-period-id").value) view.period_id = $("st-period-id").value;
+  say($("st-caption"), "waiting for the table…");
   live.watch(view);
 }
 
