@@ -271,3 +271,21 @@ async def test_readable_at_1280x800_and_at_a_phone_width_without_horizontal_over
         await console.pages[-1].screenshot(console.screenshots, name)
         if os.environ.get("ARENA_DOCS_SCREENSHOTS") == "1":
             await console.pages[-1].screenshot(DOCS, name)
+
+
+async def test_the_live_standings_come_back_by_themselves_after_a_server_restart(console: Console) -> None:
+    await console.players(3)
+    page = await console.open()
+    await expect(standings(page)).to_have_count(3)
+    server = console.server
+    await console.client.close()
+    await server.stop()
+    await expect(page.locator("#live-state")).to_have_text("disconnected, retrying")
+    await server.start(server.port)
+    await expect(page.locator("#live-state")).to_have_text("live")
+    console.client = await Client.connect(server.ws_url, token_for("gs"))
+    await console.client.submit([event("high_score", "after", 1000, NOW, "after")])
+    await expect(standings(page).first).to_contain_text("after")
+    watched = console.pages[0]
+    # while the server was down, the browser said so (failed connections); nothing else
+    watched.errors = [e for e in watched.errors if "ERR_CONNECTION_REFUSED" not in e and "WebSocket connection" not in e]
