@@ -17,7 +17,11 @@ const path = (...parts) => parts.map(encodeURIComponent).join("/");
 async function api(url, { method = "GET", body, admin = false } = {}) {
   const headers = {};
   if (body !== undefined) headers["Content-Type"] = "application/json";
-  if (admin) headers["Authorization"] = `Bearer ${sessionStorage.getItem(TOKEN_KEY) ?? ""}`;
+  if (admin) {
+    const token = sessionStorage.getItem(TOKEN_KEY);
+    if (token === null) return { ok: false, status: 401, body: { error: { code: "unauthorized", message: "type an admin token first" } } };
+    headers["Authorization"] = `Bearer ${token}`;
+  }
   let answer;
   try {
     answer = await fetch(url, { method, headers, cache: "no-store", body: body === undefined ? undefined : JSON.stringify(body) });
