@@ -11,6 +11,7 @@ const STATS_EVERY_MS = 1000;
 
 const boards = new Map();   // name -> the board of GET /v1/boards
 const listed = new Map();   // "board/period" -> GET .../periods answer's periods (newest first)
+let owners = {};            // board -> GET /v1/cluster's {owner, epoch, standbys}; empty off a cluster
 
 const path = (...parts) => parts.map(encodeURIComponent).join("/");
 
@@ -45,8 +46,9 @@ function say(node, text, isError = false) {
 // ---- boards overview -------------------------------------------------------------------------
 
 async function refreshBoards() {
-  const answer = await api("/v1/boards");
+  const [answer, cluster] = await Promise.all([api("/v1/boards"), api("/v1/cluster")]);
   if (!answer.ok) return;
+  owners = cluster.ok ? cluster.body.boards : {};
   boards.clear();
   for (const board of answer.body.boards) boards.set(board.board, board);
   await Promise.all([...boards.values()].filter((b) => b.state === "ready").flatMap((b) =>
@@ -67,7 +69,9 @@ function renderBoards() {
       const cells = [];
       if (index === 0) {
         const span = { rowspan: tables.length };
-        cells.push(el("th", { scope: "row", ...span }, board.board),
+        const owner = owners[board.board];
+        cells.push(el("th", { scope: "row", ...span }, board.board,
+          owner ? el("div", { class: "owner" }, `owner: ${owner.owner ?? "none (moving)"}`) : null),
           el("td", { ...span, class: `state-${board.state}` }, board.state),
           el("td", span, `${board.aggregation}, ${board.order}, ties: ${board.tie}`));
       }

@@ -19,6 +19,7 @@ import httpx
 import pytest
 from playwright.async_api import Browser, Page, expect
 
+from arena.config import JournalSettings
 from support.browser import PHONE, Watched, chromium
 from support.server import ADMIN_TOKEN, Client, InProcessServer, event, make_config, token_for
 
@@ -95,6 +96,19 @@ async def test_the_overview_shows_every_board_with_its_tables(console: Console) 
     await expect(rows.nth(1)).to_contain_text("2026-12-02")
     await expect(rows.nth(1).locator("td.num").first).to_have_text("3")
     await expect(page.locator('#boards-table tr[data-board="coins"]').nth(1)).to_contain_text("2026-W49")
+    await expect(page.locator("#boards-table .owner")).to_have_count(0)  # sqlite: no cluster, no owner
+
+
+async def test_on_postgresql_the_overview_names_each_boards_owner_node(tmp_path: Path, pg_journal: JournalSettings) -> None:
+    async with chromium() as browser, InProcessServer(make_config(tmp_path, BOARDS, journal=pg_journal)) as server:
+        async with httpx.AsyncClient(base_url=server.url) as http:
+            node = (await http.get("/v1/cluster")).json()["node"]
+        assert node is not None  # a cluster of one
+        watched = await Watched.open(browser, f"{server.url}/console")
+        for board in BOARDS:
+            await expect(watched.page.locator(f'#boards-table tr[data-board="{board}"] th')).to_contain_text(f"owner: {node}")
+        await watched.page.close()
+    assert watched.errors == [] and watched.dialogs == []
 
 
 async def test_a_submit_over_the_websocket_appears_in_the_open_standings_without_a_reload(console: Console) -> None:
