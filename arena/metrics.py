@@ -19,8 +19,8 @@ _QUERY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.
 class Metrics:
     """Prometheus series, and the per-second `Stats` of the last minutes fed by the same calls."""
 
-    def __init__(self, stats: Stats | None = None) -> None:
-        self.stats = stats or Stats()
+    def __init__(self) -> None:
+        self.stats = Stats()
         self.registry = CollectorRegistry()
         r = self.registry
         self.events = Counter(
