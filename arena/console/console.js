@@ -59,6 +59,7 @@ async function refreshBoards() {
   renderBoards();
   fillBoardSelects();
   fillPeriodIds();
+  if (live.view === null) watchStandings(); // the first time a board has tables
 }
 
 function renderBoards() {
@@ -329,7 +330,7 @@ on("void-cancel", "click", () => { $("void-form").hidden = true; });
 on("ban-form", "submit", ban);
 
 showToken();
-refreshBoards().then(watchStandings);
+refreshBoards();
 refreshStats();
 setInterval(refreshBoards, OVERVIEW_EVERY_MS);
 setInterval(refreshStats, STATS_EVERY_MS);
