@@ -33,9 +33,10 @@ def unavailable(reason: str) -> NoReturn:
 
 def chromium_path() -> str:
     """$ARENA_CHROMIUM, else the first Chromium on PATH."""
-    found = os.environ.get("ARENA_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    named = os.environ.get("ARENA_CHROMIUM")
+    found = shutil.which(named) if named else shutil.which("chromium") or shutil.which("chromium-browser")
     if found is None:
-        unavailable("no chromium on PATH")
+        unavailable(f"$ARENA_CHROMIUM ({named}) is not an executable" if named else "no chromium on PATH")
     return found
 
 
