@@ -7,15 +7,19 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from arena.actor import BoardActor, BoardState
 from arena.api.admin import _json_object
 from arena.api.http import error_response, json_response
 from arena.errors import QueryError, invalid_request, unavailable
 from arena.journal.faults import FAULTS
+from arena.mailbox import Command
 from arena.service import Arena
 
 
 async def set_clock(request: Request) -> Response:
-    """Pin the server clock: {"now_ms": int} or {"now_ms": null} to follow the wall clock."""
+    """Pin the server clock: {"now_ms": int} or {"now_ms": null} to follow the wall clock. The
+    answer waits until every ready board has closed what the new time makes due, so that the
+    test's next request sees it (not only one that happens to arrive later)."""
     arena: Arena = request.app.state.arena
     try:
         now = (await _json_object(request)).get("now_ms")
@@ -24,7 +28,14 @@ async def set_clock(request: Request) -> Response:
     except QueryError as exc:
         return error_response(exc)
     arena.clock.set(now)
+    for handle in arena.boards.values():
+        if handle.state is BoardState.READY:
+            await handle.command(Command(_between_batches))
     return json_response({"now_ms": arena.clock.now()})
+
+
+async def _between_batches(actor: BoardActor) -> None:
+    """A command does nothing but wait its turn: the actor closes what is due before it."""
 
 
 async def crash_board(request: Request) -> Response:
