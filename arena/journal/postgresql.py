@@ -23,7 +23,7 @@ import socket
 import time
 import urllib.parse
 import uuid
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -35,7 +35,16 @@ from arena.engine.events import Fingerprint
 from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
 from arena.engine.spec import BoardSpec
 from arena.errors import JournalCorrupt, JournalError, JournalUnavailable, JournalWriteFailed
-from arena.journal.interface import ScoreRow, check_definition, close_record, marker_row, stored_event
+from arena.journal.interface import (
+    EVENT_COLUMNS,
+    EventRow,
+    ScoreRow,
+    check_definition,
+    close_record,
+    marker_row,
+    merged_records,
+    stored_event,
+)
 
 log = logging.getLogger("arena.journal")
 
@@ -362,12 +371,8 @@ class PostgresJournal:
                 else:
                     async with conn.transaction():
                         owned = await conn.execute(store.sql(_FENCE), self._board, epoch) == "UPDATE 1"
-                        if owned and events[0]:
-                            await conn.execute(store.sql(_INSERT_EVENTS), self._board, *events)
-                        if owned and markers:
-                            await conn.executemany(store.sql(_INSERT_MARKERS), markers)
-                        if owned and voids:
-                            await conn.executemany(store.sql(_INSERT_VOIDS), voids)
+                        if owned:
+                            await self._insert(conn, events, markers, voids)
         except JournalUnavailable as exc:  # no connection: nothing was sent
             raise JournalWriteFailed(f"{self.path}: write failed: {exc}") from exc
         except STORE_ERRORS as exc:
@@ -376,6 +381,39 @@ class PostgresJournal:
         if not owned:
             raise JournalWriteFailed(f"{self.path}: write failed: the board was granted again since its epoch {epoch}")
         self.last_seq = records[-1].seq
+
+    async def append_all(self, chunks: AsyncIterable[Sequence[Record]]) -> None:
+        epoch = self._epoch
+        if epoch is None:
+            raise JournalWriteFailed(f"{self.path}: write failed: the journal is open read-only")
+        store = self._store
+        last_seq = self.last_seq
+        try:
+            async with store.connection() as conn, conn.transaction():
+                if await conn.execute(store.sql(_FENCE), self._board, epoch) != "UPDATE 1":
+                    raise JournalWriteFailed(f"{self.path}: write failed: the board was granted again since its epoch {epoch}")
+                async for records in chunks:
+                    if records:
+                        await self._insert(conn, *self._rows(records))
+                        last_seq = records[-1].seq
+        except JournalUnavailable as exc:
+            raise JournalWriteFailed(f"{self.path}: write failed: {exc}") from exc
+        except STORE_ERRORS as exc:
+            self._unsettled = _lost(exc)
+            raise JournalWriteFailed(store.redact(f"{self.path}: write failed: {exc}")) from exc
+        self.last_seq = last_seq
+
+    async def _insert(
+        self, conn: asyncpg.Connection, events: list[list[Any]], markers: list[tuple[Any, ...]], voids: list[tuple[Any, ...]]
+    ) -> None:
+        """Insert rows (`_rows`) inside the caller's transaction."""
+        sql = self._store.sql
+        if events[0]:
+            await conn.execute(sql(_INSERT_EVENTS), self._board, *events)
+        if markers:
+            await conn.executemany(sql(_INSERT_MARKERS), markers)
+        if voids:
+            await conn.executemany(sql(_INSERT_VOIDS), voids)
 
     def _rows(self, records: Sequence[Record]) -> tuple[list[list[Any]], list[tuple[Any, ...]], list[tuple[Any, ...]]]:
         """The score events as one list per column (for unnest), the markers and the voids as rows."""
@@ -449,6 +487,23 @@ class PostgresJournal:
                     yield rows
         except (*STORE_ERRORS, JournalUnavailable, UnicodeError) as exc:
             raise self._store.failure(self.path, exc, "journal unreadable") from exc
+
+    async def records(self, upto_seq: int | None = None) -> AsyncIterator[list[Record]]:
+        upto = self._upto(upto_seq)
+        others: list[CloseRecord | VoidRecord] = [*await self.close_markers(upto), *(void for void, _ in await self.voids(upto))]
+        async for chunk in merged_records(self._board, self._events(upto), others):
+            yield chunk
+
+    async def _events(self, upto: int) -> AsyncIterator[list[EventRow]]:
+        store = self._store
+        try:
+            async with store.connection() as conn, conn.transaction(readonly=True):
+                sql = store.sql(f"SELECT {EVENT_COLUMNS} FROM {{s}}.score_event WHERE board = $1 AND seq <= $2 ORDER BY seq")
+                cursor = await conn.cursor(sql, self._board, upto)
+                while rows := await cursor.fetch(_SCAN_CHUNK):
+                    yield [tuple(row) for row in rows]
+        except (*STORE_ERRORS, JournalUnavailable, UnicodeError) as exc:
+            raise store.failure(self.path, exc, "journal unreadable") from exc
 
     async def close_markers(self, upto_seq: int | None = None) -> list[CloseRecord]:
         rows = await self._fetch(
