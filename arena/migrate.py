@@ -100,7 +100,7 @@ async def _board(spec: BoardSpec, where: Sides, print_line: Callable[[str], None
     try:
         copied = await _copy(spec, where)
     except ArenaError as exc:
-        print_line(f"{name}\tskipped\t{exc}")
+        print_line(f"{name}\tfailed\t{exc}")
         return False
     if copied is None:
         print_line(f"{name}\tskipped\tthe target already holds records of this board")
