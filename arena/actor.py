@@ -155,7 +155,7 @@ class CommitPipeline:
         self.unanswered: list[Submission] = []
         """Taken from the mailbox and not answered yet: the supervisor answers them after a crash."""
         self._flight: Batch | None = None
-        self._lag = handle.metrics.visibility.labels(handle.name)
+        self._visible = handle.metrics.visibility_of(handle.name)
 
     @property
     def in_flight(self) -> bool:
@@ -255,7 +255,7 @@ class CommitPipeline:
         self._answer(batch.submissions, batch.plan.results)
         now = self.clock.now()
         for submission in batch.submissions:
-            self._lag.observe(max(now - submission.received_at, 0) / 1000)
+            self._visible(max(now - submission.received_at, 0) / 1000)
 
     def _answer(self, submissions: list[Submission], results: list[list[Result]]) -> None:
         for submission, answer in zip(submissions, results, strict=True):

@@ -38,7 +38,8 @@ log = logging.getLogger("arena")
 
 def _config(args: argparse.Namespace) -> Config:
     path = Path(args.config or os.environ.get("ARENA_CONFIG") or "config.toml")
-    config = load_config(path, journal_url=os.environ.get("ARENA_JOURNAL_URL"))
+    config = load_config(path, journal_url=os.environ.get("ARENA_JOURNAL_URL"),
+                         cluster_secret=os.environ.get("ARENA_CLUSTER_SECRET"))
     server = config.server
     if getattr(args, "host", None):
         server = replace(server, host=args.host)

@@ -6,6 +6,7 @@ import builtins
 import hashlib
 import math
 import re
+import socket
 import tomllib
 import zoneinfo
 from collections.abc import Mapping
@@ -64,6 +65,20 @@ class JournalSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class ClusterSettings:
+    """``[cluster]`` (backend postgresql only): this node among the nodes sharing the journal.
+    ``secret`` (`$ARENA_CLUSTER_SECRET`) authenticates nodes to each other: never printed."""
+
+    node_id: str | None = None
+    """None: ``<hostname>:<port>``."""
+    advertise_url: str | None = None
+    """None: ``http://<host>:<port>``."""
+    secret: str = field(default="", repr=False)
+    lease_seconds: float = 3.0
+    standbys: int = 1
+
+
+@dataclass(frozen=True, slots=True)
 class GameServer:
     """A game server allowed to stream events; ``boards`` may hold "*"."""
 
@@ -88,11 +103,28 @@ class Config:
     admins: tuple[Admin, ...]
     boards: Mapping[str, BoardSpec] = field(default_factory=dict)
     journal: JournalSettings = JournalSettings()
+    cluster: ClusterSettings | None = None
+    """None: a single node (on postgresql, a cluster of one named after its address)."""
+
+    @property
+    def node_id(self) -> str:
+        """This node's name in the journal's leases and ownership rows."""
+        if self.cluster is not None and self.cluster.node_id is not None:
+            return self.cluster.node_id
+        return f"{socket.gethostname()}:{self.server.port}"
+
+    @property
+    def advertise_url(self) -> str:
+        """How other nodes reach this one."""
+        if self.cluster is not None and self.cluster.advertise_url is not None:
+            return self.cluster.advertise_url
+        return f"http://{self.server.host}:{self.server.port}"
 
 
-def load_config(path: Path, *, journal_url: str | None = None) -> Config:
+def load_config(path: Path, *, journal_url: str | None = None, cluster_secret: str | None = None) -> Config:
     """Read and check a config file; ``journal_url`` (`$ARENA_JOURNAL_URL`) wins over
-    ``[journal] url``. Raises ConfigError (one line, names the key)."""
+    ``[journal] url``; ``cluster_secret`` is `$ARENA_CLUSTER_SECRET`. Raises ConfigError (one
+    line, names the key)."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -102,7 +134,7 @@ def load_config(path: Path, *, journal_url: str | None = None) -> Config:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
     try:
-        config = parse_config(data, journal_url=journal_url)
+        config = parse_config(data, journal_url=journal_url, cluster_secret=cluster_secret)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
     data_dir = config.server.data_dir
@@ -170,12 +202,16 @@ class _Section:
             raise ConfigError(f"{self.name}.{unknown[0]}: unknown key")
 
 
-def parse_config(data: dict[str, Any], *, journal_url: str | None = None) -> Config:
+def parse_config(data: dict[str, Any], *, journal_url: str | None = None, cluster_secret: str | None = None) -> Config:
     """The settings of a parsed config.toml; ``journal_url`` (from the environment) wins over
-    ``[journal] url``. Raises ConfigError."""
+    ``[journal] url``; ``cluster_secret`` is `$ARENA_CLUSTER_SECRET`. Raises ConfigError."""
     root = _Section("config", data)
     server = _server(_Section("server", root._get("server", {})))
     journal = _journal(_Section("journal", root._get("journal", {})), journal_url)
+    cluster_table = root._get("cluster", None)
+    cluster = None
+    if cluster_table is not None:
+        cluster = _cluster(_Section("cluster", cluster_table), journal, cluster_secret)
     boards_table = _Section("boards", root._get("boards", _REQUIRED))
     boards = {name: parse_board(name, body) for name, body in boards_table.data.items()}
     if not boards:
@@ -196,7 +232,7 @@ def parse_config(data: dict[str, Any], *, journal_url: str | None = None) -> Con
             raise ConfigError(f"{entry}.token_sha256: the same token as {holders[token]}; give each its own (`arena token`)")
         holders[token] = entry
     root.done()
-    return Config(server=server, servers=servers, admins=admins, boards=boards, journal=journal)
+    return Config(server=server, servers=servers, admins=admins, boards=boards, journal=journal, cluster=cluster)
 
 
 def _entries(root: _Section, key: str) -> list[object]:
@@ -243,6 +279,8 @@ def _cors_origins(s: _Section) -> tuple[str, ...]:
         if origin != "*" and not _ORIGIN.match(origin):
             raise s.fail("cors_origins", f"{origin!r} is not an origin like https://game.example (scheme://host[:port], no path)")
     return tuple(origins)
+
+
 def _journal(s: _Section, url_from_env: str | None) -> JournalSettings:
     d = JournalSettings()
     backend = s.str("backend", d.backend, ("sqlite", "postgresql"))
@@ -261,6 +299,28 @@ def _journal(s: _Section, url_from_env: str | None) -> JournalSettings:
         raise ConfigError('journal.url: missing: backend "postgresql" needs a URL (or $ARENA_JOURNAL_URL)')
     s.done()
     return JournalSettings(backend, url, schema)
+
+
+_URL = re.compile(r"^https?://[^/?#\s]+/?$")
+
+
+def _cluster(s: _Section, journal: JournalSettings, secret: str | None) -> ClusterSettings:
+    if journal.backend != "postgresql":
+        raise ConfigError('cluster: needs [journal] backend = "postgresql" (the nodes share its journal)')
+    if not secret:  # never `s.fail` with it, nor any message that could quote it
+        raise ConfigError("cluster: $ARENA_CLUSTER_SECRET must be set: the nodes authenticate to each other with it")
+    d = ClusterSettings()
+    settings = ClusterSettings(
+        node_id=s.str("node_id") if "node_id" in s.data else None,
+        advertise_url=s.str("advertise_url").rstrip("/") if "advertise_url" in s.data else None,
+        secret=secret,
+        lease_seconds=s.number("lease_seconds", d.lease_seconds, 0.5),
+        standbys=s.int("standbys", d.standbys, 0, 16),
+    )
+    if settings.advertise_url is not None and not _URL.match(settings.advertise_url):
+        raise s.fail("advertise_url", "must be an http(s) URL like http://10.0.0.5:8080 (how peers reach this node)")
+    s.done()
+    return settings
 
 
 def parse_board(name: str, table: object) -> BoardSpec:

@@ -9,6 +9,7 @@ from operator import itemgetter
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from arena.engine.events import Result
+from arena.stats import Stats
 
 _outcome = itemgetter(1, 2)  # a Result's (status, reason)
 _LAG_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
@@ -16,7 +17,10 @@ _QUERY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.
 
 
 class Metrics:
+    """Prometheus series, and the per-second `Stats` of the last minutes fed by the same calls."""
+
     def __init__(self) -> None:
+        self.stats = Stats()
         self.registry = CollectorRegistry()
         r = self.registry
         self.events = Counter(
@@ -48,11 +52,32 @@ class Metrics:
     def count_results(self, board: str, results: Iterable[Result]) -> None:
         """Count a batch's results with one increment per outcome (cheap on the hot path)."""
         tally = Tally(map(_outcome, results))  # Status and Reason are str enums: str hashes, in C
+        outcomes: dict[tuple[str, str], int] = {}
         for (status, reason), n in tally.items():
             self.events.labels(board, status, reason or "").inc(n)
+            outcomes[status.value, reason.value if reason else ""] = n
+        self.stats.count(outcomes)
+
+    def visibility_of(self, board: str) -> Callable[[float], None]:
+        """What a board calls when a batch becomes queryable, with the seconds since its frame was read."""
+        return _observer(self.visibility.labels(board), self.stats.visible)
+
+    def query_latency_of(self, route: str) -> Callable[[float], None]:
+        """What a query route calls with the seconds it took."""
+        return _observer(self.queries.labels(route), self.stats.query)
 
     def watch_mailbox(self, board: str, depth: Callable[[], float]) -> None:
         self.mailbox.labels(board).set_function(depth)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+def _observer(histogram: Histogram, record: Callable[[float], None]) -> Callable[[float], None]:
+    """One call that feeds a duration to Prometheus and to the per-second stats."""
+
+    def observe(seconds: float) -> None:
+        histogram.observe(seconds)
+        record(seconds)
+
+    return observe

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from arena.actor import BoardHandle
 from arena.auth import identify
 from arena.clock import Clock
 from arena.config import DEV_ADMIN_TOKEN_SHA256, DEV_TOKEN_SHA256, Admin, Config, GameServer
-from arena.errors import not_found
+from arena.errors import JournalUnavailable, QueryError, not_found
 from arena.journal import JournalBackend, journal_backend
 from arena.journal.faults import WriteFaults
 from arena.live.views import LiveViews
@@ -36,11 +36,12 @@ class Arena:
         self.lease: NodeLease | None = None
         """On postgresql, this node's lease on the schema (what the data_dir lock is on sqlite)."""
         if config.journal.backend == "postgresql":
-            from arena.cluster.lease import NodeLease
+            from arena.cluster.lease import LEASE_SECONDS, NodeLease
             from arena.journal.postgresql import PostgresBackend
 
             assert isinstance(backend, PostgresBackend)
-            self.lease = NodeLease(backend)
+            lease_seconds = config.cluster.lease_seconds if config.cluster else LEASE_SECONDS
+            self.lease = NodeLease(backend, lease_seconds, config.advertise_url)
         self._renewals: asyncio.Task[None] | None = None
         self.journal_faults = WriteFaults(backend) if fault_injection else None
         self.backend: JournalBackend = self.journal_faults or backend
@@ -71,6 +72,21 @@ class Arena:
         except BaseException:
             await self._release()
             raise
+
+    async def cluster(self) -> dict[str, Any]:
+        """`GET /v1/cluster`: the nodes and the boards' owners as the journal's tables say (on
+        sqlite, a single node: no cluster). Raises QueryError unavailable (503) when PostgreSQL
+        cannot be read."""
+        if self.lease is None:
+            return {"node": None, "nodes": [], "boards": {}}
+        from arena.cluster.membership import cluster_view
+
+        standbys = self.config.cluster.standbys if self.config.cluster else 0
+        try:
+            return await cluster_view(self.lease.backend, self.boards, standbys)
+        except JournalUnavailable as exc:
+            log.warning("GET /v1/cluster: %s", exc)
+            raise QueryError("unavailable", "the journal's database cannot be reached; try again", 503) from exc
 
     def board(self, name: str) -> BoardHandle:
         handle = self.boards.get(name)

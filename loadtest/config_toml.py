@@ -40,7 +40,7 @@ def _board_table(spec: BoardSpec) -> dict[str, object]:
 
 
 def config_toml(config: Config) -> str:
-    """Every setting of ``config`` written out, defaults included."""
+    """Every setting of ``config`` written out, defaults included (but the cluster's secret)."""
 
     def table(header: str, body: dict[str, object]) -> list[str]:
         return [header] + [f"{key} = {toml_value(value)}" for key, value in body.items()] + [""]
@@ -49,6 +49,9 @@ def config_toml(config: Config) -> str:
     lines = table("[server]", {f.name: getattr(server, f.name) for f in dataclasses.fields(server)})
     journal = {f.name: getattr(config.journal, f.name) for f in dataclasses.fields(config.journal)}
     lines += table("[journal]", {key: value for key, value in journal.items() if value is not None})
+    if config.cluster is not None:  # its secret is $ARENA_CLUSTER_SECRET's, never the file's
+        cluster = {f.name: getattr(config.cluster, f.name) for f in dataclasses.fields(config.cluster) if f.name != "secret"}
+        lines += table("[cluster]", {key: value for key, value in cluster.items() if value is not None})
     for game_server in config.servers:
         lines += table("[[servers]]", {"id": game_server.id, "token_sha256": game_server.token_sha256,
                                        "boards": list(game_server.boards)})

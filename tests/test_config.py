@@ -1,14 +1,16 @@
 """config.toml's [journal] section: the backend, its URL (where `$ARENA_JOURNAL_URL` wins) and
-schema; every bad value is one ConfigError line naming the key, and never prints the URL."""
+schema; and its [cluster] section, whose secret comes from `$ARENA_CLUSTER_SECRET`. Every bad value
+is one ConfigError line naming the key, and never prints the URL or the secret."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from arena.config import JournalSettings, load_config, parse_config
+from arena.config import ClusterSettings, JournalSettings, load_config, parse_config
 from arena.errors import ConfigError
 
 URL = "postgresql://arena:s3cret@db.example:5432/arena"
@@ -63,3 +65,53 @@ def test_a_bad_journal_setting_is_one_line_naming_the_key_and_never_the_password
     text = str(raised.value)
     assert text.startswith(message) and "\n" not in text
     assert "s3cret" not in text
+
+
+SECRET = "cluster-s3cret-value"
+
+
+def clustered(**cluster: Any) -> dict[str, Any]:
+    return {"server": {"host": "10.0.0.5", "port": 9000}, "journal": {"backend": "postgresql", "url": URL},
+            "cluster": cluster, "boards": {"b": {}}}
+
+
+def test_a_cluster_node_is_named_and_reached_by_its_address_by_default() -> None:
+    parsed = parse_config(clustered(), cluster_secret=SECRET)
+    assert parsed.cluster == ClusterSettings(secret=SECRET)
+    assert parsed.node_id == f"{socket.gethostname()}:9000"
+    assert parsed.advertise_url == "http://10.0.0.5:9000"
+    assert parse_config(config()).cluster is None
+
+
+def test_a_cluster_node_takes_its_settings() -> None:
+    parsed = parse_config(clustered(node_id="node-a", advertise_url="https://a.internal:8443/", lease_seconds=2,
+                                    standbys=2), cluster_secret=SECRET)
+    assert (parsed.node_id, parsed.advertise_url) == ("node-a", "https://a.internal:8443")
+    assert parsed.cluster is not None and (parsed.cluster.lease_seconds, parsed.cluster.standbys) == (2.0, 2)
+
+
+@pytest.mark.parametrize(("data", "secret", "message"), [
+    (clustered(), None, "cluster: $ARENA_CLUSTER_SECRET must be set: the nodes authenticate to each other with it"),
+    (clustered(), "", "cluster: $ARENA_CLUSTER_SECRET must be set: the nodes authenticate to each other with it"),
+    ({"cluster": {}, "boards": {"b": {}}}, SECRET,
+     'cluster: needs [journal] backend = "postgresql" (the nodes share its journal)'),
+    (clustered(advertise_url="10.0.0.5:9000"), SECRET, "cluster.advertise_url: must be an http(s) URL like"
+     " http://10.0.0.5:8080 (how peers reach this node) (got '10.0.0.5:9000')"),
+    (clustered(standbys=-1), SECRET, "cluster.standbys: must be between 0 and 16 (got -1)"),
+    (clustered(lease_seconds=0), SECRET, "cluster.lease_seconds: must be a finite number >= 0.5 (got 0)"),
+    (clustered(secret="x"), SECRET, "cluster.secret: unknown key"),
+])
+def test_a_bad_cluster_section_is_one_line(data: dict[str, Any], secret: str | None, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(data, cluster_secret=secret)
+    assert str(caught.value) == message
+
+
+def test_the_cluster_secret_is_never_printed(tmp_path: Path) -> None:
+    parsed = parse_config(clustered(node_id="node-a"), cluster_secret=SECRET)
+    assert SECRET not in repr(parsed)
+    path = tmp_path / "config.toml"
+    path.write_text(f'[journal]\nbackend = "postgresql"\nurl = "{URL}"\n[cluster]\nnode_id = 5\n[boards.b]\n')
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, cluster_secret=SECRET)
+    assert SECRET not in str(caught.value) and "cluster.node_id: must be a non-empty string" in str(caught.value)

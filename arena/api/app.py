@@ -8,7 +8,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, WebSocketRoute
 
-from arena.api import admin, http, live, testing, ws
+from arena.api import admin, console, http, live, testing, ws
 from arena.api.http import json_response
 from arena.service import Arena
 
@@ -23,7 +23,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 def create_app(arena: Arena) -> http.QueryRoutes:
     """Routes only; the caller starts and stops ``arena`` around the server (see arena.server).
     `QueryRoutes.routes` lists every HTTP route it serves."""
-    routes: list[BaseRoute] = [*http.routes, *admin.routes, WebSocketRoute("/v1/ws", ws.ingest),
+    routes: list[BaseRoute] = [*http.routes, *admin.routes, *console.routes, WebSocketRoute("/v1/ws", ws.ingest),
                                WebSocketRoute("/v1/live", ws.live)]
     if arena.fault_injection:
         routes += testing.routes

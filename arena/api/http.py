@@ -39,8 +39,15 @@ def json_response(body: Body, status: int = 200) -> Response:
     return Response(wire.dumps(body), status, media_type=JSON)
 
 
+RETRY_AFTER = "1"
+"""Sent with every 503 (loading, unavailable, ownerless): a board comes back within seconds."""
+
+
 def error_response(exc: QueryError) -> Response:
-    return json_response(wire.error(exc), exc.status)
+    response = json_response(wire.error(exc), exc.status)
+    if exc.status == 503:
+        response.headers["retry-after"] = RETRY_AFTER
+    return response
 
 
 def int_param(raw: str | None, name: str, default: int | None = None) -> int | None:
@@ -170,6 +177,14 @@ def _openapi(arena: Arena, p: Params) -> Body:
     return openapi.DOCUMENT
 
 
+async def _cluster(arena: Arena, p: Params) -> Body:
+    return await arena.cluster()
+
+
+def _stats(arena: Arena, p: Params) -> Body:
+    return arena.metrics.stats.answer()
+
+
 Answer = Callable[[Arena, Params], Body | Awaitable[Body]]  # awaitable: the O(n) digest
 
 
@@ -189,6 +204,8 @@ _TABLE = openapi.TABLE + "/"
 QUERY_ROUTES = (
     QueryRoute("/v1/boards", "GET", "boards", _boards),
     QueryRoute(openapi.PATH, "GET", "openapi", _openapi),
+    QueryRoute("/v1/cluster", "GET", "cluster", _cluster),
+    QueryRoute("/v1/stats", "GET", "stats", _stats),
     QueryRoute(_TABLE + "top", "GET", "top", _top),
     QueryRoute(_TABLE + "members/{member}", "GET", "member", _member),
     QueryRoute(_TABLE + "members", "POST", "members", _members),
@@ -213,6 +230,7 @@ _EXACT = {r.path: r for r in QUERY_ROUTES if not r.path.startswith(_TABLE)}
 _ACTIONS = {_action(r): r for r in QUERY_ROUTES if r.path.startswith(_TABLE)}
 
 _JSON_HEADERS = [(b"content-type", b"application/json")]
+_RETRY = (b"retry-after", RETRY_AFTER.encode())
 _NOT_ALLOWED = {
     method: (wire.dumps({"error": {"code": "method_not_allowed", "message": message}}), [*_JSON_HEADERS, (b"allow", allow)])
     for method, message, allow in [
@@ -247,7 +265,7 @@ class QueryRoutes:
         self.app = app
         self.cors = Cors.of(arena.settings.cors_origins)
         self._max_body = arena.settings.max_frame_bytes  # a members body is a WebSocket frame's peer
-        self._latency = {r.name: arena.metrics.queries.labels(r.name) for r in QUERY_ROUTES}
+        self._latency = {r.name: arena.metrics.query_latency_of(r.name) for r in QUERY_ROUTES}
 
     def routes(self) -> list[tuple[str, str]]:
         """Every HTTP (path template, METHOD) served, these and ``app``'s; HEAD goes with GET."""
@@ -292,7 +310,9 @@ class QueryRoutes:
             body, status = wire.dumps(answered), 200
         except QueryError as exc:
             body, status = wire.dumps(wire.error(exc)), exc.status
-        self._latency[route.name].observe(time.perf_counter() - started)
+            if status == 503:
+                headers = [*headers, _RETRY]
+        self._latency[route.name](time.perf_counter() - started)
         await _send(send, status, body, headers, method)
 
     async def _events(

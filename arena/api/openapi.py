@@ -122,6 +122,10 @@ TABLE_FIELDS = _object(
 _ENTRIES = {"type": "array", "items": _ref("Entry")}
 _VOID = _object(["board", "voided", "already_voided"], board=_STRING, voided=_int(0), already_voided=_int(0))
 
+_COUNTS = {"type": "array", "items": _int(0), "description": "one value per second, oldest first"}
+_MS = {"type": "array", "items": {"type": ["number", "null"]}, "description": "milliseconds per second, null without samples"}
+_DURATIONS = _object(["count", "mean", "max"], count=_COUNTS, mean=_MS, max=_MS)
+
 SCHEMAS: Doc = {
     "Entry": ENTRY,
     "Table": TABLE_FIELDS,
@@ -141,6 +145,17 @@ SCHEMAS: Doc = {
             closed_at={"type": ["string", "null"], "format": "date-time"}, size=_int(0), disputes=_int(0),
         )},
     ),
+    "Stats": _object(
+        ["seconds", "start", "end", "events", "visibility_ms", "query_ms"],
+        seconds=_int(1),
+        start={**_TIME, "description": "the start of the first second of every series"},
+        end={**_TIME, "description": "the end of the last (current) second"},
+        events=_object(["accepted", "duplicate", "rejected"], accepted=_COUNTS, duplicate=_COUNTS, rejected={
+            "type": "object", "additionalProperties": _COUNTS, "description": "by reason; only reasons seen in the window",
+        }),
+        visibility_ms={**_DURATIONS, "description": "from reading an event's frame to the event being queryable"},
+        query_ms={**_DURATIONS, "description": "HTTP query latency inside the server"},
+    ),
     "Boards": _object(["boards"], boards={"type": "array", "items": _object(
         ["board", "aggregation", "order", "tie", "state", "periods"],
         board=_STRING,
@@ -150,10 +165,25 @@ SCHEMAS: Doc = {
         state={"enum": ["loading", "ready", "failed"]},
         periods={"type": "array", "items": {"type": "object", "description": "table fields without board"}},
     )}),
+    "Cluster": _object(
+        ["node", "nodes", "boards"],
+        node={"type": ["string", "null"], "description": "this node; null on sqlite (no cluster)"},
+        nodes={"type": "array", "items": _object(
+            ["node_id", "url", "alive", "boards"], node_id=_STRING, url=_STRING, alive={"type": "boolean"},
+            boards={"type": "array", "items": _STRING},
+        )},
+        boards={"type": "object", "additionalProperties": _object(
+            ["owner", "epoch", "standbys"], owner={"type": ["string", "null"]}, epoch=_int(0),
+            standbys={"type": "array", "items": _STRING},
+        )},
+    ),
 }
 
 PATHS: Doc = {
     "/v1/boards": {"get": _operation("Boards and their current tables", [], _json(_ref("Boards"), "every board"), {})},
+    "/v1/cluster": {"get": _operation("The nodes and each board's owner, as the journal says", [],
+                                      _json(_ref("Cluster"), "the cluster"),
+                                      {"503": _error("the journal's database cannot be reached", "unavailable")})},
     f"{TABLE}/top": {"get": _table_query("Entries at ranks offset+1 .. offset+limit", [
         _param("limit", "query", _int(1, MAX_LIMIT, 10), "entries to return"),
         _param("offset", "query", _int(0, default=0), "entries to skip; past the end gives no entries"),
@@ -182,6 +212,9 @@ PATHS: Doc = {
                                            _json(_ref("Periods"), "the tables"),
                                            {"404": _error("no such board or period", "unknown_board", "unknown_period"),
                                             "503": NOT_READY})},
+    "/v1/stats": {"get": _operation(
+        "The last ten minutes per second (a ring buffer the server keeps): events by outcome, visibility lag, "
+        "query latency", [], _json(_ref("Stats"), "per-second series"), {})},
     PATH: {"get": _operation("This document", [], _json({"type": "object"}, "OpenAPI 3.1"), {})},
     "/healthz": {"get": _operation("The process is up", [], _json(_object(["status"], status={"const": "ok"}), "up"), {})},
     "/readyz": {"get": _operation("Every board's current tables are loaded", [],
@@ -190,6 +223,13 @@ PATHS: Doc = {
                                                         failures={"type": "object"}), "not ready yet, or a board failed")})},
     "/metrics": {"get": _operation("Prometheus metrics", [], {"description": "Prometheus text",
                                                              "content": {"text/plain": {"schema": _STRING}}}, {})},
+    "/console": {"get": _operation("The operator's console (HTML; see the README)", [],
+                                   {"description": "the page", "content": {"text/html": {"schema": _STRING}}}, {})},
+    "/console/{name}": {"get": _operation("A file of the console (script, style, icon)", [_param("name", "path", _STRING, "a file name")],
+                                          {"description": "the file", "content": {"text/javascript": {"schema": _STRING},
+                                                                                  "text/css": {"schema": _STRING},
+                                                                                  "image/svg+xml": {"schema": _STRING}}},
+                                          {"404": _error("no such file", "not_found")})},
     "/v1/boards/{board}/events": {"get": _admin("A member's journaled events, newest first (audit)", [
         _param("member", "query", _STRING, "the member", required=True),
         _param("limit", "query", _int(1, MAX_AUDIT_LIMIT, 100), "events to return"),

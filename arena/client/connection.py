@@ -9,7 +9,7 @@ import itertools
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -111,7 +111,9 @@ class ArenaClient:
     thread-safe: use it from one event loop (or use `ArenaClientSync`).
 
     ``url`` is the server's base URL (``http://host:port``) or its WebSocket URL
-    (``ws://host:port/v1/ws``). Options:
+    (``ws://host:port/v1/ws``), or a list of them: the nodes of a cluster. The client uses one
+    at a time and moves on to the next when its node cannot be reached or goes away (a resend
+    through another node is safe: the same keys). Options:
 
     - ``linger`` (s, default 0.002): how long a submitted event may wait for others to share its frame.
     - ``max_batch`` (default 500) and ``max_frame_bytes`` (default 1 MiB, the server's default limit):
@@ -128,7 +130,7 @@ class ArenaClient:
 
     def __init__(
         self,
-        url: str,
+        url: str | Sequence[str],
         token: str,
         *,
         linger: float = 0.002,
@@ -143,7 +145,10 @@ class ArenaClient:
     ) -> None:
         if max_batch < 1 or max_in_flight < 1 or max_frame_bytes < 1024:
             raise ValueError("max_batch and max_in_flight must be >= 1, max_frame_bytes >= 1024")
-        self.url = ws_url(url)
+        self.urls = [ws_url(url)] if isinstance(url, str) else [ws_url(u) for u in url]
+        if not self.urls:
+            raise ValueError("give at least one URL")
+        self._node = 0
         self._token = token
         self.linger = linger
         self.max_batch = max_batch
@@ -171,6 +176,14 @@ class ArenaClient:
         self._counters = _Counters()
         self._lives: set[_Live] = set()
         self._by_sub: dict[str, _Live] = {}  # the current connection's subscription ids
+
+    @property
+    def url(self) -> str:
+        """The WebSocket URL of the node in use (or tried next)."""
+        return self.urls[self._node]
+
+    def _next_node(self) -> None:
+        self._node = (self._node + 1) % len(self.urls)
 
     # -- life ---------------------------------------------------------------------------------
 
@@ -480,6 +493,7 @@ class ArenaClient:
                     self._fail_all(self._fatal)
                     return
                 log.warning("arena client: connection to %s lost (code %s); reconnecting", self.url, ws.close_code)
+                self._next_node()
                 if loop.time() - opened >= STABLE_SECONDS:
                     self._reconnect.reset()
                 # even after a drop: a server that accepts and closes at once must not be hammered
@@ -497,7 +511,8 @@ class ArenaClient:
                 self._reconnect.reset()
                 await self._wait_for_work()
                 continue
-            log.debug("arena client: connect failed (%s); retrying", error)
+            log.debug("arena client: connect to %s failed (%s); retrying", self.url, error)
+            self._next_node()
             await asyncio.sleep(self._reconnect.next())
 
     async def _wait_for_work(self) -> None:

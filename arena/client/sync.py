@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine, Iterable, Mapping
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from arena.client.connection import ArenaClient
@@ -31,7 +31,7 @@ class ArenaClientSync:
     Raises what the async methods raise (connect: `AuthenticationError`, `ConnectionFailed`).
     """
 
-    def __init__(self, url: str, token: str, **options: Any) -> None:
+    def __init__(self, url: str | Sequence[str], token: str, **options: Any) -> None:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="arena-client-sync", daemon=True)
         self._thread.start()
@@ -43,7 +43,7 @@ class ArenaClientSync:
             raise
 
     @staticmethod
-    async def _open(url: str, token: str, options: dict[str, Any]) -> ArenaClient:
+    async def _open(url: str | Sequence[str], token: str, options: dict[str, Any]) -> ArenaClient:
         return await ArenaClient(url, token, **options).connect()
 
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:
@@ -133,7 +133,7 @@ class ArenaClientSync:
         self._call(self._client.ping())
 
 
-def connect_sync(url: str, token: str, **options: Any) -> ArenaClientSync:
+def connect_sync(url: str | Sequence[str], token: str, **options: Any) -> ArenaClientSync:
     """A connected `ArenaClientSync` (options as `ArenaClient`). Raises `AuthenticationError`,
     `ConnectionFailed`."""
     return ArenaClientSync(url, token, **options)

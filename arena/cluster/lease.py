@@ -17,25 +17,29 @@ import asyncio
 import logging
 import time
 
+from arena.config import ClusterSettings
 from arena.errors import JournalError, JournalUnavailable, SchemaHeld
 from arena.journal.postgresql import STORE_ERRORS, PostgresBackend
 
 log = logging.getLogger("arena.cluster")
 
-LEASE_SECONDS = 3.0
+LEASE_SECONDS = ClusterSettings().lease_seconds
+"""A single node's (no ``[cluster]``): the contract's default."""
 _RENEW = (
-    "INSERT INTO {s}.node_lease VALUES ($1, $2, now() + make_interval(secs => $3)) ON CONFLICT (node_id)"
-    " DO UPDATE SET instance = EXCLUDED.instance, expires_at = EXCLUDED.expires_at"
+    "INSERT INTO {s}.node_lease VALUES ($1, $2, now() + make_interval(secs => $3), $4) ON CONFLICT (node_id)"
+    " DO UPDATE SET instance = EXCLUDED.instance, expires_at = EXCLUDED.expires_at, url = EXCLUDED.url"
 )
 _GIVE_UP = "DELETE FROM {s}.node_lease WHERE node_id = $1 AND instance = $2"
 
 
 class NodeLease:
-    """This process's lease on ``backend``'s schema, as node ``backend.node_id``."""
+    """This process's lease on ``backend``'s schema, as node ``backend.node_id``, reached by
+    other nodes at ``url``."""
 
-    def __init__(self, backend: PostgresBackend, lease_seconds: float = LEASE_SECONDS) -> None:
+    def __init__(self, backend: PostgresBackend, lease_seconds: float = LEASE_SECONDS, url: str = "") -> None:
         self.backend = backend
         self.lease_seconds = lease_seconds
+        self.url = url
 
     async def acquire(self) -> None:
         """Take the lease (the tables are created first when missing). While another node holds
@@ -94,7 +98,7 @@ class NodeLease:
             async with store.connection() as conn, conn.transaction():
                 holder = await backend.other_holder(conn)
                 if holder is None:
-                    await conn.execute(store.sql(_RENEW), backend.node_id, backend.instance, self.lease_seconds)
+                    await conn.execute(store.sql(_RENEW), backend.node_id, backend.instance, self.lease_seconds, self.url)
                 return holder
         except (*STORE_ERRORS, JournalUnavailable) as exc:
             raise store.failure(store.where, exc, "cannot take the lease") from exc

@@ -1,8 +1,6 @@
 """The event journal, the source of truth of a board: the interface (`arena.journal.interface`)
 and its backends (`arena.journal.sqlite`, `arena.journal.postgresql`)."""
 
-import socket
-
 from arena.config import Config
 from arena.journal.interface import Journal, JournalBackend, ScoreRow, check_definition
 
@@ -16,8 +14,7 @@ def journal_backend(config: Config) -> JournalBackend:
     if config.journal.backend == "postgresql":
         from arena.journal.postgresql import PostgresBackend
 
-        # a node is named after its address (the cluster section will let it be set)
-        return PostgresBackend(config.journal, config.server.durability, f"{socket.gethostname()}:{config.server.port}")
+        return PostgresBackend(config.journal, config.server.durability, config.node_id)
     from arena.journal.sqlite import SqliteBackend
 
     return SqliteBackend(config.server.data_dir, config.server.durability)

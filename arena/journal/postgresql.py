@@ -23,12 +23,12 @@ import socket
 import time
 import urllib.parse
 import uuid
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 import asyncpg
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from arena.config import JournalSettings
 from arena.engine.events import Fingerprint
@@ -48,8 +48,12 @@ from arena.journal.interface import (
 
 log = logging.getLogger("arena.journal")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The version of the tables below; a schema of a greater version belongs to a newer Arena."""
+_UPGRADES = {
+    1: "ALTER TABLE {s}.node_lease ADD COLUMN url text COLLATE \"C\" NOT NULL DEFAULT ''",
+}
+"""The statement that takes tables of version N to N + 1, run by a writable start."""
 
 _TABLES = """
 CREATE SCHEMA IF NOT EXISTS {s};
@@ -86,7 +90,8 @@ CREATE TABLE {s}.board_period (
 CREATE TABLE {s}.node_lease (
     node_id text COLLATE "C" PRIMARY KEY,
     instance text COLLATE "C" NOT NULL,
-    expires_at timestamptz NOT NULL
+    expires_at timestamptz NOT NULL,
+    url text COLLATE "C" NOT NULL DEFAULT ''
 );
 CREATE TABLE {s}.board_owner (
     board text COLLATE "C" PRIMARY KEY,
@@ -261,6 +266,11 @@ class PostgresStore:
         version = await conn.fetchval(self.sql("SELECT max(version) FROM {s}.schema_version"))
         if version is None:
             raise JournalCorrupt(f"{self.where}: not a readable Arena journal: no schema version")
+        while not readonly and version in _UPGRADES:
+            await conn.execute(self.sql(_UPGRADES[version]))
+            version += 1
+            await conn.execute(self.sql("INSERT INTO {s}.schema_version VALUES ($1)"), version)
+            log.info("upgraded the journal tables at %s to schema version %d", self.where, version)
         return int(version)
 
     @asynccontextmanager
@@ -339,8 +349,11 @@ def _describe(url: str, schema: str) -> tuple[str, list[str]]:
 class PostgresJournal:
     """One board's journal in the shared tables of a `PostgresBackend`'s schema."""
 
-    def __init__(self, store: PostgresStore, spec: BoardSpec, path: str, last_seq: int, epoch: int | None) -> None:
+    def __init__(self, store: PostgresStore, spec: BoardSpec, path: str, last_seq: int, epoch: int | None,
+                 lost: Callable[[str], None] = lambda board: None) -> None:
         self._store = store
+        self._lost = lost
+        """Told the board's name when an append finds the board granted to another epoch."""
         self._spec = spec
         self._board = spec.name
         self.path = path
@@ -379,7 +392,7 @@ class PostgresJournal:
             self._unsettled = _lost(exc)
             raise JournalWriteFailed(store.redact(f"{self.path}: write failed: {exc}")) from exc
         if not owned:
-            raise JournalWriteFailed(f"{self.path}: write failed: the board was granted again since its epoch {epoch}")
+            raise self._granted_again(epoch)
         self.last_seq = records[-1].seq
 
     async def append_all(self, chunks: AsyncIterable[Sequence[Record]]) -> None:
@@ -390,18 +403,25 @@ class PostgresJournal:
         last_seq = self.last_seq
         try:
             async with store.connection() as conn, conn.transaction():
-                if await conn.execute(store.sql(_FENCE), self._board, epoch) != "UPDATE 1":
-                    raise JournalWriteFailed(f"{self.path}: write failed: the board was granted again since its epoch {epoch}")
-                async for records in chunks:
-                    if records:
-                        await self._insert(conn, *self._rows(records))
-                        last_seq = records[-1].seq
+                owned = await conn.execute(store.sql(_FENCE), self._board, epoch) == "UPDATE 1"
+                if owned:
+                    async for records in chunks:
+                        if records:
+                            await self._insert(conn, *self._rows(records))
+                            last_seq = records[-1].seq
         except JournalUnavailable as exc:
             raise JournalWriteFailed(f"{self.path}: write failed: {exc}") from exc
         except STORE_ERRORS as exc:
             self._unsettled = _lost(exc)
             raise JournalWriteFailed(store.redact(f"{self.path}: write failed: {exc}")) from exc
+        if not owned:
+            raise self._granted_again(epoch)
         self.last_seq = last_seq
+
+    def _granted_again(self, epoch: int) -> JournalWriteFailed:
+        """The error of an append refused by its fence; this process no longer owns the board."""
+        self._lost(self._board)
+        return JournalWriteFailed(f"{self.path}: write failed: the board was granted again since its epoch {epoch}")
 
     async def _insert(
         self, conn: asyncpg.Connection, events: list[list[Any]], markers: list[tuple[Any, ...]], voids: list[tuple[Any, ...]]
@@ -570,6 +590,9 @@ class PostgresBackend:
         self.node_id = node_id or socket.gethostname()
         self.instance = uuid.uuid4().hex
         """This process: a node started again under the same id is another instance."""
+        self.owned: set[str] = set()
+        """The boards granted to this process and not found granted again since."""
+        self._changes: Counter | None = None
 
     def where(self, board: str) -> str:
         return f"{self.store.where}, board {board}"
@@ -601,7 +624,17 @@ class PostgresBackend:
             raise store.failure(path, exc, "not a readable Arena journal") from exc
         if holder is not None:
             raise JournalUnavailable(f"{path}: node {holder[0]} holds the schema (its lease is live)")
-        return PostgresJournal(store, spec, path, last_seq, epoch)
+        if epoch is not None:
+            self._owner_changed(spec.name, True)
+        return PostgresJournal(store, spec, path, last_seq, epoch, lambda board: self._owner_changed(board, False))
+
+    def _owner_changed(self, board: str, owned: bool) -> None:
+        if owned:
+            self.owned.add(board)
+        else:
+            self.owned.discard(board)
+        if self._changes is not None:
+            self._changes.labels(board).inc()
 
     async def other_holder(self, conn: asyncpg.Connection) -> tuple[str, float] | None:
         """Inside a transaction: take the schema's lease lock (until it ends) and name the other
@@ -611,7 +644,12 @@ class PostgresBackend:
         return None if row is None else (str(row[0]), float(row[1]))
 
     def watch(self, registry: CollectorRegistry, boards: Iterable[str]) -> None:
-        pass  # no metric of its own yet: PostgreSQL's are the server's (pg_stat_*)
+        Gauge("arena_boards_owned", "Boards this node owns: it alone appends to their journals", registry=registry
+              ).set_function(lambda: len(self.owned))
+        self._changes = Counter("arena_ownership_changes", "Times this node was granted a board or found it granted"
+                                " to another (each grant is a new epoch)", ["board"], registry=registry)
+        for board in boards:
+            self._changes.labels(board)
 
     async def close(self) -> None:
         """Close the connections; the backend may open journals again afterwards."""

@@ -86,6 +86,28 @@ async def test_a_schema_of_a_newer_version_stops_with_one_line(backend: Postgres
         assert pg_journal.schema in message and "\n" not in message
 
 
+async def test_tables_of_version_1_are_upgraded_by_a_writable_start(backend: PostgresBackend,
+                                                                  pg_journal: JournalSettings) -> None:
+    journal = await backend.open(SPEC)
+    await journal.append([score(1)])
+    await sql(backend, "ALTER TABLE {s}.node_lease DROP COLUMN url")  # as version 1 made them
+    await sql(backend, "DELETE FROM {s}.schema_version")
+    await sql(backend, "INSERT INTO {s}.schema_version VALUES (1)")
+    reader = PostgresBackend(pg_journal)  # a read-only start (rebuild, verify) reads version 1 as it is
+    try:
+        assert (await reader.open(SPEC, readonly=True)).last_seq == 1
+    finally:
+        await reader.close()
+    assert await sql(backend, "SELECT array_agg(version) FROM {s}.schema_version") == [1]
+    upgraded = PostgresBackend(pg_journal)
+    try:
+        assert (await upgraded.open(SPEC)).last_seq == 1
+        assert await sql(upgraded, "SELECT array_agg(version ORDER BY version) FROM {s}.schema_version") == [1, 2]
+        assert await sql(upgraded, "SELECT count(url) FROM {s}.node_lease") == 0
+    finally:
+        await upgraded.close()
+
+
 async def test_a_read_only_open_creates_nothing(backend: PostgresBackend, pg_journal: JournalSettings) -> None:
     with pytest.raises(JournalCorrupt, match="board b: no journal at"):
         await backend.open(SPEC, readonly=True)

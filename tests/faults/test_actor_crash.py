@@ -116,6 +116,7 @@ async def test_past_the_restart_intensity_the_board_is_failed_not_looping(tmp_pa
 
         top = await http.get("/v1/boards/a/alltime/top")
         assert top.status_code == 503 and top.json()["error"]["code"] == "unavailable"
+        assert top.headers["retry-after"] == "1"
         ready = await http.get("/readyz")
         assert ready.status_code == 503
         assert ready.json()["boards"]["a"] == "failed"

@@ -123,6 +123,7 @@ def test_corrupt_journal_fails_its_board_by_name_and_the_others_serve(
 
         top = httpx.get(server.url + "/v1/boards/bad/alltime/top")
         assert top.status_code == 503 and top.json()["error"]["code"] == "unavailable"
+        assert top.headers["retry-after"] == "1"
         assert submit(server.ws_url, _events("bad", 3, "after")) == ["rejected:unavailable"] * 3
 
         good = httpx.get(server.url + "/v1/boards/good/alltime/top", params={"limit": 1000}).json()

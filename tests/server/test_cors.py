@@ -29,6 +29,7 @@ PUBLIC: list[tuple[str, str, object]] = [  # (method, path, body): answers and e
     ("GET", "/v1/boards/nope/alltime/digest", None),  # 404
     ("HEAD", "/v1/boards/b/alltime/periods", None),
     ("GET", "/v1/openapi.json", None),
+    ("GET", "/v1/stats", None),
     ("POST", "/v1/boards/b/alltime/members", {"members": ["a"]}),
     ("POST", "/v1/boards/b/alltime/members", {"members": []}),  # 400
     ("DELETE", "/v1/boards/b/alltime/top", None),  # 405

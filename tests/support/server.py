@@ -23,7 +23,7 @@ import websockets
 from websockets.asyncio.client import ClientConnection
 
 from arena.client import ArenaClient
-from arena.config import Admin, Config, GameServer, JournalSettings, ServerSettings, parse_board
+from arena.config import Admin, ClusterSettings, Config, GameServer, JournalSettings, ServerSettings, parse_board
 from arena.datadir import DataDirLock
 from arena.engine.spec import BoardSpec
 from arena.server import ArenaServer, uvicorn_config
@@ -47,6 +47,7 @@ def make_config(
     servers: Mapping[str, Sequence[str]] | None = None,
     *,
     journal: JournalSettings | None = None,
+    cluster: ClusterSettings | None = None,
     **settings: Any,
 ) -> Config:
     """A config with one token per server (`token_for(id)`) and one admin (`ADMIN_TOKEN`), its
@@ -61,6 +62,7 @@ def make_config(
         admins=(Admin("ops", sha(ADMIN_TOKEN)),),
         boards=specs,
         journal=journal or JournalSettings(),
+        cluster=cluster,
     )
 
 

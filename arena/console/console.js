@@ -1,0 +1,336 @@
+// The operator's console: boards, live standings, member search, the last ten minutes, admin.
+// Talks only to the server that served it (HTTP JSON routes and /v1/live).
+
+import { drawLines } from "/console/charts.js";
+import { $, el, num, options, replace, row, when } from "/console/dom.js";
+import { LiveView } from "/console/live.js";
+
+const TOKEN_KEY = "arena.adminToken"; // sessionStorage only: gone with the tab, never in a URL
+const OVERVIEW_EVERY_MS = 5000;
+const STATS_EVERY_MS = 1000;
+
+const boards = new Map();   // name -> the board of GET /v1/boards
+const listed = new Map();   // "board/period" -> GET .../periods answer's periods (newest first)
+let owners = {};            // board -> GET /v1/cluster's {owner, epoch, standbys}; empty off a cluster
+
+const path = (...parts) => parts.map(encodeURIComponent).join("/");
+
+async function api(url, { method = "GET", body, admin = false } = {}) {
+  const headers = {};
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  if (admin) {
+    const token = sessionStorage.getItem(TOKEN_KEY);
+    if (token === null) return { ok: false, status: 401, body: { error: { code: "unauthorized", message: "type an admin token first" } } };
+    headers["Authorization"] = `Bearer ${token}`;
+  }
+  let answer;
+  try {
+    answer = await fetch(url, { method, headers, cache: "no-store", body: body === undefined ? undefined : JSON.stringify(body) });
+  } catch {
+    return { ok: false, status: 0, body: { error: { code: "unreachable", message: "the server did not answer" } } };
+  }
+  const json = await answer.json().catch(() => null);
+  return { ok: answer.ok, status: answer.status, body: json };
+}
+
+function problem(answer) {
+  const error = answer.body && answer.body.error;
+  return error ? `${error.code}: ${error.message}` : `HTTP ${answer.status}`;
+}
+
+function say(node, text, isError = false) {
+  node.textContent = text;
+  node.classList.toggle("error", isError);
+}
+
+// ---- boards overview -------------------------------------------------------------------------
+
+async function refreshBoards() {
+  const [answer, cluster] = await Promise.all([api("/v1/boards"), api("/v1/cluster")]);
+  if (!answer.ok) return;
+  owners = cluster.ok ? cluster.body.boards : {};
+  boards.clear();
+  for (const board of answer.body.boards) boards.set(board.board, board);
+  await Promise.all([...boards.values()].filter((b) => b.state === "ready").flatMap((b) =>
+    b.periods.map(async (table) => {
+      const periods = await api(`/v1/boards/${path(b.board, table.period)}/periods`);
+      if (periods.ok) listed.set(`${b.board}/${table.period}`, periods.body.periods);
+    })));
+  renderBoards();
+  fillBoardSelects();
+  fillPeriodIds();
+  if (live.view === null) watchStandings(); // the first time a board has tables
+}
+
+function renderBoards() {
+  const rows = [];
+  for (const board of boards.values()) {
+    const tables = board.periods.length ? board.periods : [null];
+    tables.forEach((table, index) => {
+      const cells = [];
+      if (index === 0) {
+        const span = { rowspan: tables.length };
+        const owner = owners[board.board];
+        cells.push(el("th", { scope: "row", ...span }, board.board,
+          owner ? el("div", { class: "owner" }, `owner: ${owner.owner ?? "none (moving)"}`) : null),
+          el("td", { ...span, class: `state-${board.state}` }, board.state),
+          el("td", span, `${board.aggregation}, ${board.order}, ties: ${board.tie}`));
+      }
+      if (table === null) {
+        cells.push(el("td", { colspan: 6 }, board.state === "ready" ? "no tables" : "tables not loaded"));
+      } else {
+        const current = (listed.get(`${board.board}/${table.period}`) ?? []).find((t) => t.period_id === table.period_id);
+        const open = el("button", { type: "button" }, "Standings");
+        open.addEventListener("click", () => openStandings(board.board, table.period));
+        cells.push(el("td", {}, table.period), el("td", {}, table.period_id), num(table.size),
+          el("td", {}, table.closed ? "closed" : "open"), num(current ? current.disputes : null), el("td", {}, open));
+      }
+      rows.push(el("tr", { "data-board": board.board }, cells));
+    });
+  }
+  replace($("boards-table").tBodies[0], rows);
+}
+
+function fillBoardSelects() {
+  const names = [...boards.keys()].map((name) => [name, name]);
+  for (const id of ["st-board", "se-board", "ad-board", "ban-board"]) options($(id), names);
+  for (const [boardId, periodId] of [["st-board", "st-period"], ["se-board", "se-period"]]) fillPeriods(boardId, periodId);
+}
+
+function fillPeriods(boardId, periodId) {
+  const board = boards.get($(boardId).value);
+  options($(periodId), (board ? board.periods : []).map((t) => [t.period, t.period]));
+}
+
+function fillPeriodIds() {
+  const tables = listed.get(`${$("st-board").value}/${$("st-period").value}`) ?? [];
+  options($("st-period-id"), [["", "current"], ...tables.map((t) => [t.period_id,
+    `${t.period_id} (${t.closed ? "closed" : "open"}, ${t.size}${t.disputes ? `, ${t.disputes} disputes` : ""})`])]);
+}
+
+// ---- live standings --------------------------------------------------------------------------
+
+let offset = 0;
+
+const live = new LiveView({
+  onUpdate: renderStandings,
+  onError: (frame) => say($("st-caption"), `${frame.code}: ${frame.message}`, true),
+  onState: (state) => {
+    const pill = $("live-state");
+    pill.textContent = { live: "live", connecting: "connecting…", down: "disconnected, retrying" }[state];
+    pill.className = `pill ${state}`;
+  },
+});
+
+function watchStandings() {
+  const board = $("st-board").value, period = $("st-period").value;
+  if (!board || !period) return;
+  const view = { op: "top", board, period, limit: Number($("st-limit").value), offset };
+  if ($("st-period-id").value) view.period_id = $("st-period-id").value;
+  say($("st-caption"), "waiting for the table…");
+  live.watch(view);
+}
+
+function renderStandings(update) {
+  const first = offset + 1, last = offset + update.entries.length;
+  say($("st-caption"), `${update.board} / ${update.period} / ${update.period_id}: ${update.closed ? "closed" : "open"}, ` +
+    `${update.size} members, seq ${update.seq}` + (update.entries.length ? `, ranks ${first}–${last}` : ""));
+  replace($("st-table").tBodies[0], update.entries.length
+    ? update.entries.map((e) => row([num(e.rank), el("td", { class: "member" }, e.member), num(e.score), when(e.reached_at)]))
+    : [row([el("td", { colspan: 4 }, offset ? "no entries on this page" : "no entries yet")])]);
+  const limit = Number($("st-limit").value);
+  $("st-prev").disabled = offset === 0;
+  $("st-next").disabled = offset + limit >= update.size;
+  $("st-page").textContent = `page ${Math.floor(offset / limit) + 1} of ${Math.max(1, Math.ceil(update.size / limit))}`;
+}
+
+function openStandings(board, period) {
+  $("st-board").value = board;
+  fillPeriods("st-board", "st-period");
+  $("st-period").value = period;
+  fillPeriodIds();
+  offset = 0;
+  watchStandings();
+  location.hash = "#standings";
+  $("standings").focus();
+}
+
+function page(step) {
+  const limit = Number($("st-limit").value);
+  offset = Math.max(0, offset + step * limit);
+  watchStandings();
+}
+
+// ---- search ------------------------------------------------------------------------------------
+
+async function search(event) {
+  event.preventDefault();
+  const board = $("se-board").value, period = $("se-period").value, member = $("se-member").value;
+  const out = $("se-result");
+  const found = await api(`/v1/boards/${path(board, period)}/members`, { method: "POST", body: { members: [member] } });
+  if (!found.ok) return replace(out, el("p", { class: "error" }, problem(found)));
+  const entry = found.body.entries[0];
+  const parts = [];
+  if (!entry) {
+    parts.push(el("p", {}, "Not in ", `${board} / ${period} / ${found.body.period_id}`, ": ", el("strong", {}, member)));
+  } else {
+    const [percentile, around] = await Promise.all([
+      api(`/v1/boards/${path(board, period)}/percentile/${path(member)}`),
+      api(`/v1/boards/${path(board, period)}/around/${path(member)}?radius=5`),
+    ]);
+    const top = percentile.ok ? `top ${percentile.body.top_percent.toPrecision(3)} %` : "—";
+    parts.push(el("dl", { class: "facts", id: "se-facts" },
+      el("dt", {}, "Member"), el("dd", {}, member),
+      el("dt", {}, "Rank"), el("dd", { id: "se-rank" }, `${entry.rank} of ${found.body.size}`),
+      el("dt", {}, "Score"), el("dd", {}, String(entry.score)),
+      el("dt", {}, "Percentile"), el("dd", {}, top)));
+    if (around.ok) {
+      parts.push(el("h3", {}, "Neighbours"), el("div", { class: "scroll" }, el("table", { id: "se-around" },
+        el("thead", {}, el("tr", {}, el("th", {}, "Rank"), el("th", {}, "Member"), el("th", {}, "Score"))),
+        el("tbody", {}, around.body.entries.map((e) =>
+          row([num(e.rank), el("td", { class: "member" }, e.member), num(e.score)], { class: e.member === member ? "me" : null }))))));
+    }
+  }
+  parts.push(el("h3", {}, "In every table of ", board), await everyTable(board, member));
+  replace(out, parts);
+}
+
+async function everyTable(board, member) {
+  const kinds = (boards.get(board) ?? { periods: [] }).periods.map((t) => t.period);
+  const tables = kinds.flatMap((period) => (listed.get(`${board}/${period}`) ?? []).map((t) => [period, t]));
+  const answers = await Promise.all(tables.map(([period, t]) =>
+    api(`/v1/boards/${path(board, period)}/members?period_id=${encodeURIComponent(t.period_id)}`,
+      { method: "POST", body: { members: [member] } })));
+  return el("div", { class: "scroll" }, el("table", { id: "se-tables" },
+    el("thead", {}, el("tr", {}, ...["Period", "Table", "Rank", "Score"].map((h) => el("th", {}, h)))),
+    el("tbody", {}, tables.map(([period, t], i) => {
+      const e = answers[i].ok ? answers[i].body.entries[0] : undefined;
+      return row([period, `${t.period_id}${t.closed ? " (closed)" : ""}`,
+        num(e ? `${e.rank} of ${answers[i].body.size}` : "not in table"), num(e ? e.score : null)]);
+    }))));
+}
+
+// ---- charts ------------------------------------------------------------------------------------
+
+const sum = (values) => values.reduce((a, b) => a + (b ?? 0), 0);
+
+function durations(series) {
+  const n = sum(series.count);
+  const mean = n ? sum(series.mean.map((m, i) => (m ?? 0) * series.count[i])) / n : null;
+  const peak = Math.max(0, ...series.max.filter((v) => v !== null));
+  return [
+    { name: "mean", values: series.mean, total: mean === null ? "—" : `${mean.toFixed(2)} ms over ${n}` },
+    { name: "max", values: series.max, total: n ? `${peak.toFixed(2)} ms` : "—" },
+  ];
+}
+
+async function refreshStats() {
+  const answer = await api("/v1/stats");
+  if (!answer.ok) return;
+  const { events, seconds } = answer.body;
+  const lines = [
+    { name: "accepted", values: events.accepted },
+    { name: "duplicate", values: events.duplicate },
+    ...Object.entries(events.rejected).map(([reason, values]) => ({ name: `rejected ${reason}`, values })),
+  ].map((s) => ({ ...s, total: String(sum(s.values)) }));
+  drawLines($("chart-events"), $("legend-events"), lines, seconds);
+  drawLines($("chart-lag"), $("legend-lag"), durations(answer.body.visibility_ms), seconds);
+  drawLines($("chart-query"), $("legend-query"), durations(answer.body.query_ms), seconds);
+}
+
+// ---- admin -------------------------------------------------------------------------------------
+
+function showToken() {
+  const has = sessionStorage.getItem(TOKEN_KEY) !== null;
+  say($("ad-state"), has ? "Admin token set for this tab (session storage; sent as a bearer header only)."
+    : "No token: audit and voids need an admin token (kept in this tab only).");
+}
+
+async function audit(event) {
+  if (event) event.preventDefault();
+  const board = $("ad-board").value, member = $("ad-member").value;
+  const answer = await api(`/v1/boards/${path(board)}/events?member=${encodeURIComponent(member)}&limit=100`, { admin: true });
+  const table = $("audit-table");
+  if (!answer.ok) {
+    table.hidden = true;
+    return say($("ad-message"), problem(answer), true);
+  }
+  say($("ad-message"), `${answer.body.events.length} events of ${member} on ${board}`);
+  $("ban-board").value = board;
+  $("ban-member").value = member;
+  replace(table.tBodies[0], answer.body.events.map((e) => {
+    const voiding = el("button", { type: "button", disabled: e.voided }, "Void…");
+    voiding.addEventListener("click", () => askVoid(board, e.idempotency_key));
+    return row([num(e.seq), num(e.value), when(e.occurred_at), when(e.received_at), e.source, el("td", { class: "member" }, e.idempotency_key),
+      e.meta === null ? "" : JSON.stringify(e.meta), e.voided ? "voided" : "", el("td", {}, voiding)],
+    { class: e.voided ? "voided" : null, "data-key": e.idempotency_key });
+  }));
+  table.hidden = false;
+}
+
+let voidTarget = null;
+
+function askVoid(board, key) {
+  voidTarget = { board, key };
+  say($("void-what"), `Void event ${key} on ${board}? Its tables are recomputed without it.`);
+  $("void-form").hidden = false;
+  $("void-reason").focus();
+}
+
+async function confirmVoid(event) {
+  event.preventDefault();
+  const { board, key } = voidTarget;
+  const answer = await api(`/v1/boards/${path(board)}/void`, { method: "POST", admin: true,
+    body: { idempotency_key: key, reason: $("void-reason").value } });
+  if (!answer.ok) return say($("ad-message"), problem(answer), true);
+  $("void-form").hidden = true;
+  $("void-reason").value = "";
+  await audit();
+  say($("ad-message"), `Voided ${key} (${answer.body.voided} voided, ${answer.body.already_voided} already voided).`);
+  refreshBoards();
+}
+
+async function ban(event) {
+  event.preventDefault();
+  const board = $("ban-board").value, member = $("ban-member").value;
+  if ($("ban-confirm").value !== member) {
+    return say($("ad-message"), "The confirmation must be the member's name exactly.", true);
+  }
+  const answer = await api(`/v1/boards/${path(board)}/members/${path(member)}/void`, { method: "POST", admin: true,
+    body: { reason: $("ban-reason").value } });
+  if (!answer.ok) return say($("ad-message"), problem(answer), true);
+  $("ban-confirm").value = "";
+  say($("ad-message"), `Banned ${member} on ${board}: ${answer.body.voided} events voided.`);
+  refreshBoards();
+}
+
+// ---- wiring ------------------------------------------------------------------------------------
+
+function on(id, type, handler) { $(id).addEventListener(type, handler); }
+
+on("st-board", "change", () => { fillPeriods("st-board", "st-period"); fillPeriodIds(); offset = 0; watchStandings(); });
+on("st-period", "change", () => { fillPeriodIds(); offset = 0; watchStandings(); });
+on("st-period-id", "change", () => { offset = 0; watchStandings(); });
+on("st-limit", "change", () => { offset = 0; watchStandings(); });
+on("standings-form", "submit", (event) => event.preventDefault());
+on("st-prev", "click", () => page(-1));
+on("st-next", "click", () => page(1));
+on("se-board", "change", () => fillPeriods("se-board", "se-period"));
+on("search-form", "submit", search);
+on("token-form", "submit", (event) => {
+  event.preventDefault();
+  if ($("ad-token").value) sessionStorage.setItem(TOKEN_KEY, $("ad-token").value);
+  $("ad-token").value = "";
+  showToken();
+});
+on("ad-forget", "click", () => { sessionStorage.removeItem(TOKEN_KEY); showToken(); });
+on("audit-form", "submit", audit);
+on("void-form", "submit", confirmVoid);
+on("void-cancel", "click", () => { $("void-form").hidden = true; });
+on("ban-form", "submit", ban);
+
+showToken();
+refreshBoards();
+refreshStats();
+setInterval(refreshBoards, OVERVIEW_EVERY_MS);
+setInterval(refreshStats, STATS_EVERY_MS);
