@@ -372,51 +372,52 @@ class PostgresJournal:
     async def append(self, records: Sequence[Record]) -> None:
         if not records:
             return
-        epoch = self._epoch
-        if epoch is None:
-            raise JournalWriteFailed(f"{self.path}: write failed: the journal is open read-only")
+        epoch = self._writable_epoch()
         store = self._store
         events, markers, voids = self._rows(records)
-        try:
-            async with store.connection() as conn:
-                if not markers and not voids:  # the common batch: one statement is one transaction
-                    owned = await conn.execute(store.sql(_INSERT_EVENTS_FENCED), self._board, *events, epoch) != "INSERT 0 0"
-                else:
-                    async with conn.transaction():
-                        owned = await conn.execute(store.sql(_FENCE), self._board, epoch) == "UPDATE 1"
-                        if owned:
-                            await self._insert(conn, events, markers, voids)
-        except JournalUnavailable as exc:  # no connection: nothing was sent
-            raise JournalWriteFailed(f"{self.path}: write failed: {exc}") from exc
-        except STORE_ERRORS as exc:
-            self._unsettled = _lost(exc)
-            raise JournalWriteFailed(store.redact(f"{self.path}: write failed: {exc}")) from exc
+        async with self._writing(), store.connection() as conn:
+            if not markers and not voids:  # the common batch: one statement is one transaction
+                owned = await conn.execute(store.sql(_INSERT_EVENTS_FENCED), self._board, *events, epoch) != "INSERT 0 0"
+            else:
+                async with conn.transaction():
+                    owned = await conn.execute(store.sql(_FENCE), self._board, epoch) == "UPDATE 1"
+                    if owned:
+                        await self._insert(conn, events, markers, voids)
         if not owned:
             raise self._granted_again(epoch)
         self.last_seq = records[-1].seq
 
     async def append_all(self, chunks: AsyncIterable[Sequence[Record]]) -> None:
-        epoch = self._epoch
-        if epoch is None:
-            raise JournalWriteFailed(f"{self.path}: write failed: the journal is open read-only")
+        epoch = self._writable_epoch()
         store = self._store
         last_seq = self.last_seq
-        try:
-            async with store.connection() as conn, conn.transaction():
-                owned = await conn.execute(store.sql(_FENCE), self._board, epoch) == "UPDATE 1"
-                if owned:
-                    async for records in chunks:
-                        if records:
-                            await self._insert(conn, *self._rows(records))
-                            last_seq = records[-1].seq
-        except JournalUnavailable as exc:
-            raise JournalWriteFailed(f"{self.path}: write failed: {exc}") from exc
-        except STORE_ERRORS as exc:
-            self._unsettled = _lost(exc)
-            raise JournalWriteFailed(store.redact(f"{self.path}: write failed: {exc}")) from exc
+        async with self._writing(), store.connection() as conn, conn.transaction():
+            owned = await conn.execute(store.sql(_FENCE), self._board, epoch) == "UPDATE 1"
+            if owned:
+                async for records in chunks:
+                    if records:
+                        await self._insert(conn, *self._rows(records))
+                        last_seq = records[-1].seq
         if not owned:
             raise self._granted_again(epoch)
         self.last_seq = last_seq
+
+    def _writable_epoch(self) -> int:
+        if self._epoch is None:
+            raise JournalWriteFailed(f"{self.path}: write failed: the journal is open read-only")
+        return self._epoch
+
+    @asynccontextmanager
+    async def _writing(self) -> AsyncIterator[None]:
+        """Around a write: its failures as JournalWriteFailed, an outcome left unknown (the
+        connection broke while the server had it) marked for `committed_seq` to settle."""
+        try:
+            yield
+        except JournalUnavailable as exc:  # no connection: nothing was sent
+            raise JournalWriteFailed(f"{self.path}: write failed: {exc}") from exc
+        except STORE_ERRORS as exc:
+            self._unsettled = _lost(exc)
+            raise JournalWriteFailed(self._store.redact(f"{self.path}: write failed: {exc}")) from exc
 
     def _granted_again(self, epoch: int) -> JournalWriteFailed:
         """The error of an append refused by its fence; this process no longer owns the board."""
