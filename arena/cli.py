@@ -1,4 +1,4 @@
-"""`arena serve | rebuild | verify | token` — see `arena <command> --help`."""
+"""`arena serve | rebuild | verify | migrate | token` — see `arena <command> --help`."""
 
 from __future__ import annotations
 
@@ -106,6 +106,18 @@ async def rebuild_board(
     return engine, report
 
 
+def table_rows(
+    spec: BoardSpec, engine: BoardEngine, report: ReplayReport, now: int
+) -> dict[tuple[PeriodKind, str], tuple[RankedTable, int, float]]:
+    """What `arena rebuild` prints of a rebuilt board: (table, events replayed, seconds) by
+    (kind, period_id), for every table the server lists, those no event reached (size 0) included."""
+    rows = {(t.table.window.kind, t.table.window.period_id): (t.table, t.events, t.seconds) for t in report.tables}
+    for kind in spec.periods:
+        for table in engine.listed_tables(kind, now):
+            rows.setdefault((kind, table.window.period_id), (table, 0, 0.0))
+    return rows
+
+
 def _boards(config: Config, only: str | None) -> list[BoardSpec]:
     if only is None:
         return list(config.boards.values())
@@ -127,11 +139,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
             print(f"# {spec.name}: {exc}", file=sys.stderr, flush=True)
             failed += 1
             continue
-        # every table the server lists, those no event reached (size 0) included
-        rows = {(t.table.window.kind, t.table.window.period_id): (t.table, t.events, t.seconds) for t in report.tables}
-        for kind in spec.periods:
-            for table in engine.listed_tables(kind, now):
-                rows.setdefault((kind, table.window.period_id), (table, 0, 0.0))
+        rows = table_rows(spec, engine, report, now)
         for (kind, period_id), (table, events, seconds) in sorted(rows.items(), key=lambda row: (row[0][0].value, row[0][1])):
             print(f"{spec.name}\t{kind.value}\t{period_id}\t{events}\t{len(table)}\t{seconds:.3f}\t{table.digest()}", flush=True)
         rate = report.events / report.seconds if report.seconds else 0.0
@@ -203,6 +211,17 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 1 if mismatches else 0
 
 
+# -- migrate ----------------------------------------------------------------------------------
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from arena.migrate import migrate
+
+    config = _config(args)
+    print("board\tperiod\tperiod_id\tsource_sha256\ttarget_sha256\tresult", flush=True)
+    return migrate(config, args.to or args.from_, to_postgresql=args.to is not None, print_line=partial(print, flush=True))
+
+
 # -- token ------------------------------------------------------------------------------------
 
 
@@ -258,6 +277,19 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--board", help="only this board")
     p.add_argument("--url", help="server base URL (default: http://[server].host:[server].port)")
     p.set_defaults(run=cmd_verify)
+
+    p = sub.add_parser("migrate", help="copy the journals between sqlite and PostgreSQL",
+                       description="Copy every board's journal (events with their seqs, close markers, voids, "
+                       "definition) from data_dir into PostgreSQL (--to) or back (--from), one transaction per "
+                       "board, into [journal] schema. A board the target already holds records of is skipped. "
+                       "Then both sides are replayed and each retained table's digest printed for both. Exit 1 "
+                       "when a board was skipped or a digest differs. Refuses to run while a server holds "
+                       "data_dir or the schema.")
+    _common(p)
+    direction = p.add_mutually_exclusive_group(required=True)
+    direction.add_argument("--to", metavar="URL", help="copy data_dir's journals into PostgreSQL at URL")
+    direction.add_argument("--from", dest="from_", metavar="URL", help="copy the journals at URL into data_dir")
+    p.set_defaults(run=cmd_migrate)
 
     p = sub.add_parser("token", help="make a new bearer token",
                        description="Print a new random token and the token_sha256 to put in config.toml.")

@@ -18,7 +18,7 @@ import orjson
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from arena.config import Config, GameServer, ServerSettings, parse_board
+from arena.config import Config, GameServer, JournalSettings, ServerSettings, parse_board
 from loadtest.config_toml import write_config
 from loadtest.ingest import AckError
 from loadtest.process import ArenaServe, ServerFailed
@@ -38,6 +38,9 @@ class ArenaTarget:
     min_value: int = 0
     max_value: int = 1_000_000_000
     pid: int | None = None
+    store_pid: int | None = None
+    """The journal's PostgreSQL server (its postmaster), when the benchmark started it: the CPU
+    of its processes is counted as the store's."""
 
     @property
     def ws_url(self) -> str:
@@ -45,7 +48,7 @@ class ArenaTarget:
 
 
 def bench_config(data_dir: Path, token: str, *, durability: str = "full", max_batch: int = 1000,
-                 board: str = "bench") -> Config:
+                 board: str = "bench", journal: JournalSettings | None = None) -> Config:
     """The load test's server: one game server (``token``, every board) and the benchmark board
     of the issue: best, desc, earliest, alltime+weekly+daily, UTC, values 0..1e9."""
     return Config(
@@ -55,14 +58,18 @@ def bench_config(data_dir: Path, token: str, *, durability: str = "full", max_ba
         boards={board: parse_board(board, {"aggregation": "best", "order": "desc", "tie": "earliest",
                                            "periods": list(PERIODS), "timezone": "UTC", "min_value": 0,
                                            "max_value": 1_000_000_000})},
+        journal=journal or JournalSettings(),
     )
 
 
 class ArenaServer:
-    """``arena serve`` of `bench_config` in a child process, on a temp dir (kept with ``keep``)."""
+    """``arena serve`` of `bench_config` in a child process, on a temp dir (kept with ``keep``);
+    its journals in ``journal`` (default: sqlite in the temp dir), whose PostgreSQL server is
+    ``store_pid`` when the benchmark started it."""
 
     def __init__(self, workdir: Path | None = None, *, durability: str = "full",
-                 max_batch: int = 1000, board: str = "bench", keep: bool = False) -> None:
+                 max_batch: int = 1000, board: str = "bench", keep: bool = False,
+                 journal: JournalSettings | None = None, store_pid: int | None = None) -> None:
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if workdir is None and keep:
             workdir = Path(tempfile.mkdtemp(prefix="arena-loadtest-"))  # outlives this process
@@ -75,7 +82,8 @@ class ArenaServer:
         self.board = board
         self.token = secrets.token_urlsafe(24)
         self.config = bench_config(workdir / "data", self.token, durability=durability, max_batch=max_batch,
-                                   board=board)
+                                   board=board, journal=journal)
+        self.store_pid = store_pid
         self.config_path = workdir / "config.toml"
         self.child = ArenaServe(self.config_path)
 
@@ -89,7 +97,7 @@ class ArenaServer:
             self.write_config()
         self.child.start(timeout)
         return ArenaTarget(base_url=self.child.url, token=self.token, board=self.board, max_batch=self.max_batch,
-                           pid=self.child.pid)
+                           pid=self.child.pid, store_pid=self.store_pid)
 
     def stop(self, timeout: float = 60.0) -> int | None:
         """SIGTERM and wait; SIGKILL after ``timeout``. Returns the exit code."""

@@ -49,7 +49,7 @@ async def arena_prefill(cfg: RunConfig, workload: Workload, target: ArenaTarget)
     Also measures the server's VmRSS before and after (bytes per member per table)."""
     conns = await _open_all(target, cfg.connections)
     rss0 = rss_bytes(target.pid) if target.pid else None
-    cpu = CpuMeter(target.pid)
+    cpu = CpuMeter(target.pid, target.store_pid)
     try:
         pairs: list[tuple[Submitter, Source]] = [
             (c, workload.prefill(i, cfg.connections, cfg.max_batch)) for i, c in enumerate(conns)]
@@ -80,7 +80,7 @@ async def arena_ingest(cfg: RunConfig, workload: Workload, target: ArenaTarget, 
                        seconds: float | None = None) -> dict[str, Any]:
     """The zipf stream with retries, flat out (or paced at ``rate`` events/s)."""
     conns = await _open_all(target, cfg.connections)
-    cpu = CpuMeter(target.pid)
+    cpu = CpuMeter(target.pid, target.store_pid)
     try:
         pairs: list[tuple[Submitter, Source]] = [
             (c, workload.stream(i, cfg.batch, stream_label)) for i, c in enumerate(conns)]
@@ -95,7 +95,8 @@ async def arena_ingest(cfg: RunConfig, workload: Workload, target: ArenaTarget, 
     res["stray_frames"] = _stray(conns)
     progress(f"{label} done: {fmt_int(res['events_per_s'])} ev/s (windows {fmt_int(res['rate']['min'])}"
              f"..{fmt_int(res['rate']['max'])}) ack p99={fmt_ms(res['ack_latency']['p99_ms'])}ms ok={res['ok']}"
-             f" cpu client/server/other {res['client_cpu']}/{res['server_cpu']}/{res['other_cpu']}")
+             f" cpu client/server/other {res['client_cpu']}/{res['server_cpu']}/{res['other_cpu']}"
+             + (f" postgresql {res['store_cpu']}" if "store_cpu" in res else ""))
     return res
 
 

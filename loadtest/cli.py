@@ -113,12 +113,17 @@ def build_parser() -> argparse.ArgumentParser:
                                    "run the query phases (HTTP and WS rank/top/around), HTTP rank again while ingest\n"
                                    "streams at half the measured rate, probe event->visibility lag at half the\n"
                                    "measured ingest rate; then the same HTTP rank load against a bare\n"
-                                   "uvicorn app (the ceiling); then the same work against Redis 7 (Lua per frame,\n"
-                                   "AOF fsync always). Prints one table and writes it as JSON.")
+                                   "uvicorn app (the ceiling); then prefill and durable ingest again with Arena's\n"
+                                   "journal on PostgreSQL (synchronous_commit on), its CPU counted apart; then the\n"
+                                   "same work against Redis 7 (Lua per frame, AOF fsync always). Prints one table\n"
+                                   "and writes it as JSON.")
     _common(p)
     p.add_argument("--json", type=Path, default=None,
                    help="write results here (default loadtest/results/compare-<timestamp>.json)")
     p.add_argument("--no-redis", action="store_true", help="skip the Redis peer")
+    p.add_argument("--no-postgresql", action="store_true", help="skip Arena with its journal on PostgreSQL")
+    p.add_argument("--postgresql-url", default=None,
+                   help="PostgreSQL server for the journal (default: a throwaway embedded server, the dev extra)")
 
     p = sub.add_parser("ingest", formatter_class=fmt, epilog=EPILOG, help="the game-server simulator alone",
                        description="Prefill the board to M members (frames of --max-batch events, every member one\n"
@@ -257,7 +262,8 @@ def cmd_compare(a: argparse.Namespace) -> int:
         return 2
     cfg = _config(a)
     results = _run(compare(cfg, durability=a.durability, keep=a.keep, url=a.url, token=a.token, board=a.board,
-                           skip_redis=a.no_redis, lag_via=a.lag_via))
+                           skip_redis=a.no_redis, skip_postgresql=a.no_postgresql,
+                           postgresql_url=a.postgresql_url, lag_via=a.lag_via))
     path = a.json or default_json_path("compare")
     write_json(path, results)
     print_compare(results, path)

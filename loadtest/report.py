@@ -52,6 +52,15 @@ def build_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
         _get(r, "ingest", "server_us_per_unit"))
     row("ingest ack p99", "ms", _get(a, "ingest", "ack_latency", "p99_ms"), "redis",
         _get(r, "ingest", "ack_latency", "p99_ms"))
+    # Arena with its journal on PostgreSQL, against Arena on sqlite in the same run
+    pg = results.get("postgresql") or {}
+    row("prefill on PostgreSQL", "ev/s", _get(pg, "prefill", "events_per_s"), "sqlite", _get(a, "prefill", "events_per_s"))
+    row("ingest on PostgreSQL", "ev/s", _get(pg, "ingest", "events_per_s"), "sqlite", _get(a, "ingest", "events_per_s"))
+    row("ingest ack p99 on PostgreSQL", "ms", _get(pg, "ingest", "ack_latency", "p99_ms"), "sqlite",
+        _get(a, "ingest", "ack_latency", "p99_ms"))
+    row("ingest server CPU on PostgreSQL", "µs/event", _get(pg, "ingest", "server_us_per_unit"), "sqlite",
+        _get(a, "ingest", "server_us_per_unit"))
+    row("ingest PostgreSQL CPU", "cores", _get(pg, "ingest", "store_cpu"), "sqlite", None)
     for op in ("rank", "top", "around"):
         for kind in ("http", "ws"):
             q = _get(a, "query", f"{kind}-{op}")
@@ -108,7 +117,8 @@ def format_phase_details(results: dict[str, Any]) -> str:
                      f"{fmt_int(rt.get('max'))}  p50/p90/p99/max ms {fmt_ms(lat.get('p50_ms'))}/"
                      f"{fmt_ms(lat.get('p90_ms'))}/{fmt_ms(lat.get('p99_ms'))}/{fmt_ms(lat.get('max_ms'))}"
                      f"  cpu client/server/other {d.get('client_cpu')}/{d.get('server_cpu')}/{d.get('other_cpu')}"
-                     f"  µs/{'event' if unit == 'ev/s' else 'req'} client/server"
+                     + (f" postgresql {d['store_cpu']}" if "store_cpu" in d else "")
+                     + f"  µs/{'event' if unit == 'ev/s' else 'req'} client/server"
                      f" {d.get('client_us_per_unit')}/{d.get('server_us_per_unit')}")
 
     for name, unit, phase in timed_phases(results):
@@ -118,13 +128,13 @@ def format_phase_details(results: dict[str, Any]) -> str:
 
 def timed_phases(results: dict[str, Any]) -> Iterator[tuple[str, str, Any]]:
     """(name, unit, phase result or None) of each phase after the prefill, in report order."""
-    for peer in ("arena", "redis"):
+    for peer, name in (("arena", "arena"), ("postgresql", "arena on pg"), ("redis", "redis")):
         p = results.get(peer) or {}
-        yield f"{peer} ingest", "ev/s", p.get("ingest")
+        yield f"{name} ingest", "ev/s", p.get("ingest")
         for op, q in (p.get("query") or {}).items():
-            yield f"{peer} {op}", "req/s", q
-        yield f"{peer} rank (wrk)", "req/s", p.get("wrk_rank")
-        yield f"{peer} rank under ingest", "req/s", p.get("rank_under_ingest")
+            yield f"{name} {op}", "req/s", q
+        yield f"{name} rank (wrk)", "req/s", p.get("wrk_rank")
+        yield f"{name} rank under ingest", "req/s", p.get("rank_under_ingest")
     ceiling = results.get("ceiling") or {}
     yield "ceiling rank", "req/s", ceiling or None
     yield "ceiling rank (wrk)", "req/s", ceiling.get("wrk")

@@ -144,17 +144,38 @@ def _machine_busy_seconds() -> float | None:
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
+def _tree_cpu_seconds(root: int) -> dict[int, float]:
+    """CPU seconds of ``root`` and of each of its children (PostgreSQL's postmaster forks one
+    process per connection and its background workers), by pid."""
+    found = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        pid = int(entry.name)
+        if pid == root or int(fields[1]) == root:  # fields[1]: the parent's pid
+            found[pid] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return found
+
+
 class CpuMeter:
     """CPU used between start() and stop(), in cores (1.0 = one core busy the
-    whole time): this load generator, the server under test, and everything
-    else on the machine (``other_cpu``: other people's processes on a shared
-    box — when it is high, the numbers of that phase are not trustworthy)."""
+    whole time): this load generator, the server under test, its store (the
+    PostgreSQL server's processes, given ``store_pid``, its postmaster), and
+    everything else on the machine (``other_cpu``: other people's processes on a
+    shared box — when it is high, the numbers of that phase are not trustworthy)."""
 
-    def __init__(self, server_pid: int | None) -> None:
+    def __init__(self, server_pid: int | None, store_pid: int | None = None) -> None:
         self.server_pid = server_pid
+        self.store_pid = store_pid
         self._t0 = now()
         self._c0 = time.process_time()
         self._s0 = _proc_cpu_seconds(server_pid) if server_pid else None
+        self._store0 = _tree_cpu_seconds(store_pid) if store_pid else {}
         self._m0 = _machine_busy_seconds()
 
     def stop(self) -> dict[str, float | None]:
@@ -166,15 +187,24 @@ class CpuMeter:
             s1 = _proc_cpu_seconds(self.server_pid)
             if s1 is not None:
                 server = (s1 - self._s0) / wall
+        store: float | None = None
+        if self.store_pid:
+            # a process that started during the phase counts from 0; one that ended is missed
+            store = sum(cpu - self._store0.get(pid, 0.0) for pid, cpu in _tree_cpu_seconds(self.store_pid).items()) / wall
         m1 = _machine_busy_seconds()
         machine = (m1 - self._m0) / wall if m1 is not None and self._m0 is not None else None
-        other = None if machine is None else max(0.0, machine - client - (server or 0.0))
-        return {"client_cpu": round(client, 3), "server_cpu": None if server is None else round(server, 3),
-                "machine_cpu": None if machine is None else round(machine, 3),
-                "other_cpu": None if other is None else round(other, 3),
-                "client_cpu_seconds": round(client * wall, 4),
-                "server_cpu_seconds": None if server is None else round(server * wall, 4),
-                "cpu_wall_seconds": round(wall, 4)}
+        other = None if machine is None else max(0.0, machine - client - (server or 0.0) - (store or 0.0))
+        out: dict[str, float | None] = {
+            "client_cpu": round(client, 3), "server_cpu": None if server is None else round(server, 3),
+            "machine_cpu": None if machine is None else round(machine, 3),
+            "other_cpu": None if other is None else round(other, 3),
+            "client_cpu_seconds": round(client * wall, 4),
+            "server_cpu_seconds": None if server is None else round(server * wall, 4),
+            "cpu_wall_seconds": round(wall, 4)}
+        if store is not None:
+            out["store_cpu"] = round(store, 3)
+            out["store_cpu_seconds"] = round(store * wall, 4)
+        return out
 
 
 def cpu_per_unit(cpu: dict[str, float | None], units: int) -> dict[str, float | None]:
@@ -206,6 +236,6 @@ def fmt_ms(x: float | None) -> str:
 def fmt_unit(x: float | None, unit: str) -> str:
     """A figure in its unit: times (``s``, ``ms``, ``µs/...``) as `fmt_ms` does, counts, rates
     and sizes as whole numbers."""
-    if unit in ("s", "ms") or unit.startswith("µs"):
+    if unit in ("s", "ms", "cores") or unit.startswith("µs"):
         return fmt_ms(x)
     return fmt_int(x)

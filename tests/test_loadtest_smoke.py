@@ -20,10 +20,11 @@ import pytest
 
 from arena.config import load_config
 from loadtest.arena_client import bench_config
-from loadtest.compare import measured_phases, print_compare
+from loadtest.compare import PG_INSTALL_HINT, measured_phases, print_compare
 from loadtest.config_toml import write_config
 from loadtest.ingest import IngestCounts, run_ingest
 from loadtest.redis_server import redis_binary
+from loadtest.report import format_phase_details
 from loadtest.stats import percentile
 from loadtest.workload import DUPLICATE, Event, Workload, WorkloadSpec
 from loadtest.wrk import INSTALL_HINT as WRK_INSTALL_HINT
@@ -32,7 +33,7 @@ from support.server import make_config
 
 ROOT = Path(__file__).resolve().parent.parent
 MEMBERS = 200
-TOP_KEYS = {"command", "config", "machine", "arena", "ceiling", "redis", "table", "checks", "ok",
+TOP_KEYS = {"command", "config", "machine", "arena", "ceiling", "postgresql", "redis", "table", "checks", "ok",
             "started_at", "finished_at", "wall_seconds"}
 HAVE_REDIS = redis_binary() is not None
 HAVE_WRK = wrk_binary() is not None
@@ -161,6 +162,22 @@ def test_redis_peer_counts_are_exact(compare_run: dict[str, Any]) -> None:
     for name, q in redis["query"].items():
         assert q["errors"] == {}, (name, q["error_samples"])
     assert redis["prefill"]["bytes_per_member_per_table"] > 0
+
+
+def test_arena_on_postgresql_ingest_counts_are_exact_and_its_cpu_is_counted_apart(compare_run: dict[str, Any]) -> None:
+    pg = compare_run["postgresql"]
+    if "skipped" in pg:
+        _required_under_ci(f"{pg['skipped']} ({PG_INSTALL_HINT})")
+    _assert_exact_ingest(pg["prefill"])
+    assert pg["prefill"]["counts"]["accepted"] == MEMBERS
+    _assert_exact_ingest(pg["ingest"])
+    assert pg["ingest"]["counts"]["retries_sent"] > 0
+    assert pg["ingest"]["store_cpu"] > 0  # the embedded server's processes, found by its socket
+    assert compare_run["checks"]["postgresql.ingest"] is True
+    rows = {row["metric"]: row for row in compare_run["table"]}
+    assert rows["ingest on PostgreSQL"]["peer"] == "sqlite" and rows["ingest on PostgreSQL"]["ratio"] > 0
+    assert rows["ingest PostgreSQL CPU"]["arena"] == pg["ingest"]["store_cpu"]
+    assert "arena on pg ingest" in format_phase_details(compare_run)
 
 
 # --- in process: the checker itself ---------------------------------------------------------

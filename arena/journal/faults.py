@@ -5,7 +5,7 @@ keep being served."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Sequence
 
 from prometheus_client import CollectorRegistry
 
@@ -39,6 +39,14 @@ class FaultyJournal:
         if records and self.fault is not None:
             raise JournalWriteFailed(f"{self.path}: write failed: {FAULTS[self.fault]} (injected)")
         await self.journal.append(records)
+
+    async def append_all(self, chunks: AsyncIterable[Sequence[Record]]) -> None:
+        if self.fault is not None:
+            raise JournalWriteFailed(f"{self.path}: write failed: {FAULTS[self.fault]} (injected)")
+        await self.journal.append_all(chunks)
+
+    def records(self, upto_seq: int | None = None) -> AsyncIterator[list[Record]]:
+        return self.journal.records(upto_seq)
 
     async def lookup(self, keys: Sequence[str]) -> dict[str, Fingerprint]:
         return await self.journal.lookup(keys)

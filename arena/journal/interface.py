@@ -8,15 +8,16 @@ assigns the seqs and is the journal's only writer.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections import deque
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Sequence
 from typing import Any, Protocol
 
 import orjson
 from prometheus_client import CollectorRegistry
 
-from arena.engine.events import Fingerprint
+from arena.engine.events import Event, Fingerprint
 from arena.engine.periods import PeriodKind, Window
-from arena.engine.records import CloseRecord, Record, StoredEvent, VoidRecord
+from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
 from arena.engine.spec import BoardSpec
 from arena.errors import BoardDefinitionChanged
 
@@ -70,6 +71,17 @@ class Journal(Protocol):
     ) -> AsyncIterator[list[ScoreRow]]:
         """Score events in seq order, in chunks of a few thousand, each cheap enough to fold in
         one turn of the event loop; ``min_occurred_at <= occurred_at < before_occurred_at``."""
+
+    def records(self, upto_seq: int | None = None) -> AsyncIterator[list[Record]]:
+        """Every record (score events, close markers, voids) in seq order, in chunks of a few
+        thousand, streamed: never the whole journal in memory (the markers and voids, few, are
+        read first). What `arena migrate` copies."""
+
+    async def append_all(self, chunks: AsyncIterable[Sequence[Record]]) -> None:
+        """Journal every chunk of ``chunks`` (seqs following `last_seq`) in one transaction, and
+        advance `last_seq`: all of them or none (`arena migrate` copies a board in one). An error
+        raised by ``chunks`` rolls back and goes through; a failed write raises
+        JournalWriteFailed."""
 
     async def close_markers(self, upto_seq: int | None = None) -> list[CloseRecord]:
         """Every close marker, in seq order."""
@@ -155,3 +167,27 @@ def stored_event(row: Sequence[Any]) -> StoredEvent:
     idempotency_key, meta, voided)."""
     seq, member, value, occurred_at, received_at, source, key, meta, voided = row
     return StoredEvent(seq, member, value, occurred_at, received_at, source, key, meta, bool(voided))
+
+
+EventRow = tuple[int, str, int, int, int, str, str, str | None]
+"""A score event as stored: (seq, member, value, occurred_at, received_at, source,
+idempotency_key, meta)."""
+
+EVENT_COLUMNS = "seq, member, value, occurred_at, received_at, source, idempotency_key, meta"
+
+
+async def merged_records(
+    board: str, events: AsyncIterator[Sequence[EventRow]], others: Iterable[CloseRecord | VoidRecord]
+) -> AsyncIterator[list[Record]]:
+    """`Journal.records` from a journal's score events (chunks in seq order) and its markers and
+    voids: one seq order, a chunk of records per chunk of events."""
+    pending = deque(sorted(others, key=lambda r: r.seq))
+    async for rows in events:
+        chunk: list[Record] = []
+        for seq, member, value, occurred_at, received_at, source, key, meta in rows:
+            while pending and pending[0].seq < seq:
+                chunk.append(pending.popleft())
+            chunk.append(ScoreRecord(seq, Event(board, member, value, occurred_at, key, meta), received_at, source))
+        yield chunk
+    if pending:
+        yield list(pending)

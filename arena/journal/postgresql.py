@@ -23,7 +23,7 @@ import socket
 import time
 import urllib.parse
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -35,7 +35,16 @@ from arena.engine.events import Fingerprint
 from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
 from arena.engine.spec import BoardSpec
 from arena.errors import JournalCorrupt, JournalError, JournalUnavailable, JournalWriteFailed
-from arena.journal.interface import ScoreRow, check_definition, close_record, marker_row, stored_event
+from arena.journal.interface import (
+    EVENT_COLUMNS,
+    EventRow,
+    ScoreRow,
+    check_definition,
+    close_record,
+    marker_row,
+    merged_records,
+    stored_event,
+)
 
 log = logging.getLogger("arena.journal")
 
@@ -363,33 +372,69 @@ class PostgresJournal:
     async def append(self, records: Sequence[Record]) -> None:
         if not records:
             return
-        epoch = self._epoch
-        if epoch is None:
-            raise JournalWriteFailed(f"{self.path}: write failed: the journal is open read-only")
+        epoch = self._writable_epoch()
         store = self._store
         events, markers, voids = self._rows(records)
+        async with self._writing(), store.connection() as conn:
+            if not markers and not voids:  # the common batch: one statement is one transaction
+                owned = await conn.execute(store.sql(_INSERT_EVENTS_FENCED), self._board, *events, epoch) != "INSERT 0 0"
+            else:
+                async with conn.transaction():
+                    owned = await conn.execute(store.sql(_FENCE), self._board, epoch) == "UPDATE 1"
+                    if owned:
+                        await self._insert(conn, events, markers, voids)
+        if not owned:
+            raise self._granted_again(epoch)
+        self.last_seq = records[-1].seq
+
+    async def append_all(self, chunks: AsyncIterable[Sequence[Record]]) -> None:
+        epoch = self._writable_epoch()
+        store = self._store
+        last_seq = self.last_seq
+        async with self._writing(), store.connection() as conn, conn.transaction():
+            owned = await conn.execute(store.sql(_FENCE), self._board, epoch) == "UPDATE 1"
+            if owned:
+                async for records in chunks:
+                    if records:
+                        await self._insert(conn, *self._rows(records))
+                        last_seq = records[-1].seq
+        if not owned:
+            raise self._granted_again(epoch)
+        self.last_seq = last_seq
+
+    def _writable_epoch(self) -> int:
+        if self._epoch is None:
+            raise JournalWriteFailed(f"{self.path}: write failed: the journal is open read-only")
+        return self._epoch
+
+    @asynccontextmanager
+    async def _writing(self) -> AsyncIterator[None]:
+        """Around a write: its failures as JournalWriteFailed, an outcome left unknown (the
+        connection broke while the server had it) marked for `committed_seq` to settle."""
         try:
-            async with store.connection() as conn:
-                if not markers and not voids:  # the common batch: one statement is one transaction
-                    owned = await conn.execute(store.sql(_INSERT_EVENTS_FENCED), self._board, *events, epoch) != "INSERT 0 0"
-                else:
-                    async with conn.transaction():
-                        owned = await conn.execute(store.sql(_FENCE), self._board, epoch) == "UPDATE 1"
-                        if owned and events[0]:
-                            await conn.execute(store.sql(_INSERT_EVENTS), self._board, *events)
-                        if owned and markers:
-                            await conn.executemany(store.sql(_INSERT_MARKERS), markers)
-                        if owned and voids:
-                            await conn.executemany(store.sql(_INSERT_VOIDS), voids)
+            yield
         except JournalUnavailable as exc:  # no connection: nothing was sent
             raise JournalWriteFailed(f"{self.path}: write failed: {exc}") from exc
         except STORE_ERRORS as exc:
             self._unsettled = _lost(exc)
-            raise JournalWriteFailed(store.redact(f"{self.path}: write failed: {exc}")) from exc
-        if not owned:
-            self._lost(self._board)
-            raise JournalWriteFailed(f"{self.path}: write failed: the board was granted again since its epoch {epoch}")
-        self.last_seq = records[-1].seq
+            raise JournalWriteFailed(self._store.redact(f"{self.path}: write failed: {exc}")) from exc
+
+    def _granted_again(self, epoch: int) -> JournalWriteFailed:
+        """The error of an append refused by its fence; this process no longer owns the board."""
+        self._lost(self._board)
+        return JournalWriteFailed(f"{self.path}: write failed: the board was granted again since its epoch {epoch}")
+
+    async def _insert(
+        self, conn: asyncpg.Connection, events: list[list[Any]], markers: list[tuple[Any, ...]], voids: list[tuple[Any, ...]]
+    ) -> None:
+        """Insert rows (`_rows`) inside the caller's transaction."""
+        sql = self._store.sql
+        if events[0]:
+            await conn.execute(sql(_INSERT_EVENTS), self._board, *events)
+        if markers:
+            await conn.executemany(sql(_INSERT_MARKERS), markers)
+        if voids:
+            await conn.executemany(sql(_INSERT_VOIDS), voids)
 
     def _rows(self, records: Sequence[Record]) -> tuple[list[list[Any]], list[tuple[Any, ...]], list[tuple[Any, ...]]]:
         """The score events as one list per column (for unnest), the markers and the voids as rows."""
@@ -463,6 +508,23 @@ class PostgresJournal:
                     yield rows
         except (*STORE_ERRORS, JournalUnavailable, UnicodeError) as exc:
             raise self._store.failure(self.path, exc, "journal unreadable") from exc
+
+    async def records(self, upto_seq: int | None = None) -> AsyncIterator[list[Record]]:
+        upto = self._upto(upto_seq)
+        others: list[CloseRecord | VoidRecord] = [*await self.close_markers(upto), *(void for void, _ in await self.voids(upto))]
+        async for chunk in merged_records(self._board, self._events(upto), others):
+            yield chunk
+
+    async def _events(self, upto: int) -> AsyncIterator[list[EventRow]]:
+        store = self._store
+        try:
+            async with store.connection() as conn, conn.transaction(readonly=True):
+                sql = store.sql(f"SELECT {EVENT_COLUMNS} FROM {{s}}.score_event WHERE board = $1 AND seq <= $2 ORDER BY seq")
+                cursor = await conn.cursor(sql, self._board, upto)
+                while rows := await cursor.fetch(_SCAN_CHUNK):
+                    yield [tuple(row) for row in rows]
+        except (*STORE_ERRORS, JournalUnavailable, UnicodeError) as exc:
+            raise store.failure(self.path, exc, "journal unreadable") from exc
 
     async def close_markers(self, upto_seq: int | None = None) -> list[CloseRecord]:
         rows = await self._fetch(

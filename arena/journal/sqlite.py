@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -17,7 +17,17 @@ from arena.engine.events import Fingerprint
 from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
 from arena.engine.spec import BoardSpec
 from arena.errors import JournalCorrupt, JournalError, JournalWriteFailed
-from arena.journal.interface import ScoreRow, check_definition, close_record, marker_row, stored_event
+from arena.journal.interface import (
+    EVENT_COLUMNS,
+    EventRow,
+    MarkerRow,
+    ScoreRow,
+    check_definition,
+    close_record,
+    marker_row,
+    merged_records,
+    stored_event,
+)
 
 SCHEMA_VERSION = "1"
 
@@ -173,6 +183,41 @@ class SqliteJournal:
     async def append(self, records: Sequence[Record]) -> None:
         if not records:
             return
+        events, markers, voids = self._rows(records)
+        db = self._db
+        payload = _json_rows(events) if events else None
+        try:
+            if payload is not None and not markers and not voids:
+                # the common batch: one statement is one transaction (autocommit), in one step
+                await db.execute(_INSERT_EVENTS_JSON, (payload,))
+            else:
+                await db.execute("BEGIN IMMEDIATE")
+                await self._insert(events, markers, voids)
+                await db.execute("COMMIT")
+        except (sqlite3.Error, UnicodeEncodeError) as exc:  # a string without a UTF-8 form is refused too
+            await self._rollback()
+            raise JournalWriteFailed(f"{self.path}: write failed: {exc}") from exc
+        self.last_seq = records[-1].seq
+
+    async def append_all(self, chunks: AsyncIterable[Sequence[Record]]) -> None:
+        last_seq = self.last_seq
+        try:
+            await self._db.execute("BEGIN IMMEDIATE")
+            async for records in chunks:
+                if records:
+                    await self._insert(*self._rows(records))
+                    last_seq = records[-1].seq
+            await self._db.execute("COMMIT")
+        except (sqlite3.Error, UnicodeEncodeError) as exc:
+            await self._rollback()
+            raise JournalWriteFailed(f"{self.path}: write failed: {exc}") from exc
+        except BaseException:
+            await self._rollback()
+            raise
+        self.last_seq = last_seq
+
+    def _rows(self, records: Sequence[Record]) -> tuple[list[tuple[Any, ...]], list[MarkerRow], list[tuple[Any, ...]]]:
+        """The rows of ``records``: score events, close markers, voids."""
         board = self._spec.name
         events = []
         markers = []
@@ -185,30 +230,26 @@ class SqliteJournal:
                 markers.append(marker_row(self._spec, r))
             else:
                 voids.append((r.seq, r.target_seq, r.idempotency_key, r.reason, r.admin, r.voided_at))
+        return events, markers, voids
+
+    async def _insert(self, events: list[tuple[Any, ...]], markers: list[MarkerRow], voids: list[tuple[Any, ...]]) -> None:
+        """Insert rows inside the caller's transaction."""
         db = self._db
         payload = _json_rows(events) if events else None
+        if payload is not None:
+            await db.execute(_INSERT_EVENTS_JSON, (payload,))
+        elif events:
+            await db.executemany("INSERT INTO score_event VALUES (?,?,?,?,?,?,?,?,?)", events)
+        if markers:
+            await db.executemany("INSERT INTO board_period VALUES (?,?,?,?,?,?,?,?,?)", markers)
+        if voids:
+            await db.executemany("INSERT INTO score_void VALUES (?,?,?,?,?,?)", voids)
+
+    async def _rollback(self) -> None:
         try:
-            if payload is not None and not markers and not voids:
-                # the common batch: one statement is one transaction (autocommit), in one step
-                await db.execute(_INSERT_EVENTS_JSON, (payload,))
-            else:
-                await db.execute("BEGIN IMMEDIATE")
-                if payload is not None:
-                    await db.execute(_INSERT_EVENTS_JSON, (payload,))
-                elif events:
-                    await db.executemany("INSERT INTO score_event VALUES (?,?,?,?,?,?,?,?,?)", events)
-                if markers:
-                    await db.executemany("INSERT INTO board_period VALUES (?,?,?,?,?,?,?,?,?)", markers)
-                if voids:
-                    await db.executemany("INSERT INTO score_void VALUES (?,?,?,?,?,?)", voids)
-                await db.execute("COMMIT")
-        except (sqlite3.Error, UnicodeEncodeError) as exc:  # a string without a UTF-8 form is refused too
-            try:
-                await db.rollback()
-            except sqlite3.Error:
-                pass
-            raise JournalWriteFailed(f"{self.path}: write failed: {exc}") from exc
-        self.last_seq = records[-1].seq
+            await self._db.rollback()
+        except sqlite3.Error:
+            pass
 
     async def committed_seq(self) -> int:
         try:
@@ -238,6 +279,20 @@ class SqliteJournal:
                     rows = await cursor.fetchmany(_SCAN_CHUNK)
                     if not rows:
                         break
+                    yield rows  # type: ignore[misc]
+        except sqlite3.Error as exc:
+            raise JournalCorrupt(f"{self.path}: journal unreadable: {exc}") from exc
+
+    async def records(self, upto_seq: int | None = None) -> AsyncIterator[list[Record]]:
+        upto = self._upto(upto_seq)
+        others: list[CloseRecord | VoidRecord] = [*await self.close_markers(upto), *(void for void, _ in await self.voids(upto))]
+        async for chunk in merged_records(self._spec.name, self._events(upto), others):
+            yield chunk
+
+    async def _events(self, upto: int) -> AsyncIterator[list[EventRow]]:
+        try:
+            async with self._db.execute(f"SELECT {EVENT_COLUMNS} FROM score_event WHERE seq <= ? ORDER BY seq", (upto,)) as cursor:
+                while rows := await cursor.fetchmany(_SCAN_CHUNK):
                     yield rows  # type: ignore[misc]
         except sqlite3.Error as exc:
             raise JournalCorrupt(f"{self.path}: journal unreadable: {exc}") from exc

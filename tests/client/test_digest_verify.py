@@ -1,6 +1,6 @@
 """Verifiable standings: the digest route, `arena verify` against a running server (also while
 events keep arriving, and with a journal changed behind the server's back), and digest equality
-after a restart and in `arena rebuild`'s output."""
+after a restart and in `arena rebuild`'s output; on both journal backends."""
 
 from __future__ import annotations
 
@@ -17,10 +17,12 @@ import httpx
 
 from arena.api import queries
 from arena.client import ArenaClient, ScoreEvent
+from arena.config import JournalSettings
 from arena.engine.times import parse_rfc3339_ms
 from arena.journal.sqlite import journal_path
 from loadtest.config_toml import write_config
 from support.arena_cli import arena, rebuild_digests
+from support.postgres import fetchval
 from support.server import (
     ChildServer,
     Client,
@@ -62,8 +64,8 @@ async def served_digests(url: str, boards: dict[str, Any] = BOARDS) -> dict[tupl
     return found
 
 
-def child(tmp_path: Path, boards: dict[str, Any] = BOARDS) -> ChildServer:
-    config = make_config(tmp_path / "data", boards)
+def child(tmp_path: Path, journal: JournalSettings, boards: dict[str, Any] = BOARDS) -> ChildServer:
+    config = make_config(tmp_path / "data", boards, journal=journal)
     return ChildServer(write_config(config, tmp_path / "config.toml"))
 
 
@@ -72,6 +74,21 @@ async def fill(url: str, n: int = 600) -> None:
     async with ArenaClient(url, token_for("gs")) as client:
         events = [ScoreEvent(b, f"m{i % 53}", (i * 7919) % 1000, at - (i % 50) * 1000) for i in range(n) for b in BOARDS]
         assert all(r.recorded for r in await client.submit_many(events))
+
+
+async def rewrite_score(journal: JournalSettings, data_dir: Path, board: str, key: str, value: int) -> None:
+    """Change a journaled event's value in the store, behind the server's back."""
+    if journal.backend == "sqlite":
+        db = sqlite3.connect(journal_path(data_dir, board), timeout=10)
+        with db:
+            assert db.execute("UPDATE score_event SET value = ? WHERE idempotency_key = ?", (value, key)).rowcount == 1
+        db.close()
+        return
+    assert journal.url is not None
+    updated = await fetchval(journal.url, f"WITH u AS (UPDATE {journal.schema}.score_event SET value = $1"
+                             " WHERE board = $2 AND idempotency_key = $3 RETURNING 1) SELECT count(*) FROM u",
+                             value, board, key.encode())
+    assert updated == 1
 
 
 async def run_arena(*args: str | Path) -> tuple[int, str, str]:
@@ -155,8 +172,8 @@ async def test_member_names_with_tabs_would_be_ambiguous_so_control_characters_a
 # -- arena verify ---------------------------------------------------------------------------------
 
 
-async def test_verify_passes_while_events_keep_arriving(tmp_path: Path) -> None:
-    server = child(tmp_path)
+async def test_verify_passes_while_events_keep_arriving(tmp_path: Path, served_journal: JournalSettings) -> None:
+    server = child(tmp_path, served_journal)
     await asyncio.to_thread(server.start)
     stop = asyncio.Event()
     written = 0
@@ -188,9 +205,9 @@ async def test_verify_passes_while_events_keep_arriving(tmp_path: Path) -> None:
     assert "0 mismatched" in err
 
 
-async def test_verify_fails_on_a_journal_changed_behind_the_servers_back(tmp_path: Path) -> None:
+async def test_verify_fails_on_a_journal_changed_behind_the_servers_back(tmp_path: Path, served_journal: JournalSettings) -> None:
     boards = {"hs": {"aggregation": "best", "periods": ["alltime"]}}
-    server = child(tmp_path, boards)
+    server = child(tmp_path, served_journal, boards)
     await asyncio.to_thread(server.start)
     try:
         at = now_ms()
@@ -199,10 +216,7 @@ async def test_verify_fails_on_a_journal_changed_behind_the_servers_back(tmp_pat
         code, out, err = await run_arena("verify", "--config", server.config_path, "--url", server.url)
         assert code == 0, out + err
         # m3 is rank 4 with 97: rewrite its journaled score to 1 (the server's tables do not change)
-        db = sqlite3.connect(journal_path(tmp_path / "data", "hs"), timeout=10)
-        with db:
-            assert db.execute("UPDATE score_event SET value = 1 WHERE idempotency_key = 'k3'").rowcount == 1
-        db.close()
+        await rewrite_score(served_journal, tmp_path / "data", "hs", "k3", 1)
         code, out, err = await run_arena("verify", "--config", server.config_path, "--url", server.url)
     finally:
         server.kill()
@@ -222,9 +236,9 @@ async def test_verify_reports_an_unreachable_server_clearly(tmp_path: Path) -> N
 # -- restart and rebuild ---------------------------------------------------------------------------
 
 
-async def test_digests_are_equal_after_a_restart_and_in_arena_rebuild(tmp_path: Path) -> None:
+async def test_digests_are_equal_after_a_restart_and_in_arena_rebuild(tmp_path: Path, served_journal: JournalSettings) -> None:
     await clear_of_an_hour_boundary()
-    server = child(tmp_path)
+    server = child(tmp_path, served_journal)
     await asyncio.to_thread(server.start)
     try:
         await fill(server.url)
@@ -249,11 +263,13 @@ async def test_digests_are_equal_after_a_restart_and_in_arena_rebuild(tmp_path: 
             assert before[key]["sha256"] == table.sha256
 
 
-async def test_rebuild_prints_every_table_the_server_lists_the_empty_retained_ones_too(tmp_path: Path) -> None:
+async def test_rebuild_prints_every_table_the_server_lists_the_empty_retained_ones_too(
+    tmp_path: Path, served_journal: JournalSettings
+) -> None:
     """Daily with keep_closed = 3 lists four or five windows; rebuild printed only those it had
     events for."""
     boards = {"d": {"aggregation": "sum", "periods": ["alltime", "daily"], "keep_closed": 3}}
-    config = make_config(tmp_path / "data", boards)
+    config = make_config(tmp_path / "data", boards, journal=served_journal)
     async with InProcessServer(config) as server:
         client = await Client.connect(server.ws_url, token_for("gs"))
         assert [r["status"] for r in await client.submit([event("d", "m", 1, now_ms(), "k")])] == ["accepted"]
@@ -264,9 +280,9 @@ async def test_rebuild_prints_every_table_the_server_lists_the_empty_retained_on
     assert {k: (t.members, t.sha256) for k, t in rebuilt.items()} == {k: (d["size"], d["sha256"]) for k, d in served.items()}
 
 
-async def test_rebuild_all_prints_closed_tables_past_the_retention(tmp_path: Path) -> None:
+async def test_rebuild_all_prints_closed_tables_past_the_retention(tmp_path: Path, served_journal: JournalSettings) -> None:
     boards = {"h": {"aggregation": "sum", "periods": ["hourly"], "keep_closed": 1}}
-    config = make_config(tmp_path / "data", boards)
+    config = make_config(tmp_path / "data", boards, journal=served_journal)
     config.server.data_dir.mkdir()
     base = (now_ms() // HOUR - 30) * HOUR  # thirty hours ago
     async with InProcessServer(config) as server, httpx.AsyncClient(base_url=server.url) as http:
@@ -285,11 +301,11 @@ async def test_rebuild_all_prints_closed_tables_past_the_retention(tmp_path: Pat
     assert len(hours) >= 5
 
 
-async def test_verify_agrees_on_retained_tables_whatever_its_own_clock_says(tmp_path: Path) -> None:
+async def test_verify_agrees_on_retained_tables_whatever_its_own_clock_says(tmp_path: Path, served_journal: JournalSettings) -> None:
     """The server's clock decides which closed tables it retains; verify checks those, even when
     its own clock has already moved past them (here: the server's test clock is a day behind)."""
     boards = {"h": {"aggregation": "best", "periods": ["hourly"], "keep_closed": 2}}
-    server = child(tmp_path, boards)
+    server = child(tmp_path, served_journal, boards)
     await asyncio.to_thread(server.start)
     base = (now_ms() // HOUR - 30) * HOUR
     try:

@@ -230,6 +230,60 @@ async def test_voids_come_back_in_seq_order_with_their_events_occurred_at(journa
         await journal.append([VoidRecord(6, 3, "k3", "again", "ops", T + 12)])
 
 
+async def records(journal: Journal, upto_seq: int | None = None) -> list[Record]:
+    return [r async for chunk in journal.records(upto_seq) for r in chunk]
+
+
+def history() -> list[Record]:
+    """Events over several read chunks, with a marker and a void between them, and strings only
+    an exact store keeps."""
+    out: list[Record] = []
+    for seq in range(1, 4_503):
+        if seq == 11:
+            out.append(CloseRecord(seq, DAY, T + 1))
+        elif seq == 2_501:
+            out.append(VoidRecord(seq, 5, "k\x005", "r\x00", "ops", T + 2))
+        else:
+            out.append(score(seq, member=f"m{seq % 7}", value=seq * 3, key=f"k\x00{seq}", meta='{"b":1,"a":[2]}'))
+    return out
+
+
+async def test_records_come_back_in_seq_order_exactly_as_journaled(journal: Journal) -> None:
+    written = history()
+    assert [r.seq for r in written] == list(range(1, len(written) + 1))
+    for i in range(0, len(written), 1_000):
+        await journal.append(written[i : i + 1_000])
+    assert await records(journal) == written
+    assert await records(journal, upto_seq=2_501) == written[:2_501]
+    assert max([len(chunk) async for chunk in journal.records()]) <= 2_002  # streamed in chunks
+
+
+async def test_append_all_copies_a_journal_in_one_transaction(backend_kind: BackendKind, journal: Journal) -> None:
+    await journal.append(history())
+    async with journal_store(*backend_kind) as other:
+        copy = await other.open()
+        await copy.append_all(journal.records())
+        assert copy.last_seq == journal.last_seq
+        assert await records(copy) == await records(journal)
+        await copy.close()
+
+
+async def test_append_all_writes_nothing_when_its_source_fails(backend_kind: BackendKind, journal: Journal) -> None:
+    async def failing() -> AsyncIterator[list[Record]]:
+        yield [score(1), score(2)]
+        raise JournalCorrupt("source unreadable")
+
+    with pytest.raises(JournalCorrupt):
+        await journal.append_all(failing())
+    assert (journal.last_seq, await journal.committed_seq()) == (0, 0)
+
+    async def one() -> AsyncIterator[list[Record]]:
+        yield [score(1)]
+
+    await journal.append_all(one())
+    assert await records(journal) == [score(1)]
+
+
 async def test_committed_seq_is_the_greatest_seq_of_any_record(store: Store, journal: Journal) -> None:
     await journal.append([score(1), score(2), VoidRecord(3, 1, "k1", "r", "ops", T), CloseRecord(4, DAY, T)])
     assert await journal.committed_seq() == 4

@@ -261,9 +261,9 @@ def test_voids_live_and_on_rebuild_equal_the_oracle_without_the_voided_events(
     without = frozenset(r.event.idempotency_key for r in chosen)
     last_tick = max((f.now for f in frames if f.tick), default=None)
     check_engine(live, oracle, now, rotated_at=last_tick, without=without)
-    rebuilt = replay_memory(live.spec, journal.records, now, everything=True)
+    rebuilt = replay_memory(live.spec, journal.journaled, now, everything=True)
     check_engine(rebuilt, oracle, now, rotated_at=None, without=without, everything=True)
-    assert_same_as_live(replay_memory(live.spec, journal.records, now), live)
+    assert_same_as_live(replay_memory(live.spec, journal.journaled, now), live)
     assert rebuilt.disputes == live.disputes
     assert sum(live.disputes.values()) == sum(len(live.router.windows(r.seq, r.event.occurred_at)) for r in chosen)
 

@@ -1,6 +1,6 @@
 """A duplicate storm: the same batch resent 100 times over several connections changes nothing
 and every duplicate is counted (every retry is a lookup in the journal's UNIQUE index), and the
-same after a restart."""
+same after a restart; on both journal backends."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from support.faults import journaled, metric, server_digests, write_config
+from arena.config import JournalSettings
+from support.faults import metric, server_digests, stored, write_config
 from support.server import ChildServer, Client, clear_of_an_hour_boundary, statuses, token_for
 
 BOARDS: dict[str, dict[str, Any]] = {
@@ -44,10 +45,14 @@ async def _storm(url: str, batch: list[dict[str, Any]], resends: int) -> None:
         await client.close()
 
 
-async def test_duplicate_storm_changes_nothing_and_counts_every_duplicate(tmp_path: Path) -> None:
+async def test_duplicate_storm_changes_nothing_and_counts_every_duplicate(tmp_path: Path, served_journal: JournalSettings) -> None:
     await clear_of_an_hour_boundary()
-    config = write_config(tmp_path, BOARDS)
+    config = write_config(tmp_path, BOARDS, journal=served_journal)
     data = tmp_path / "data"
+
+    async def journaled() -> dict[str, dict[str, tuple[str, int, int]]]:
+        return {board: await stored(served_journal, data, board) for board in BOARDS}
+
     server = ChildServer(config)
     await asyncio.to_thread(server.start)
     try:
@@ -59,13 +64,13 @@ async def test_duplicate_storm_changes_nothing_and_counts_every_duplicate(tmp_pa
         assert statuses(await client.submit(reused)) == ["rejected:idempotency_key_reused"] * 10
         await client.close()
         digests = server_digests(server.url, PERIODS)
-        journal = {board: journaled(data, board) for board in BOARDS}
+        journal = await journaled()
         seq = metric(server.url, "arena_events_total", status="accepted")
         assert _duplicates(server.url) == 0
 
         await _storm(server.ws_url, batch, RESENDS)
         assert server_digests(server.url, PERIODS) == digests
-        assert {board: journaled(data, board) for board in BOARDS} == journal
+        assert await journaled() == journal
         assert _duplicates(server.url) == RESENDS * len(batch)
         assert metric(server.url, "arena_events_total", status="accepted") == seq
         assert metric(server.url, "arena_events_total", reason="idempotency_key_reused") == 10
@@ -77,6 +82,6 @@ async def test_duplicate_storm_changes_nothing_and_counts_every_duplicate(tmp_pa
         await _storm(server.ws_url, batch, 10)
         assert server_digests(server.url, PERIODS) == digests
         assert _duplicates(server.url) == 10 * len(batch)
-        assert {board: journaled(data, board) for board in BOARDS} == journal
+        assert await journaled() == journal
     finally:
         server.kill()

@@ -1,5 +1,6 @@
 """SIGKILL under steady ingest: no acked event is ever lost, nothing unacked is half-applied, and
-a resend of the unacked frames (same keys) is told exactly what the journal already holds."""
+a resend of the unacked frames (same keys) is told exactly what the journal already holds; on
+both journal backends (on PostgreSQL a restart waits for the killed node's lease to expire)."""
 
 from __future__ import annotations
 
@@ -13,15 +14,16 @@ from typing import Any
 import httpx
 import pytest
 
+from arena.config import JournalSettings
 from arena.engine.times import parse_rfc3339_ms
 from support.faults import (
     Fingerprint,
     Ledger,
     assert_standings_match_rebuild,
-    journaled,
     random_writers,
     rounds,
     seed,
+    stored,
     write_config,
 )
 from support.server import ADMIN_TOKEN, ChildServer, Client, token_for, until
@@ -40,8 +42,8 @@ def _fingerprint(e: dict[str, Any]) -> Fingerprint:
     return (e["member"], e["value"], e["occurred_at"])
 
 
-def _journal(data_dir: Path) -> dict[str, dict[str, Fingerprint]]:
-    return {board: journaled(data_dir, board) for board in BOARDS}
+async def _journal(journal: JournalSettings, data_dir: Path) -> dict[str, dict[str, Fingerprint]]:
+    return {board: await stored(journal, data_dir, board) for board in BOARDS}
 
 
 async def _ingest_and_kill(server: ChildServer, rng: random.Random, round_no: int) -> Ledger:
@@ -121,8 +123,8 @@ def _totals(sent: dict[str, dict[str, Any]]) -> dict[str, int]:
     return dict(totals)
 
 
-async def _run(tmp_path: Path, n_rounds: int) -> list[dict[str, int]]:
-    config = write_config(tmp_path, BOARDS)
+async def _run(tmp_path: Path, journal_settings: JournalSettings, n_rounds: int) -> list[dict[str, int]]:
+    config = write_config(tmp_path, BOARDS, journal=journal_settings)
     data_dir = tmp_path / "data"
     rng = random.Random(seed())
     server = ChildServer(config)
@@ -135,13 +137,13 @@ async def _run(tmp_path: Path, n_rounds: int) -> list[dict[str, int]]:
             for events in [ev for ev, _ in ledger.acked] + ledger.unacked:
                 sent.update((e["idempotency_key"], e) for e in events)
             await asyncio.to_thread(server.start)
-            journal = _journal(data_dir)
+            journal = await _journal(journal_settings, data_dir)
             report.append(_check_round(ledger, journal))
             _check_audit(server.url, ledger, rng.choice(MEMBERS))
             assert_standings_match_rebuild(server.url, config, PERIODS)
             await _resend_unacked(server, ledger, journal)
         # Everything ever sent is journaled exactly once, and the standings add up.
-        journal = _journal(data_dir)
+        journal = await _journal(journal_settings, data_dir)
         assert sum(len(j) for j in journal.values()) == len(sent)
         for key, e in sent.items():
             assert journal[e["board"]][key] == _fingerprint(e)
@@ -155,15 +157,15 @@ async def _run(tmp_path: Path, n_rounds: int) -> list[dict[str, int]]:
     return report
 
 
-async def test_sigkill_during_ingest_loses_no_acked_event(tmp_path: Path) -> None:
-    report = await _run(tmp_path, 1)
+async def test_sigkill_during_ingest_loses_no_acked_event(tmp_path: Path, served_journal: JournalSettings) -> None:
+    report = await _run(tmp_path, served_journal, 1)
     assert report[0]["acked_events"] > 0
 
 
 @pytest.mark.slow
-async def test_sigkill_rounds_lose_no_acked_event(tmp_path: Path) -> None:
+async def test_sigkill_rounds_lose_no_acked_event(tmp_path: Path, served_journal: JournalSettings) -> None:
     n = rounds(10)
-    report = await _run(tmp_path, n)
+    report = await _run(tmp_path, served_journal, n)
     print(f"\nSIGKILL rounds: {n}")
     for i, r in enumerate(report):
         print(f"  round {i}: {r}")

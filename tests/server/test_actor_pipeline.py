@@ -78,7 +78,7 @@ async def run_overlapped(fail: bool) -> tuple[list[str], list[str]]:
         actor.stop()
         await asyncio.wait_for(task, 5)
     # either way k1 and k2 are journaled once each, in order, and applied
-    assert [(r.seq, r.event.idempotency_key) for r in journal.records if isinstance(r, ScoreRecord)] == [(1, "k1"), (2, "k2")]
+    assert [(r.seq, r.event.idempotency_key) for r in journal.journaled if isinstance(r, ScoreRecord)] == [(1, "k1"), (2, "k2")]
     assert handle.engine is not None and handle.engine.last_seq == 2
     return outcomes(first), outcomes(second)
 
@@ -139,4 +139,4 @@ async def test_a_retry_looked_up_before_the_batch_ahead_committed_is_still_a_dup
         actor.stop()
         await asyncio.wait_for(task, 5)
     assert [outcomes(a) for a in answers] == [["accepted"], ["duplicate"]]
-    assert [r.event.idempotency_key for r in journal.records if isinstance(r, ScoreRecord)] == ["k1"]
+    assert [r.event.idempotency_key for r in journal.journaled if isinstance(r, ScoreRecord)] == ["k1"]

@@ -1,4 +1,5 @@
-"""The conformance scenarios through the real protocol: uvicorn, WebSocket, HTTP, test clock."""
+"""The conformance scenarios through the real protocol: uvicorn, WebSocket, HTTP, test clock; on
+both journal backends."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
+from arena.config import JournalSettings
 from support import scenarios
 from support.server import Client, InProcessServer, make_config, token_for
 
@@ -27,9 +29,9 @@ async def _standings(http: httpx.AsyncClient, scenario: dict[str, Any]) -> list[
 
 
 @pytest.mark.parametrize("name", scenarios.NAMES)
-async def test_scenario_over_the_wire(name: str, tmp_path: Path) -> None:
+async def test_scenario_over_the_wire(name: str, tmp_path: Path, served_journal: JournalSettings) -> None:
     scenario = scenarios.load(name)
-    config = make_config(tmp_path, scenario["boards"], scenario["servers"])
+    config = make_config(tmp_path, scenario["boards"], scenario["servers"], journal=served_journal)
     async with InProcessServer(config) as server, httpx.AsyncClient(base_url=server.url) as http:
         clients = {sid: await Client.connect(server.ws_url, token_for(sid)) for sid in scenario["servers"]}
         for step in scenario["steps"]:

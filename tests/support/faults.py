@@ -1,6 +1,6 @@
 """Helpers of the fault-injection tests (tests/faults): config files for child servers
 (`support.server.ChildServer`), and read-only looks at what the server journaled and answers
-(sqlite journal, digests, offline rebuild, metrics, memory)."""
+(the journal on either backend, digests, offline rebuild, metrics, memory)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,9 @@ import httpx
 import orjson
 import websockets
 
+from arena.config import JournalSettings
 from loadtest import config_toml
+from support import postgres
 from support.arena_cli import arena, rebuild_digests
 from support.server import make_config, token_for
 
@@ -70,6 +72,15 @@ def journaled(data_dir: Path, board: str) -> dict[str, Fingerprint]:
     finally:
         db.close()
     return {key: (member, value, occurred_at) for key, member, value, occurred_at in rows}
+
+
+async def stored(journal: JournalSettings, data_dir: Path, board: str) -> dict[str, Fingerprint]:
+    """`journaled` on either backend: read from the sqlite file in ``data_dir``, or from the
+    tables of ``journal``'s schema."""
+    if journal.backend == "sqlite":
+        return journaled(data_dir, board)
+    assert journal.url is not None
+    return await postgres.journaled(journal.url, journal.schema, board)
 
 
 # -- what the server answers ------------------------------------------------------------------

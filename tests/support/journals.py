@@ -1,6 +1,7 @@
 """Both journal backends for the tests of journal semantics (a pytest plugin: tests/conftest.py
 loads it). A test that takes `store` runs once on sqlite and once on PostgreSQL; a hypothesis
-test takes `backend_kind` and makes a fresh `journal_store` per example."""
+test takes `backend_kind` and makes a fresh `journal_store` per example; a test through a real
+server takes `served_journal`, the ``[journal]`` of its config."""
 
 from __future__ import annotations
 
@@ -97,3 +98,13 @@ def backend_kind(request: pytest.FixtureRequest) -> BackendKind:
 async def store(backend_kind: BackendKind, tmp_path: Path) -> AsyncIterator[Store]:
     async with journal_store(*backend_kind, data_dir=tmp_path) as s:
         yield s
+
+
+@pytest.fixture(params=BACKENDS)
+def served_journal(request: pytest.FixtureRequest) -> JournalSettings:
+    """``[journal]`` for a server under test: sqlite (in its data_dir), or a schema of the test's
+    own on the test PostgreSQL server (`pg_journal`, dropped afterwards)."""
+    if request.param == "sqlite":
+        return JournalSettings()
+    settings: JournalSettings = request.getfixturevalue("pg_journal")
+    return settings

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Sequence
 
 from arena.engine.events import Fingerprint
 from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
@@ -13,22 +13,30 @@ class MemoryJournal:
     def __init__(self, path: str = "memory") -> None:
         self.path = path
         self.last_seq = 0
-        self.records: list[Record] = []
+        self.journaled: list[Record] = []
 
     def _scores(self) -> list[ScoreRecord]:
-        return [r for r in self.records if isinstance(r, ScoreRecord)]
+        return [r for r in self.journaled if isinstance(r, ScoreRecord)]
 
     def _voided(self) -> set[int]:
-        return {r.target_seq for r in self.records if isinstance(r, VoidRecord)}
+        return {r.target_seq for r in self.journaled if isinstance(r, VoidRecord)}
 
     async def lookup(self, keys: Sequence[str]) -> dict[str, Fingerprint]:
         wanted = set(keys)
         return {r.event.idempotency_key: r.event.fingerprint for r in self._scores() if r.event.idempotency_key in wanted}
 
     async def append(self, records: Sequence[Record]) -> None:
-        self.records.extend(records)
+        self.journaled.extend(records)
         if records:
             self.last_seq = records[-1].seq
+
+    async def append_all(self, chunks: AsyncIterable[Sequence[Record]]) -> None:
+        copied = [r async for records in chunks for r in records]
+        await self.append(copied)
+
+    async def records(self, upto_seq: int | None = None) -> AsyncIterator[list[Record]]:
+        upto = self.last_seq if upto_seq is None else upto_seq
+        yield [r for r in self.journaled if r.seq <= upto]
 
     async def committed_seq(self) -> int:
         return self.last_seq
@@ -48,12 +56,12 @@ class MemoryJournal:
 
     async def close_markers(self, upto_seq: int | None = None) -> list[CloseRecord]:
         upto = self.last_seq if upto_seq is None else upto_seq
-        return [r for r in self.records if isinstance(r, CloseRecord) and r.seq <= upto]
+        return [r for r in self.journaled if isinstance(r, CloseRecord) and r.seq <= upto]
 
     async def voids(self, upto_seq: int | None = None) -> list[tuple[VoidRecord, int]]:
         upto = self.last_seq if upto_seq is None else upto_seq
         occurred = {r.seq: r.event.occurred_at for r in self._scores()}
-        return [(r, occurred[r.target_seq]) for r in self.records if isinstance(r, VoidRecord) and r.seq <= upto]
+        return [(r, occurred[r.target_seq]) for r in self.journaled if isinstance(r, VoidRecord) and r.seq <= upto]
 
     def _stored(self, r: ScoreRecord) -> StoredEvent:
         e = r.event
