@@ -8,7 +8,7 @@ a rebuild fast.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from arena.engine.board import BoardEngine
 from arena.engine.periods import Window
@@ -77,6 +77,30 @@ class Loader:
                 if new is not None:
                     states[member] = new
         self._route = route
+        self.events += count
+
+    def feed_folds(self, windows: Sequence[Window], rows: Iterable[tuple[str, int, int, str, int]]) -> None:
+        """Apply rows (member, score, reached_at, key, events), each a member's events folded
+        (`arena.journal.FoldRow`), to every one of ``windows`` the pass includes: each folds in
+        as one event would. The events must be unvoided and apply to all of ``windows`` (their
+        seqs below every close marker of the route). O(rows * kinds)."""
+        targets = []
+        for window in windows:
+            known = self._targets.get(id(window))
+            target = known[1] if known is not None else self._target(window)
+            if target is not None:
+                targets.append(target)
+        update_of, merge = self.engine.rule.update, self.engine.rule.merge
+        count = 0
+        for member, score, reached_at, key, events in rows:
+            count += events
+            update = update_of(member, score, reached_at, key)
+            for states, _applied in targets:
+                new = merge(states.get(member), update)
+                if new is not None:
+                    states[member] = new
+        for _states, applied in targets:
+            applied[0] += count
         self.events += count
 
     def finish(self, tables: Iterable[Window] = (), only: Callable[[Window], bool] | None = None) -> Iterator[RankedTable]:

@@ -4,9 +4,9 @@ and its backends (`arena.journal.sqlite`, `arena.journal.postgresql`)."""
 import socket
 
 from arena.config import Config
-from arena.journal.interface import Journal, JournalBackend, ScoreRow, check_definition
+from arena.journal.interface import FoldingJournal, FoldRow, Journal, JournalBackend, ScoreRow, check_definition
 
-__all__ = ["Journal", "JournalBackend", "ScoreRow", "check_definition", "journal_backend"]
+__all__ = ["FoldRow", "FoldingJournal", "Journal", "JournalBackend", "ScoreRow", "check_definition", "journal_backend"]
 
 
 def journal_backend(config: Config) -> JournalBackend:

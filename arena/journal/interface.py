@@ -9,7 +9,7 @@ assigns the seqs and is the journal's only writer.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import orjson
 from prometheus_client import CollectorRegistry
@@ -17,11 +17,18 @@ from prometheus_client import CollectorRegistry
 from arena.engine.events import Fingerprint
 from arena.engine.periods import PeriodKind, Window
 from arena.engine.records import CloseRecord, Record, StoredEvent, VoidRecord
+from arena.engine.scoring import Aggregation, Order
 from arena.engine.spec import BoardSpec
 from arena.errors import BoardDefinitionChanged
 
 ScoreRow = tuple[int, str, int, int, str]
 """(seq, member, value, occurred_at, idempotency_key): what replay needs of a score event."""
+
+FoldRow = tuple[str, int, int, str, int]
+"""(member, score, reached_at, key, events): a member's score events of one bucket folded as
+`ScoringRule.fold` folds them (key: the deciding idempotency key of ``latest``, else ""), and
+how many there were. Folding it as one event of value ``score`` at ``reached_at`` gives the
+same standing as folding each of them."""
 
 
 class Journal(Protocol):
@@ -66,10 +73,15 @@ class Journal(Protocol):
         settles an `append` that raised. One read."""
 
     def scan(
-        self, upto_seq: int | None = None, min_occurred_at: int | None = None, before_occurred_at: int | None = None
+        self,
+        upto_seq: int | None = None,
+        min_occurred_at: int | None = None,
+        before_occurred_at: int | None = None,
+        min_seq: int | None = None,
     ) -> AsyncIterator[list[ScoreRow]]:
         """Score events in seq order, in chunks of a few thousand, each cheap enough to fold in
-        one turn of the event loop; ``min_occurred_at <= occurred_at < before_occurred_at``."""
+        one turn of the event loop; ``min_occurred_at <= occurred_at < before_occurred_at`` and
+        ``min_seq <= seq``."""
 
     async def close_markers(self, upto_seq: int | None = None) -> list[CloseRecord]:
         """Every close marker, in seq order."""
@@ -86,6 +98,29 @@ class Journal(Protocol):
 
     async def close(self) -> None:
         """Release the journal; it is not used again."""
+
+
+@runtime_checkable
+class FoldingJournal(Journal, Protocol):
+    """A journal that folds score events in its own query engine, one row per member instead of
+    one per event: what makes a replay fast (`arena.replay`). A bucket is a span of instants
+    ``[start, end)`` (``end`` None: unbounded) and the events in it with ``seq < below_seq``
+    and ``seq <= upto_seq`` that no void up to ``upto_seq`` names."""
+
+    async def next_instant(self, at: int, before: int | None) -> int | None:
+        """The least occurred_at of a score event in ``[at, before)``, or None. One index probe."""
+
+    def fold(self, start: int, end: int | None, below_seq: int, upto_seq: int) -> AsyncIterator[list[FoldRow]]:
+        """The bucket's events folded per member (`FoldRow`) by the board's aggregation, in
+        chunks, members in no order. Exact at any size the store can hold. One query: a scan of
+        the bucket and a group-by."""
+
+
+def fold_kind(spec: BoardSpec) -> str:
+    """How a backend folds ``spec``'s events: "sum", "best_desc", "best_asc" or "latest"."""
+    if spec.aggregation is Aggregation.BEST:
+        return "best_desc" if spec.order is Order.DESC else "best_asc"
+    return spec.aggregation.value
 
 
 class JournalBackend(Protocol):

@@ -17,7 +17,7 @@ from arena.engine.events import Fingerprint
 from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
 from arena.engine.spec import BoardSpec
 from arena.errors import JournalCorrupt, JournalError, JournalWriteFailed
-from arena.journal.interface import ScoreRow, check_definition, close_record, marker_row, stored_event
+from arena.journal.interface import FoldRow, ScoreRow, check_definition, close_record, fold_kind, marker_row, stored_event
 
 SCHEMA_VERSION = "1"
 
@@ -71,6 +71,21 @@ _LOOKUP_JSON = (
     "SELECT json_group_array(json_array(idempotency_key, member, value, occurred_at)) FROM score_event"
     " WHERE idempotency_key IN (SELECT value FROM json_each(?))"
 )
+# A fold's aggregates per aggregation: sqlite has neither an exact sum past 2**63 (SUM raises)
+# nor an arg-max, so a sum is made of three pieces of the values (each under 2**20 in size:
+# exact up to 2**43 events of a member, more than a sqlite file can hold) and a best or latest
+# is the max (or min) of one text that orders like the standing. Journaled values lie within
+# ±(2**53 - 1) and instants within 0..10**16 (the config check and validation), which the
+# fixed widths below hold; `_fold_row` decodes each.
+_FOLDS = {
+    "sum": "sum(value >> 40), sum((value >> 20) & 1048575), sum(value & 1048575), max(occurred_at)",
+    "best_desc": "max(printf('%017d%016d', value + 9007199254740992, 9999999999999999 - occurred_at))",
+    "best_asc": "min(printf('%017d%016d', value + 9007199254740992, occurred_at))",
+    # the one max() makes the bare ``value`` that of its row: unique, as keys are
+    "latest": "max(printf('%016d', occurred_at) || idempotency_key), value",
+}
+_VALUE_BIAS = 1 << 53
+_INSTANT_TOP = 9_999_999_999_999_999
 _WAL_HEADER_BYTES = 32
 _LOOKUP_CHUNK = 500
 _SCAN_CHUNK = 2_000
@@ -222,10 +237,17 @@ class SqliteJournal:
         return int(value) if value is not None else 0
 
     async def scan(
-        self, upto_seq: int | None = None, min_occurred_at: int | None = None, before_occurred_at: int | None = None
+        self,
+        upto_seq: int | None = None,
+        min_occurred_at: int | None = None,
+        before_occurred_at: int | None = None,
+        min_seq: int | None = None,
     ) -> AsyncIterator[list[ScoreRow]]:
         sql = "SELECT seq, member, value, occurred_at, idempotency_key FROM score_event WHERE seq <= ?"
         params: list[int] = [upto_seq if upto_seq is not None else self.last_seq]
+        if min_seq is not None:
+            sql += " AND seq >= ?"
+            params.append(min_seq)
         if min_occurred_at is not None:
             sql += " AND occurred_at >= ?"
             params.append(min_occurred_at)
@@ -239,6 +261,33 @@ class SqliteJournal:
                     if not rows:
                         break
                     yield rows  # type: ignore[misc]
+        except sqlite3.Error as exc:
+            raise JournalCorrupt(f"{self.path}: journal unreadable: {exc}") from exc
+
+    async def next_instant(self, at: int, before: int | None) -> int | None:
+        sql = "SELECT min(occurred_at) FROM score_event WHERE occurred_at >= ?"
+        params = [at]
+        if before is not None:
+            sql += " AND occurred_at < ?"
+            params.append(before)
+        value = (await self._read(sql, params))[0][0]
+        return None if value is None else int(value)
+
+    async def fold(self, start: int, end: int | None, below_seq: int, upto_seq: int) -> AsyncIterator[list[FoldRow]]:
+        kind = fold_kind(self._spec)
+        sql = f"SELECT member, {_FOLDS[kind]}, count(*) FROM score_event e WHERE occurred_at >= ? AND seq < ? AND seq <= ?"
+        params: list[int] = [start, below_seq, upto_seq]
+        if end is not None:
+            sql += " AND occurred_at < ?"
+            params.append(end)
+        if (await self._read("SELECT EXISTS (SELECT 1 FROM score_void WHERE seq <= ?)", (upto_seq,)))[0][0]:
+            sql += " AND NOT EXISTS (SELECT 1 FROM score_void v WHERE v.target_seq = e.seq AND v.seq <= ?)"
+            params.append(upto_seq)
+        decode = _fold_row[kind]
+        try:
+            async with self._db.execute(sql + " GROUP BY member", params) as cursor:
+                while rows := await cursor.fetchmany(_SCAN_CHUNK):
+                    yield [decode(row) for row in rows]
         except sqlite3.Error as exc:
             raise JournalCorrupt(f"{self.path}: journal unreadable: {exc}") from exc
 
@@ -365,6 +414,29 @@ def _file_size(path: Path) -> float:
         return float(path.stat().st_size)
     except FileNotFoundError:  # before the journal's first write, and after a clean close
         return 0.0
+
+
+def _sum_row(row: Any) -> FoldRow:
+    member, high, middle, low, reached_at, events = row
+    return member, (high << 40) + (middle << 20) + low, reached_at, "", events
+
+
+def _best_desc_row(row: Any) -> FoldRow:
+    member, text, events = row
+    return member, int(text[:17]) - _VALUE_BIAS, _INSTANT_TOP - int(text[17:]), "", events
+
+
+def _best_asc_row(row: Any) -> FoldRow:
+    member, text, events = row
+    return member, int(text[:17]) - _VALUE_BIAS, int(text[17:]), "", events
+
+
+def _latest_row(row: Any) -> FoldRow:
+    member, text, value, events = row
+    return member, value, int(text[:16]), text[16:], events
+
+
+_fold_row = {"sum": _sum_row, "best_desc": _best_desc_row, "best_asc": _best_asc_row, "latest": _latest_row}
 
 
 def _json_rows(rows: Sequence[object]) -> str | None:
