@@ -117,8 +117,9 @@ async def _read(loader: Loader, journal: Journal, upto: int, since: int | None, 
         if before is not None and (end is None or end > before):
             end = before
         below = upto + 1 if route.first_marker > upto else int(route.first_marker)
+        feed = loader.fold_feeder(route.windows(0))
         async for folded in journal.fold(start, end, below, upto):
-            loader.feed_folds(route.windows(0), folded)
+            feed(folded)
         if below <= upto:  # the late events of a closed window, each routed by its own seq
             async for rows in journal.scan(upto, min_occurred_at=start, before_occurred_at=end, min_seq=below):
                 loader.feed(rows)

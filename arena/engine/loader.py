@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from arena.engine.board import BoardEngine
 from arena.engine.periods import Window
 from arena.engine.routing import Route, TableKey
-from arena.engine.scoring import State
+from arena.engine.scoring import FoldRow, State
 from arena.engine.table import RankedTable
 
 _NOWHERE = Route(0, -1, ())
@@ -79,29 +79,46 @@ class Loader:
         self._route = route
         self.events += count
 
-    def feed_folds(self, windows: Sequence[Window], rows: Iterable[tuple[str, int, int, str, int]]) -> None:
-        """Apply rows (member, score, reached_at, key, events), each a member's events folded
-        (`arena.journal.FoldRow`), to every one of ``windows`` the pass includes: each folds in
-        as one event would. The events must be unvoided and apply to all of ``windows`` (their
-        seqs below every close marker of the route). O(rows * kinds)."""
-        targets = []
-        for window in windows:
-            known = self._targets.get(id(window))
-            target = known[1] if known is not None else self._target(window)
-            if target is not None:
-                targets.append(target)
-        update_of, merge = self.engine.rule.update, self.engine.rule.merge
-        count = 0
-        for member, score, reached_at, key, events in rows:
-            count += events
-            update = update_of(member, score, reached_at, key)
-            for states, _applied in targets:
-                new = merge(states.get(member), update)
-                if new is not None:
-                    states[member] = new
-        for _states, applied in targets:
-            applied[0] += count
-        self.events += count
+    def fold_feeder(self, windows: Sequence[Window]) -> Callable[[Sequence[FoldRow]], None]:
+        """What takes one bucket's folded rows, in chunks: each row (`FoldRow`)
+        is a member's events folded, and folds in as one event would into every one of
+        ``windows`` the pass includes. The events must be unvoided and apply to all of
+        ``windows`` (seqs below every close marker of their route); a member comes once per
+        bucket. When no earlier bucket fed those windows, the states are made in bulk
+        (`ScoringRule.states`) and shared by the windows. O(rows * kinds)."""
+        rule = self.engine.rule
+        targets: list[tuple[dict[str, State], list[int]]] = []
+        fresh = False
+        started = False
+
+        def feed(rows: Sequence[FoldRow]) -> None:
+            nonlocal fresh, started
+            if not started:  # a bucket without rows makes no table, as no event would
+                started = True
+                for window in windows:
+                    known = self._targets.get(id(window))
+                    target = known[1] if known is not None else self._target(window)
+                    if target is not None:
+                        targets.append(target)
+                fresh = not any(states for states, _applied in targets)
+            count = sum([row[4] for row in rows])
+            if fresh:
+                made = rule.states(rows)
+                for states, _applied in targets:
+                    states.update(made)
+            else:
+                update_of, merge = rule.update, rule.merge
+                for member, score, reached_at, key, _events in rows:
+                    update = update_of(member, score, reached_at, key)
+                    for states, _applied in targets:
+                        new = merge(states.get(member), update)
+                        if new is not None:
+                            states[member] = new
+            for _states, applied in targets:
+                applied[0] += count
+            self.events += count
+
+        return feed
 
     def finish(self, tables: Iterable[Window] = (), only: Callable[[Window], bool] | None = None) -> Iterator[RankedTable]:
         """Build and install, one at a time, the tables ``only`` selects (all by default) plus
@@ -114,8 +131,12 @@ class Loader:
             self._states.setdefault(key, {})
         self._targets.clear()  # a later row looks its windows up again (and finds no states)
         self._route = _NOWHERE
+        built: RankedTable | None = None
         for key in [k for k in self._states if only is None or only(self._windows[k])]:
-            table = RankedTable.from_states(engine.rule, self._windows[key], self._states.pop(key))
+            states = self._states.pop(key)
+            # tables fed the same events (a board's kinds whose windows all hold them) share an order
+            like = built if built is not None and len(built) == len(states) and built.same_states(states) else None
+            table = built = RankedTable.from_states(engine.rule, self._windows[key], states, like=like)
             marker = engine.markers.get(key)
             if marker is not None:
                 table.closed_seq, table.closed_at = marker.seq, marker.closed_at

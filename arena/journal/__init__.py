@@ -4,7 +4,8 @@ and its backends (`arena.journal.sqlite`, `arena.journal.postgresql`)."""
 import socket
 
 from arena.config import Config
-from arena.journal.interface import FoldingJournal, FoldRow, Journal, JournalBackend, ScoreRow, check_definition
+from arena.engine.scoring import FoldRow
+from arena.journal.interface import FoldingJournal, Journal, JournalBackend, ScoreRow, check_definition
 
 __all__ = ["FoldRow", "FoldingJournal", "Journal", "JournalBackend", "ScoreRow", "check_definition", "journal_backend"]
 

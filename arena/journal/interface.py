@@ -17,18 +17,13 @@ from prometheus_client import CollectorRegistry
 from arena.engine.events import Fingerprint
 from arena.engine.periods import PeriodKind, Window
 from arena.engine.records import CloseRecord, Record, StoredEvent, VoidRecord
-from arena.engine.scoring import Aggregation, Order
+from arena.engine.scoring import Aggregation, FoldRow, Order
 from arena.engine.spec import BoardSpec
 from arena.errors import BoardDefinitionChanged
 
 ScoreRow = tuple[int, str, int, int, str]
 """(seq, member, value, occurred_at, idempotency_key): what replay needs of a score event."""
 
-FoldRow = tuple[str, int, int, str, int]
-"""(member, score, reached_at, key, events): a member's score events of one bucket folded as
-`ScoringRule.fold` folds them (key: the deciding idempotency key of ``latest``, else ""), and
-how many there were. Folding it as one event of value ``score`` at ``reached_at`` gives the
-same standing as folding each of them."""
 
 
 class Journal(Protocol):
@@ -111,7 +106,7 @@ class FoldingJournal(Journal, Protocol):
         """The least occurred_at of a score event in ``[at, before)``, or None. One index probe."""
 
     def fold(self, start: int, end: int | None, below_seq: int, upto_seq: int) -> AsyncIterator[list[FoldRow]]:
-        """The bucket's events folded per member (`FoldRow`) by the board's aggregation, in
+        """The bucket's events folded per member (`FoldRow`, one per member) by the board's aggregation, in
         chunks, members in no order. Exact at any size the store can hold. One query: a scan of
         the bucket and a group-by."""
 

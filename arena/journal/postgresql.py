@@ -33,9 +33,10 @@ from prometheus_client import CollectorRegistry
 from arena.config import JournalSettings
 from arena.engine.events import Fingerprint
 from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
+from arena.engine.scoring import FoldRow
 from arena.engine.spec import BoardSpec
 from arena.errors import JournalCorrupt, JournalError, JournalUnavailable, JournalWriteFailed
-from arena.journal.interface import FoldRow, ScoreRow, check_definition, close_record, fold_kind, marker_row, stored_event
+from arena.journal.interface import ScoreRow, check_definition, close_record, fold_kind, marker_row, stored_event
 
 log = logging.getLogger("arena.journal")
 

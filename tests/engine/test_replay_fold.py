@@ -15,7 +15,7 @@ from arena.engine.board import BoardEngine
 from arena.engine.events import Event
 from arena.engine.periods import PeriodKind
 from arena.engine.records import Record, ScoreRecord, VoidRecord
-from arena.engine.scoring import Aggregation, Order
+from arena.engine.scoring import Aggregation, Order, ScoringRule, Tie
 from arena.engine.spec import BoardSpec
 from arena.journal import FoldingJournal
 from arena.replay import replay
@@ -114,3 +114,14 @@ def test_sums_past_two_to_the_63_are_exact_on_both_backends(backend_kind: Backen
         assert [(e.rank, e.member, e.score, e.reached_at) for e in table.entries()] == want
     assert folded.tables[(PeriodKind.ALLTIME, "alltime")].standing("big") == (1100 * LIMIT, start + 4397, "")
     assert 1100 * LIMIT > 2**63
+
+
+@given(st.sampled_from(list(Aggregation)), st.sampled_from(list(Order)), st.sampled_from(list(Tie)),
+       st.dictionaries(st.text(max_size=3), st.tuples(st.integers(-(2**70), 2**70), st.integers(0, 2**45), st.text(max_size=2))))
+def test_states_in_bulk_are_what_merging_each_into_nothing_makes(
+    aggregation: Aggregation, order: Order, tie: Tie, standings: dict[str, tuple[int, int, str]]
+) -> None:
+    rule = ScoringRule.for_board(aggregation, order, tie)
+    latest = aggregation is Aggregation.LATEST  # a FoldRow's key is "" for the others
+    rows = [(member, score, reached_at, key if latest else "", 1) for member, (score, reached_at, key) in standings.items()]
+    assert rule.states(rows) == {m: rule.merge(None, rule.update(m, s, r, k)) for m, s, r, k, _ in rows}
