@@ -79,46 +79,40 @@ class Loader:
         self._route = route
         self.events += count
 
-    def fold_feeder(self, windows: Sequence[Window]) -> Callable[[Sequence[FoldRow]], None]:
-        """What takes one bucket's folded rows, in chunks: each row (`FoldRow`)
-        is a member's events folded, and folds in as one event would into every one of
-        ``windows`` the pass includes. The events must be unvoided and apply to all of
-        ``windows`` (seqs below every close marker of their route); a member comes once per
-        bucket. When no earlier bucket fed those windows, the states are made in bulk
-        (`ScoringRule.states`) and shared by the windows. O(rows * kinds)."""
+    def feed_folds(self, windows: Sequence[Window], rows: Sequence[FoldRow]) -> None:
+        """Apply one bucket's folded rows: each (`FoldRow`) is a member's events, folding in as
+        one event would into every one of ``windows`` the pass includes. The events must be
+        unvoided and apply to all of ``windows`` (seqs below every close marker of their
+        route); a member comes once. When no earlier bucket fed those windows, their states
+        are made at once (`ScoringRule.states`) and copied, not merged member by member.
+        O(rows * kinds), about 1 us a row when made at once."""
+        if not rows:
+            return  # a bucket without rows makes no table, as no event would
+        targets = []
+        for window in windows:
+            known = self._targets.get(id(window))
+            target = known[1] if known is not None else self._target(window)
+            if target is not None:
+                targets.append((window, *target))
         rule = self.engine.rule
-        targets: list[tuple[dict[str, State], list[int]]] = []
-        fresh = False
-        started = False
-
-        def feed(rows: Sequence[FoldRow]) -> None:
-            nonlocal fresh, started
-            if not started:  # a bucket without rows makes no table, as no event would
-                started = True
-                for window in windows:
-                    known = self._targets.get(id(window))
-                    target = known[1] if known is not None else self._target(window)
-                    if target is not None:
-                        targets.append(target)
-                fresh = not any(states for states, _applied in targets)
-            count = sum([row[4] for row in rows])
-            if fresh:
-                made = rule.states(rows)
-                for states, _applied in targets:
-                    states.update(made)
-            else:
-                update_of, merge = rule.update, rule.merge
-                for member, score, reached_at, key, _events in rows:
-                    update = update_of(member, score, reached_at, key)
-                    for states, _applied in targets:
-                        new = merge(states.get(member), update)
-                        if new is not None:
-                            states[member] = new
-            for _states, applied in targets:
-                applied[0] += count
-            self.events += count
-
-        return feed
+        count = sum([row[4] for row in rows])
+        if not any(states for _window, states, _applied in targets):
+            made = rule.states(rows)
+            for i, (window, _states, applied) in enumerate(targets):
+                states = made if i == 0 else made.copy()  # a copy of a dict is a copy of its table
+                self._states[(window.kind, window.period_id)] = states
+                self._targets[id(window)] = (window, (states, applied))
+        else:
+            update_of, merge = rule.update, rule.merge
+            for member, score, reached_at, key, _events in rows:
+                update = update_of(member, score, reached_at, key)
+                for _window, states, _applied in targets:
+                    new = merge(states.get(member), update)
+                    if new is not None:
+                        states[member] = new
+        for _window, _states, applied in targets:
+            applied[0] += count
+        self.events += count
 
     def finish(self, tables: Iterable[Window] = (), only: Callable[[Window], bool] | None = None) -> Iterator[RankedTable]:
         """Build and install, one at a time, the tables ``only`` selects (all by default) plus

@@ -155,7 +155,7 @@ class ScoringRule:
         members = [member for member, *_ in standings]
         shift, score_sign, reached_sign = _SHIFT, self.score_sign, self.reached_sign
         keys = [((score * score_sign) << shift) + reached_at * reached_sign + _OFFSET for _, score, reached_at, _, _ in standings]
-        return dict(zip(members, pack_all(zip(keys, members, strict=True)), strict=True))
+        return dict(zip(members, pack_all(keys, members), strict=True))
 
     def sort_key(self, score: int, reached_at: int) -> int:
         """Pack a standing into one int ordered like the ranks. O(1)."""

@@ -72,21 +72,27 @@ _LOOKUP_JSON = (
     "SELECT json_group_array(json_array(idempotency_key, member, value, occurred_at)) FROM score_event"
     " WHERE idempotency_key IN (SELECT value FROM json_each(?))"
 )
-# A fold's aggregates per aggregation: sqlite has neither an exact sum past 2**63 (SUM raises)
-# nor an arg-max, so a sum is made of three pieces of the values (each under 2**20 in size:
-# exact up to 2**43 events of a member, more than a sqlite file can hold) and a best or latest
-# is the max (or min) of one text that orders like the standing. Journaled values lie within
-# ±(2**53 - 1) and instants within 0..10**16 (the config check and validation), which the
-# fixed widths below hold; `_fold_row` decodes each.
+# A fold per aggregation, as SQL over the bucket's rows (``{rows}``) whose columns are a `FoldRow`.
+# sqlite has neither an exact sum past 2**63 (SUM raises) nor an arg-max, so a sum is made of
+# three pieces of the values (each under 2**20 in size: exact up to 2**43 events of a member,
+# more than a sqlite file can hold; `_fold_rows` adds them up), and a best or latest is the max
+# (or min) of one text that orders like the standing, cut up again in SQL. Journaled values lie
+# within ±(2**53 - 1) and instants within 0..10**16 (the config check and validation), which the
+# fixed widths hold.
 _FOLDS = {
-    "sum": "sum(value >> 40), sum((value >> 20) & 1048575), sum(value & 1048575), max(occurred_at)",
-    "best_desc": "max(printf('%017d%016d', value + 9007199254740992, 9999999999999999 - occurred_at))",
-    "best_asc": "min(printf('%017d%016d', value + 9007199254740992, occurred_at))",
+    "sum": "SELECT member, sum(value >> 40), sum((value >> 20) & 1048575), sum(value & 1048575), max(occurred_at),"
+           " count(*) FROM {rows} GROUP BY member",
+    "best_desc": "SELECT member, CAST(substr(t, 1, 17) AS INTEGER) - 9007199254740992,"
+                 " 9999999999999999 - CAST(substr(t, 18) AS INTEGER), '', n FROM (SELECT member,"
+                 " max(printf('%017d%016d', value + 9007199254740992, 9999999999999999 - occurred_at)) AS t, count(*) AS n"
+                 " FROM {rows} GROUP BY member)",
+    "best_asc": "SELECT member, CAST(substr(t, 1, 17) AS INTEGER) - 9007199254740992, CAST(substr(t, 18) AS INTEGER),"
+                " '', n FROM (SELECT member, min(printf('%017d%016d', value + 9007199254740992, occurred_at)) AS t,"
+                " count(*) AS n FROM {rows} GROUP BY member)",
     # the one max() makes the bare ``value`` that of its row: unique, as keys are
-    "latest": "max(printf('%016d', occurred_at) || idempotency_key), value",
+    "latest": "SELECT member, value, CAST(substr(t, 1, 16) AS INTEGER), substr(t, 17), n FROM (SELECT member,"
+              " max(printf('%016d', occurred_at) || idempotency_key) AS t, value, count(*) AS n FROM {rows} GROUP BY member)",
 }
-_VALUE_BIAS = 1 << 53
-_INSTANT_TOP = 9_999_999_999_999_999
 _WAL_HEADER_BYTES = 32
 _LOOKUP_CHUNK = 500
 _SCAN_CHUNK = 2_000
@@ -276,18 +282,18 @@ class SqliteJournal:
 
     async def fold(self, start: int, end: int | None, below_seq: int, upto_seq: int) -> AsyncIterator[list[FoldRow]]:
         kind = fold_kind(self._spec)
-        sql = f"SELECT member, {_FOLDS[kind]}, count(*) FROM score_event e WHERE occurred_at >= ? AND seq < ? AND seq <= ?"
+        rows = "score_event e WHERE occurred_at >= ? AND seq < ? AND seq <= ?"
         params: list[int] = [start, below_seq, upto_seq]
         if end is not None:
-            sql += " AND occurred_at < ?"
+            rows += " AND occurred_at < ?"
             params.append(end)
         if (await self._read("SELECT EXISTS (SELECT 1 FROM score_void WHERE seq <= ?)", (upto_seq,)))[0][0]:
-            sql += " AND NOT EXISTS (SELECT 1 FROM score_void v WHERE v.target_seq = e.seq AND v.seq <= ?)"
+            rows += " AND NOT EXISTS (SELECT 1 FROM score_void v WHERE v.target_seq = e.seq AND v.seq <= ?)"
             params.append(upto_seq)
         try:
-            async with self._db.execute(sql + " GROUP BY member", params) as cursor:
-                while rows := await cursor.fetchmany(_SCAN_CHUNK):
-                    yield _fold_rows(kind, rows)
+            async with self._db.execute(_FOLDS[kind].format(rows=rows), params) as cursor:
+                while chunk := await cursor.fetchmany(_SCAN_CHUNK):
+                    yield _sums(chunk) if kind == "sum" else chunk  # type: ignore[misc]  # rows of FoldRow's columns
         except sqlite3.Error as exc:
             raise JournalCorrupt(f"{self.path}: journal unreadable: {exc}") from exc
 
@@ -416,16 +422,9 @@ def _file_size(path: Path) -> float:
         return 0.0
 
 
-def _fold_rows(kind: str, rows: Iterable[Any]) -> list[FoldRow]:
-    """Decode a fold's rows (`_FOLDS`): one comprehension per kind, no call per row."""
-    if kind == "sum":
-        return [(m, (high << 40) + (middle << 20) + low, r, "", n) for m, high, middle, low, r, n in rows]
-    bias, top = _VALUE_BIAS, _INSTANT_TOP
-    if kind == "best_desc":
-        return [(m, int(t[:17]) - bias, top - int(t[17:]), "", n) for m, t, n in rows]
-    if kind == "best_asc":
-        return [(m, int(t[:17]) - bias, int(t[17:]), "", n) for m, t, n in rows]
-    return [(m, value, int(t[:16]), t[16:], n) for m, t, value, n in rows]
+def _sums(rows: Iterable[Any]) -> list[FoldRow]:
+    """The rows of a sum's fold with their pieces added up."""
+    return [(m, (high << 40) + (middle << 20) + low, r, "", n) for m, high, middle, low, r, n in rows]
 
 
 def _json_rows(rows: Sequence[object]) -> str | None:
