@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry
 from arena.engine.events import Fingerprint
 from arena.engine.periods import PeriodKind, Window
 from arena.engine.records import CloseRecord, Record, StoredEvent, VoidRecord
-from arena.engine.scoring import Aggregation, FoldRow, Order
+from arena.engine.scoring import Aggregation, FoldRow, Order, Tie
 from arena.engine.spec import BoardSpec
 from arena.errors import BoardDefinitionChanged
 
@@ -109,6 +109,15 @@ class FoldingJournal(Journal, Protocol):
         """The bucket's events folded per member (`FoldRow`, one per member) by the board's aggregation, in
         chunks, members in no order. Exact at any size the store can hold. One query: a scan of
         the bucket and a group-by."""
+
+
+def fold_order(spec: BoardSpec) -> str:
+    """How a backend orders a fold's rows (columns ``score``, ``reached_at``, ``member``): in
+    rank order, so that a table is built from a sorted run (one comparison an entry) instead of
+    sorted in Python. Any order gives the same tables; this one is faster."""
+    score = "DESC" if spec.order is Order.DESC else "ASC"
+    reached = "ASC" if spec.tie is Tie.EARLIEST else "DESC"
+    return f" ORDER BY score {score}, reached_at {reached}, member"
 
 
 def fold_kind(spec: BoardSpec) -> str:

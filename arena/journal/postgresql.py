@@ -36,7 +36,7 @@ from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, 
 from arena.engine.scoring import FoldRow
 from arena.engine.spec import BoardSpec
 from arena.errors import JournalCorrupt, JournalError, JournalUnavailable, JournalWriteFailed
-from arena.journal.interface import ScoreRow, check_definition, close_record, fold_kind, marker_row, stored_event
+from arena.journal.interface import ScoreRow, check_definition, close_record, fold_kind, fold_order, marker_row, stored_event
 
 log = logging.getLogger("arena.journal")
 
@@ -145,15 +145,19 @@ _STORED = (
     " v.seq IS NOT NULL FROM {s}.score_event e LEFT JOIN {s}.score_void v ON v.board = e.board AND v.target_seq = e.seq"
     " WHERE e.board = $1"
 )
-# A fold's aggregates per aggregation (`PostgresJournal.fold`): sum of bigint is numeric, exact
-# at any size; an array of two bigints orders like a best standing; latest takes the value and
-# key of the greatest (occurred_at, key), bytea comparing in code point order as sqlite's text.
+# A fold per aggregation over the bucket's rows (``{rows}``), in `FoldRow`'s columns: a sum of
+# bigint is numeric, exact at any size; an array of two bigints orders like a best standing;
+# latest takes the value and key of the greatest (occurred_at, key), bytea comparing in code
+# point order as sqlite's text does.
 _FOLDS = {
-    "sum": "sum(value), max(occurred_at), ''",
-    "best_desc": "max(ARRAY[value, -occurred_at])",
-    "best_asc": "min(ARRAY[value, occurred_at])",
-    "latest": "(array_agg(value ORDER BY occurred_at DESC, idempotency_key DESC))[1], max(occurred_at),"
-              " (array_agg(idempotency_key ORDER BY occurred_at DESC, idempotency_key DESC))[1]",
+    "sum": "SELECT member, sum(value) AS score, max(occurred_at) AS reached_at, '', count(*) FROM {rows} GROUP BY member",
+    "best_desc": "SELECT member, best[1] AS score, -best[2] AS reached_at, '', n FROM (SELECT member,"
+                 " max(ARRAY[value, -occurred_at]) AS best, count(*) AS n FROM {rows} GROUP BY member) f",
+    "best_asc": "SELECT member, best[1] AS score, best[2] AS reached_at, '', n FROM (SELECT member,"
+                " min(ARRAY[value, occurred_at]) AS best, count(*) AS n FROM {rows} GROUP BY member) f",
+    "latest": "SELECT member, (array_agg(value ORDER BY occurred_at DESC, idempotency_key DESC))[1] AS score,"
+              " max(occurred_at) AS reached_at, (array_agg(idempotency_key ORDER BY occurred_at DESC,"
+              " idempotency_key DESC))[1], count(*) FROM {rows} GROUP BY member",
 }
 
 _SCAN_CHUNK = 2_000
@@ -473,24 +477,19 @@ class PostgresJournal:
 
     async def fold(self, start: int, end: int | None, below_seq: int, upto_seq: int) -> AsyncIterator[list[FoldRow]]:
         kind = fold_kind(self._spec)
-        sql = (
-            f"SELECT member, {_FOLDS[kind]}, count(*) FROM {{s}}.score_event e WHERE board = $1 AND occurred_at >= $2"
-            " AND seq < $3 AND seq <= $4 AND NOT EXISTS (SELECT FROM {s}.score_void v"
-            " WHERE v.board = e.board AND v.target_seq = e.seq AND v.seq <= $4)"
+        rows = (
+            "{s}.score_event e WHERE board = $1 AND occurred_at >= $2 AND seq < $3 AND seq <= $4 AND NOT EXISTS"
+            " (SELECT FROM {s}.score_void v WHERE v.board = e.board AND v.target_seq = e.seq AND v.seq <= $4)"
         )
         params: list[object] = [self._board, start, below_seq, upto_seq]
         if end is not None:
             params.append(end)
-            sql += " AND occurred_at < $5"
-        async for rows in self._stream(sql + " GROUP BY member", params):
-            if kind == "sum":
-                yield [(member, int(total), reached_at, "", events) for member, total, reached_at, _, events in rows]
-            elif kind == "best_desc":
-                yield [(member, best[0], -best[1], "", events) for member, best, events in rows]
-            elif kind == "best_asc":
-                yield [(member, best[0], best[1], "", events) for member, best, events in rows]
+            rows += " AND occurred_at < $5"
+        async for chunk in self._stream(_FOLDS[kind].replace("{rows}", rows) + fold_order(self._spec), params):
+            if kind == "sum":  # numeric comes back as Decimal
+                yield [(member, int(score), reached_at, "", events) for member, score, reached_at, _, events in chunk]
             else:
-                yield [tuple(row) for row in rows]
+                yield [tuple(row) for row in chunk]
 
     async def _stream(self, template: str, params: list[object]) -> AsyncIterator[list[asyncpg.Record]]:
         """The rows of one read of this board (``$1`` is the board), through a server-side cursor:

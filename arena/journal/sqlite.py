@@ -18,7 +18,7 @@ from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, 
 from arena.engine.scoring import FoldRow
 from arena.engine.spec import BoardSpec
 from arena.errors import JournalCorrupt, JournalError, JournalWriteFailed
-from arena.journal.interface import ScoreRow, check_definition, close_record, fold_kind, marker_row, stored_event
+from arena.journal.interface import ScoreRow, check_definition, close_record, fold_kind, fold_order, marker_row, stored_event
 
 SCHEMA_VERSION = "1"
 
@@ -80,18 +80,20 @@ _LOOKUP_JSON = (
 # within ±(2**53 - 1) and instants within 0..10**16 (the config check and validation), which the
 # fixed widths hold.
 _FOLDS = {
-    "sum": "SELECT member, sum(value >> 40), sum((value >> 20) & 1048575), sum(value & 1048575), max(occurred_at),"
-           " count(*) FROM {rows} GROUP BY member",
-    "best_desc": "SELECT member, CAST(substr(t, 1, 17) AS INTEGER) - 9007199254740992,"
-                 " 9999999999999999 - CAST(substr(t, 18) AS INTEGER), '', n FROM (SELECT member,"
+    "sum": "SELECT member, sum(value >> 40), sum((value >> 20) & 1048575), sum(value & 1048575), max(occurred_at) AS"
+           " reached_at, count(*), total(value) AS score FROM {rows} GROUP BY member",  # score: only to order by
+    "best_desc": "SELECT member, CAST(substr(t, 1, 17) AS INTEGER) - 9007199254740992 AS score,"
+                 " 9999999999999999 - CAST(substr(t, 18) AS INTEGER) AS reached_at, '', n FROM (SELECT member,"
                  " max(printf('%017d%016d', value + 9007199254740992, 9999999999999999 - occurred_at)) AS t, count(*) AS n"
                  " FROM {rows} GROUP BY member)",
-    "best_asc": "SELECT member, CAST(substr(t, 1, 17) AS INTEGER) - 9007199254740992, CAST(substr(t, 18) AS INTEGER),"
-                " '', n FROM (SELECT member, min(printf('%017d%016d', value + 9007199254740992, occurred_at)) AS t,"
-                " count(*) AS n FROM {rows} GROUP BY member)",
+    "best_asc": "SELECT member, CAST(substr(t, 1, 17) AS INTEGER) - 9007199254740992 AS score,"
+                " CAST(substr(t, 18) AS INTEGER) AS reached_at, '', n FROM (SELECT member,"
+                " min(printf('%017d%016d', value + 9007199254740992, occurred_at)) AS t, count(*) AS n"
+                " FROM {rows} GROUP BY member)",
     # the one max() makes the bare ``value`` that of its row: unique, as keys are
-    "latest": "SELECT member, value, CAST(substr(t, 1, 16) AS INTEGER), substr(t, 17), n FROM (SELECT member,"
-              " max(printf('%016d', occurred_at) || idempotency_key) AS t, value, count(*) AS n FROM {rows} GROUP BY member)",
+    "latest": "SELECT member, value AS score, CAST(substr(t, 1, 16) AS INTEGER) AS reached_at, substr(t, 17), n"
+              " FROM (SELECT member, max(printf('%016d', occurred_at) || idempotency_key) AS t, value, count(*) AS n"
+              " FROM {rows} GROUP BY member)",
 }
 _WAL_HEADER_BYTES = 32
 _LOOKUP_CHUNK = 500
@@ -291,7 +293,7 @@ class SqliteJournal:
             rows += " AND NOT EXISTS (SELECT 1 FROM score_void v WHERE v.target_seq = e.seq AND v.seq <= ?)"
             params.append(upto_seq)
         try:
-            async with self._db.execute(_FOLDS[kind].format(rows=rows), params) as cursor:
+            async with self._db.execute(_FOLDS[kind].format(rows=rows) + fold_order(self._spec), params) as cursor:
                 while chunk := await cursor.fetchmany(_SCAN_CHUNK):
                     yield _sums(chunk) if kind == "sum" else chunk  # type: ignore[misc]  # rows of FoldRow's columns
         except sqlite3.Error as exc:
@@ -424,7 +426,7 @@ def _file_size(path: Path) -> float:
 
 def _sums(rows: Iterable[Any]) -> list[FoldRow]:
     """The rows of a sum's fold with their pieces added up."""
-    return [(m, (high << 40) + (middle << 20) + low, r, "", n) for m, high, middle, low, r, n in rows]
+    return [(m, (high << 40) + (middle << 20) + low, r, "", n) for m, high, middle, low, r, n, _ in rows]
 
 
 def _json_rows(rows: Sequence[object]) -> str | None:
