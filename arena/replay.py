@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from arena.engine.board import SHORT_KINDS, BoardEngine
 from arena.engine.loader import Loader
 from arena.engine.periods import PeriodKind, Window
-from arena.engine.scoring import FoldRow
 from arena.engine.table import RankedTable
 from arena.journal import FoldingJournal, Journal
 
@@ -118,10 +117,10 @@ async def _read(loader: Loader, journal: Journal, upto: int, since: int | None, 
         if before is not None and (end is None or end > before):
             end = before
         below = upto + 1 if route.first_marker > upto else int(route.first_marker)
-        folded: list[FoldRow] = []
-        async for chunk in journal.fold(start, end, below, upto):
-            folded += chunk
-        loader.feed_folds(route.windows(0), folded)
+        bucket = loader.bucket(route.windows(0))
+        async for folded in journal.fold(start, end, below, upto):
+            bucket.feed(folded)
+        bucket.done()
         if below <= upto:  # the late events of a closed window, each routed by its own seq
             async for events in journal.scan(upto, min_occurred_at=start, before_occurred_at=end, min_seq=below):
                 loader.feed(events)

@@ -79,40 +79,10 @@ class Loader:
         self._route = route
         self.events += count
 
-    def feed_folds(self, windows: Sequence[Window], rows: Sequence[FoldRow]) -> None:
-        """Apply one bucket's folded rows: each (`FoldRow`) is a member's events, folding in as
-        one event would into every one of ``windows`` the pass includes. The events must be
-        unvoided and apply to all of ``windows`` (seqs below every close marker of their
-        route); a member comes once. When no earlier bucket fed those windows, their states
-        are made at once (`ScoringRule.states`) and copied, not merged member by member.
-        O(rows * kinds), about 1 us a row when made at once."""
-        if not rows:
-            return  # a bucket without rows makes no table, as no event would
-        targets = []
-        for window in windows:
-            known = self._targets.get(id(window))
-            target = known[1] if known is not None else self._target(window)
-            if target is not None:
-                targets.append((window, *target))
-        rule = self.engine.rule
-        count = sum([row[4] for row in rows])
-        if not any(states for _window, states, _applied in targets):
-            made = rule.states(rows)
-            for i, (window, _states, applied) in enumerate(targets):
-                states = made if i == 0 else made.copy()  # a copy of a dict is a copy of its table
-                self._states[(window.kind, window.period_id)] = states
-                self._targets[id(window)] = (window, (states, applied))
-        else:
-            update_of, merge = rule.update, rule.merge
-            for member, score, reached_at, key, _events in rows:
-                update = update_of(member, score, reached_at, key)
-                for _window, states, _applied in targets:
-                    new = merge(states.get(member), update)
-                    if new is not None:
-                        states[member] = new
-        for _window, _states, applied in targets:
-            applied[0] += count
-        self.events += count
+    def bucket(self, windows: Sequence[Window]) -> BucketFold:
+        """Where one bucket's folded rows go (`BucketFold`): every one of ``windows`` the pass
+        includes. O(1)."""
+        return BucketFold(self, windows)
 
     def finish(self, tables: Iterable[Window] = (), only: Callable[[Window], bool] | None = None) -> Iterator[RankedTable]:
         """Build and install, one at a time, the tables ``only`` selects (all by default) plus
@@ -136,3 +106,65 @@ class Loader:
                 table.closed_seq, table.closed_at = marker.seq, marker.closed_at
             engine.tables[key] = table
             yield table
+
+
+class BucketFold:
+    """One bucket's folded rows on their way into a pass's tables (`Loader.bucket`), fed a chunk
+    at a time (the caller may let other work run between two), then `done`.
+
+    Each row (`FoldRow`) is a member's events, and folds in as one event would into every window
+    of the bucket the pass includes. The events must be unvoided and apply to all of those
+    windows (seqs below every close marker of their route), and a member comes once a bucket.
+    When no earlier bucket fed those windows, their states are made in bulk
+    (`ScoringRule.states`) into one dict, which `done` copies to each window (a copy of a dict
+    is a copy of its table), instead of merged member by member into each."""
+
+    __slots__ = ("_loader", "_windows", "_targets", "_made")
+
+    def __init__(self, loader: Loader, windows: Sequence[Window]) -> None:
+        self._loader = loader
+        self._windows = windows
+        self._targets: list[tuple[Window, dict[str, State], list[int]]] | None = None
+        self._made: dict[str, State] | None = None
+
+    def feed(self, rows: Sequence[FoldRow]) -> None:
+        """Apply a chunk of the bucket's rows. About 1 us a row when made in bulk."""
+        if not rows:
+            return
+        loader = self._loader
+        targets = self._targets
+        if targets is None:  # at the first row: a bucket without rows makes no table, as no event would
+            targets = self._targets = []
+            for window in self._windows:
+                known = loader._targets.get(id(window))
+                target = known[1] if known is not None else loader._target(window)
+                if target is not None:
+                    targets.append((window, *target))
+            if not any(states for _window, states, _applied in targets):
+                self._made = {}
+        rule = loader.engine.rule
+        count = sum([row[4] for row in rows])
+        if self._made is not None:
+            self._made.update(rule.states(rows))
+        else:
+            update_of, merge = rule.update, rule.merge
+            for member, score, reached_at, key, _events in rows:
+                update = update_of(member, score, reached_at, key)
+                for _window, states, _applied in targets:
+                    new = merge(states.get(member), update)
+                    if new is not None:
+                        states[member] = new
+        for _window, _states, applied in targets:
+            applied[0] += count
+        loader.events += count
+
+    def done(self) -> None:
+        """Install the states made in bulk, one copy a window. O(members)."""
+        if self._made is None or self._targets is None:
+            return
+        loader = self._loader
+        for i, (window, _states, applied) in enumerate(self._targets):
+            states = self._made if i == 0 else self._made.copy()
+            loader._states[(window.kind, window.period_id)] = states
+            loader._targets[id(window)] = (window, (states, applied))
+        self._made = None
