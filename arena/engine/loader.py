@@ -115,56 +115,59 @@ class BucketFold:
     Each row (`FoldRow`) is a member's events, and folds in as one event would into every window
     of the bucket the pass includes. The events must be unvoided and apply to all of those
     windows (seqs below every close marker of their route), and a member comes once a bucket.
-    When no earlier bucket fed those windows, their states are made in bulk
-    (`ScoringRule.states`) into one dict, which `done` copies to each window (a copy of a dict
-    is a copy of its table), instead of merged member by member into each."""
+    A chunk's states are made in bulk (`ScoringRule.states`); they are merged into the windows
+    that earlier buckets fed, and gathered into one dict for the others, which `done` copies to
+    each of them (a copy of a dict is a copy of its table)."""
 
-    __slots__ = ("_loader", "_windows", "_targets", "_made")
+    __slots__ = ("_loader", "_windows", "_fed", "_fresh", "_made")
 
     def __init__(self, loader: Loader, windows: Sequence[Window]) -> None:
         self._loader = loader
         self._windows = windows
-        self._targets: list[tuple[Window, dict[str, State], list[int]]] | None = None
-        self._made: dict[str, State] | None = None
+        self._fed: list[tuple[dict[str, State], list[int]]] | None = None
+        self._fresh: list[tuple[Window, list[int]]] = []
+        self._made: dict[str, State] = {}
 
     def feed(self, rows: Sequence[FoldRow]) -> None:
-        """Apply a chunk of the bucket's rows. About 1 us a row when made in bulk."""
+        """Apply a chunk of the bucket's rows. About 1 us a row and window."""
         if not rows:
             return
         loader = self._loader
-        targets = self._targets
-        if targets is None:  # at the first row: a bucket without rows makes no table, as no event would
-            targets = self._targets = []
+        fed = self._fed
+        if fed is None:  # at the first row: a bucket without rows makes no table, as no event would
+            fed = self._fed = []
             for window in self._windows:
                 known = loader._targets.get(id(window))
                 target = known[1] if known is not None else loader._target(window)
-                if target is not None:
-                    targets.append((window, *target))
-            if not any(states for _window, states, _applied in targets):
-                self._made = {}
+                if target is None:
+                    continue
+                if target[0]:
+                    fed.append(target)
+                else:
+                    self._fresh.append((window, target[1]))
         rule = loader.engine.rule
+        made = rule.states(rows)  # what each member's row makes of nothing, and brings to a state
+        if self._fresh:
+            self._made.update(made)
+        merge = rule.merge
+        for states, _applied in fed:
+            for member, update in made.items():
+                new = merge(states.get(member), update)
+                if new is not None:
+                    states[member] = new
         count = sum([row[4] for row in rows])
-        if self._made is not None:
-            self._made.update(rule.states(rows))
-        else:
-            update_of, merge = rule.update, rule.merge
-            for member, score, reached_at, key, _events in rows:
-                update = update_of(member, score, reached_at, key)
-                for _window, states, _applied in targets:
-                    new = merge(states.get(member), update)
-                    if new is not None:
-                        states[member] = new
-        for _window, _states, applied in targets:
+        for _states, applied in fed:
+            applied[0] += count
+        for _window, applied in self._fresh:
             applied[0] += count
         loader.events += count
 
     def done(self) -> None:
-        """Install the states made in bulk, one copy a window. O(members)."""
-        if self._made is None or self._targets is None:
-            return
+        """Install the states gathered for the windows no earlier bucket fed, one copy each.
+        O(members)."""
         loader = self._loader
-        for i, (window, _states, applied) in enumerate(self._targets):
+        for i, (window, applied) in enumerate(self._fresh):
             states = self._made if i == 0 else self._made.copy()
             loader._states[(window.kind, window.period_id)] = states
             loader._targets[id(window)] = (window, (states, applied))
-        self._made = None
+        self._fresh = []

@@ -149,7 +149,8 @@ class ScoringRule:
 
     def states(self, standings: Sequence[FoldRow]) -> dict[str, State]:
         """The states of members each given once as (member, score, reached_at, key, _): what
-        ``merge(None, update(member, score, reached_at, key))`` makes of each, in bulk. O(n)."""
+        ``merge(None, update(member, score, reached_at, key))`` makes of each, in bulk. Each is
+        also that update: ``merge(state, it)`` folds the row into another state. O(n)."""
         if not self.improves_by_key:
             return {member: (score, reached_at, key) for member, score, reached_at, key, _ in standings}
         members = [member for member, *_ in standings]
