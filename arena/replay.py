@@ -5,11 +5,17 @@ Current hourly/daily/weekly tables load first, from a pass over the events since
 of their windows began; they answer while the second pass reads the older events for the alltime,
 monthly and retained closed tables. Each event is read once: the first pass folds it into every
 table it belongs to.
+
+A journal that can (`FoldingJournal`) folds the events itself, bucket by bucket: a bucket is the
+span of instants whose records go to the same windows (one `Route`), and its events below the
+route's first close marker come back as one row per member; the few later ones (late events of
+a closed window) are replayed one by one. Same tables, a fraction of the rows.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -18,7 +24,7 @@ from arena.engine.board import SHORT_KINDS, BoardEngine
 from arena.engine.loader import Loader
 from arena.engine.periods import PeriodKind, Window
 from arena.engine.table import RankedTable
-from arena.journal import Journal
+from arena.journal import FoldingJournal, Journal
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,11 +50,14 @@ async def replay(
     upto_seq: int | None = None,
     everything: bool = False,
     on_ready: Callable[[frozenset[PeriodKind]], None] | None = None,
+    fold: bool = True,
 ) -> ReplayReport:
     """Load ``engine`` (fresh, empty) from ``journal`` as of ``now``, up to ``upto_seq``.
 
     ``everything`` loads every closed table, not only the retained ones. ``on_ready`` is told
-    each time a set of kinds becomes queryable. Raises JournalError (JournalCorrupt names the file).
+    each time a set of kinds becomes queryable. ``fold`` False reads every event one by one even
+    from a `FoldingJournal` (to measure the fold against). Raises JournalError (JournalCorrupt
+    names the file).
     """
     started = time.perf_counter()
     upto = upto_seq if upto_seq is not None else journal.last_seq
@@ -74,15 +83,13 @@ async def replay(
     since: int | None = None
     if short:
         since = min(w.start_ms or 0 for w in first_windows)
-        async for rows in journal.scan(upto, min_occurred_at=since):
-            loader.feed(rows)
+        await _read(loader, journal, upto, since, None, fold)
         tables = await _one_by_one(loader.finish(first_windows, only=first_windows.__contains__))
         reports += _reports(loader, tables, time.perf_counter() - pass_started)
         engine.ready.update(short)
         if on_ready:
             on_ready(frozenset(short))
-    async for rows in journal.scan(upto, before_occurred_at=since):
-        loader.feed(rows)
+    await _read(loader, journal, upto, None, since, fold)
     tables = await _one_by_one(loader.finish(engine.calendar.window_at(kind, now) for kind in rest))
     reports += _reports(loader, tables, time.perf_counter() - pass_started)
     events = loader.events
@@ -95,6 +102,29 @@ async def replay(
     if not everything:  # rotating would retire the older closed tables just loaded on purpose
         engine.rotate(now)
     return ReplayReport(engine.spec.name, events, time.perf_counter() - started, reports)
+
+
+async def _read(loader: Loader, journal: Journal, upto: int, since: int | None, before: int | None, fold: bool) -> None:
+    """Feed ``loader`` the score events up to seq ``upto`` with ``since <= occurred_at < before``."""
+    if not fold or not isinstance(journal, FoldingJournal):
+        async for rows in journal.scan(upto, min_occurred_at=since, before_occurred_at=before):
+            loader.feed(rows)
+        return
+    at: int | None = since or 0  # no instant is before 1970 (validation)
+    while at is not None and (start := await journal.next_instant(at, before)) is not None:
+        route = loader.engine.router.route(start)
+        end = None if route.end == math.inf else max(int(route.end), start + 1)  # an empty span: one instant
+        if before is not None and (end is None or end > before):
+            end = before
+        below = upto + 1 if route.first_marker > upto else int(route.first_marker)
+        bucket = loader.bucket(route.windows(0))
+        async for folded in journal.fold(start, end, below, upto):
+            bucket.feed(folded)
+        bucket.done()
+        if below <= upto:  # the late events of a closed window, each routed by its own seq
+            async for events in journal.scan(upto, min_occurred_at=start, before_occurred_at=end, min_seq=below):
+                loader.feed(events)
+        at = end
 
 
 async def _one_by_one(tables: Iterator[RankedTable]) -> list[RankedTable]:

@@ -176,15 +176,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--body-bytes", type=int, default=330, help="size of the fixed body (default 330)")
     p.add_argument("--json", type=Path, default=None, help="write results as JSON here")
 
-    p = sub.add_parser("rebuild", formatter_class=fmt, epilog=EPILOG, help="time `arena rebuild` over a journal",
-                       description="Write a journal of --events events by running Arena and ingesting (prefill to\n"
-                                   "--members, then the stream), stop the server, count score_event rows with\n"
-                                   "sqlite3, then time `arena rebuild --config CFG` (subprocess) --rebuild-repeats\n"
-                                   "times. With --config, reuse that config's data dir (e.g. from compare --keep).")
-    _common(p, query=False)
-    p.add_argument("--events", type=int, default=1_000_000, help="events in the journal (default 1,000,000)")
-    p.add_argument("--config", type=Path, default=None, help="reuse this config.toml and its journal")
-    p.add_argument("--rebuild-repeats", type=int, default=3, help="rebuild runs (default 3)")
+    p = sub.add_parser("rebuild", formatter_class=fmt, epilog=EPILOG, help="replay speed of a journal, folded and not",
+                       description="Write a journal of --events score events on each --journal-backend (not timed),\n"
+                                   "then replay it as `arena rebuild` does, folded in the journal and event by event\n"
+                                   "(--replay), --rebuild-repeats times after a warm-up: events/s, CPU split, same\n"
+                                   "digests. See loadtest/rebuild.py.")
+    _common(p, ingest=False, query=False, server=False)
+    p.add_argument("--events", type=int, nargs="+", default=[1_000_000],
+                   help="journal sizes, one journal each (default 1000000)")
+    p.add_argument("--journal-backend", choices=("sqlite", "postgresql", "both"), default="sqlite",
+                   help="where the journal is (default sqlite)")
+    p.add_argument("--pg-url", default=None,
+                   help="PostgreSQL server for --journal-backend postgresql (default: a throwaway embedded one)")
+    p.add_argument("--replay", choices=("folded", "events", "both"), default="both",
+                   help="folded in the journal, event by event, or both (default both)")
+    p.add_argument("--span-hours", type=float, default=1.0, help="the events' instants span this many hours (default 1)")
+    p.add_argument("--rebuild-repeats", type=int, default=3, help="measured replays per mode (default 3)")
+    p.add_argument("--profile", type=int, default=0, help="print the top N lines of a cProfile of one folded replay")
     p.add_argument("--json", type=Path, default=None, help="write results as JSON here")
     return top
 
@@ -401,8 +409,12 @@ def cmd_ceiling(a: argparse.Namespace) -> int:
 def cmd_rebuild(a: argparse.Namespace) -> int:
     from loadtest.rebuild import print_rebuild, rebuild_benchmark
 
-    cfg = _config(a)
-    out = _run(rebuild_benchmark(cfg, a.events, config=a.config, repeats=a.rebuild_repeats, keep=a.keep))
+    backends = ["sqlite", "postgresql"] if a.journal_backend == "both" else [a.journal_backend]
+    modes = ["folded", "events"] if a.replay == "both" else [a.replay]
+    if min(a.events) < 1 or a.members < 1 or a.rebuild_repeats < 1:
+        raise SystemExit("--events, --members and --rebuild-repeats must be >= 1")
+    out = _run(rebuild_benchmark(backends, a.events, a.members, a.zipf, a.seed, a.span_hours, modes,
+                                 a.rebuild_repeats, a.profile, a.pg_url))
     print_rebuild(out)
     return _finish(a, out, out["ok"])
 

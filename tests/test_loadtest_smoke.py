@@ -247,3 +247,12 @@ def test_the_engine_benchmark_runs_end_to_end_on_tiny_numbers() -> None:
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "peer: bare remove + add" in proc.stdout
+
+
+def test_the_rebuild_benchmark_replays_both_backends_folded_and_event_by_event_with_the_same_digests(postgres: str) -> None:
+    cmd = [sys.executable, "-m", "loadtest", "rebuild", "--events", "3000", "--members", "500", "--journal-backend",
+           "both", "--pg-url", postgres, "--rebuild-repeats", "1"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.count("digests folded = event by event: True") == 2, proc.stdout
+    assert "folded 3,000: postgresql / sqlite" in proc.stdout and "ok: True" in proc.stdout

@@ -8,12 +8,12 @@ a rebuild fast.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from arena.engine.board import BoardEngine
 from arena.engine.periods import Window
 from arena.engine.routing import Route, TableKey
-from arena.engine.scoring import State
+from arena.engine.scoring import FoldRow, State
 from arena.engine.table import RankedTable
 
 _NOWHERE = Route(0, -1, ())
@@ -79,6 +79,11 @@ class Loader:
         self._route = route
         self.events += count
 
+    def bucket(self, windows: Sequence[Window]) -> BucketFold:
+        """Where one bucket's folded rows go (`BucketFold`): every one of ``windows`` the pass
+        includes. O(1)."""
+        return BucketFold(self, windows)
+
     def finish(self, tables: Iterable[Window] = (), only: Callable[[Window], bool] | None = None) -> Iterator[RankedTable]:
         """Build and install, one at a time, the tables ``only`` selects (all by default) plus
         empty ones for ``tables``; the caller may let other work run between two. Later rows
@@ -90,10 +95,79 @@ class Loader:
             self._states.setdefault(key, {})
         self._targets.clear()  # a later row looks its windows up again (and finds no states)
         self._route = _NOWHERE
+        built: RankedTable | None = None
         for key in [k for k in self._states if only is None or only(self._windows[k])]:
-            table = RankedTable.from_states(engine.rule, self._windows[key], self._states.pop(key))
+            states = self._states.pop(key)
+            # tables fed the same events (a board's kinds whose windows all hold them) share an order
+            like = built if built is not None and len(built) == len(states) and built.same_states(states) else None
+            table = built = RankedTable.from_states(engine.rule, self._windows[key], states, like=like)
             marker = engine.markers.get(key)
             if marker is not None:
                 table.closed_seq, table.closed_at = marker.seq, marker.closed_at
             engine.tables[key] = table
             yield table
+
+
+class BucketFold:
+    """One bucket's folded rows on their way into a pass's tables (`Loader.bucket`), fed a chunk
+    at a time (the caller may let other work run between two), then `done`.
+
+    Each row (`FoldRow`) is a member's events, and folds in as one event would into every window
+    of the bucket the pass includes. The events must be unvoided and apply to all of those
+    windows (seqs below every close marker of their route), and a member comes once a bucket.
+    A chunk's states are made in bulk (`ScoringRule.states`); they are merged into the windows
+    that earlier buckets fed, and gathered into one dict for the others, which `done` copies to
+    each of them (a copy of a dict is a copy of its table)."""
+
+    __slots__ = ("_loader", "_windows", "_fed", "_fresh", "_made")
+
+    def __init__(self, loader: Loader, windows: Sequence[Window]) -> None:
+        self._loader = loader
+        self._windows = windows
+        self._fed: list[tuple[dict[str, State], list[int]]] | None = None
+        self._fresh: list[tuple[Window, list[int]]] = []
+        self._made: dict[str, State] = {}
+
+    def feed(self, rows: Sequence[FoldRow]) -> None:
+        """Apply a chunk of the bucket's rows. About 1 us a row and window."""
+        if not rows:
+            return
+        loader = self._loader
+        fed = self._fed
+        if fed is None:  # at the first row: a bucket without rows makes no table, as no event would
+            fed = self._fed = []
+            for window in self._windows:
+                known = loader._targets.get(id(window))
+                target = known[1] if known is not None else loader._target(window)
+                if target is None:
+                    continue
+                if target[0]:
+                    fed.append(target)
+                else:
+                    self._fresh.append((window, target[1]))
+        rule = loader.engine.rule
+        made = rule.states(rows)  # what each member's row makes of nothing, and brings to a state
+        if self._fresh:
+            self._made.update(made)
+        merge = rule.merge
+        for states, _applied in fed:
+            for member, update in made.items():
+                new = merge(states.get(member), update)
+                if new is not None:
+                    states[member] = new
+        count = sum([row[4] for row in rows])
+        for _states, applied in fed:
+            applied[0] += count
+        for _window, applied in self._fresh:
+            applied[0] += count
+        loader.events += count
+
+    def done(self) -> None:
+        """Install the states gathered for the windows no earlier bucket fed, one copy each.
+        O(members)."""
+        loader = self._loader
+        for i, (window, applied) in enumerate(self._fresh):
+            states = self._made if i == 0 else self._made.copy()
+            loader._states[(window.kind, window.period_id)] = states
+            loader._targets[id(window)] = (window, (states, applied))
+        self._fresh = []

@@ -38,6 +38,17 @@ def pack(sort_key: int, member: str) -> bytes:
     return head + member.encode("utf-8", "surrogatepass")
 
 
+def pack_all(sort_keys: Iterable[int], members: Iterable[str]) -> list[bytes]:
+    """`pack` of each sort key with its member, for long runs (a table built at once): the
+    common inline form costs no call."""
+    low, high, offset = _INLINE_BASE, _INLINE_BASE + _SPAN, _INLINE_OFFSET
+    return [
+        n.to_bytes(17, "big") + member.encode("utf-8", "surrogatepass") if low <= (n := sort_key + offset) < high
+        else pack(sort_key, member)
+        for sort_key, member in zip(sort_keys, members, strict=True)
+    ]
+
+
 def _head(item: bytes) -> tuple[int, int]:
     """(sort_key, length of the key's encoding)."""
     tag = item[0]

@@ -38,7 +38,7 @@ class Route:
     """The windows of every kind that hold the instants in ``[start, end)``, each with the seq of
     its close marker (`NO_MARKER` without one)."""
 
-    __slots__ = ("start", "end", "legs", "_all", "_first_marker", "_last_marker", "_after")
+    __slots__ = ("start", "end", "legs", "first_marker", "_all", "_last_marker", "_after")
 
     def __init__(self, start: float, end: float, legs: tuple[tuple[Window, float], ...]) -> None:
         self.start = start
@@ -46,14 +46,15 @@ class Route:
         self.legs = legs
         markers = [marker for _window, marker in legs]
         self._all = tuple(window for window, _marker in legs)
-        self._first_marker = min(markers, default=NO_MARKER)
+        self.first_marker = min(markers, default=NO_MARKER)
+        """Every record with a smaller seq applies to every window of the route."""
         self._last_marker = max((m for m in markers if m != NO_MARKER), default=-1)
         self._after = tuple(window for window, marker in legs if marker == NO_MARKER)
 
     def windows(self, seq: int) -> tuple[Window, ...]:
         """The routing rule: the windows a record with ``seq`` applies to. O(1) unless ``seq`` lies
         between two of the route's markers (O(kinds))."""
-        if seq < self._first_marker:
+        if seq < self.first_marker:
             return self._all
         if seq > self._last_marker:
             return self._after

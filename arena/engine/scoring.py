@@ -11,12 +11,12 @@ tuples: score first, then the tie rule on ``reached_at``, then the member string
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from arena.engine.rankkey import pack
+from arena.engine.rankkey import pack, pack_all
 
 
 class Aggregation(StrEnum):
@@ -48,6 +48,12 @@ made once per event and shared by those tables."""
 State = Any
 """A member's state in a table being built or applied to: a packed entry (`rankkey.pack`) for a
 rule that `improves_by_key`, a `Standing` otherwise."""
+
+FoldRow = tuple[str, int, int, str, int]
+"""(member, score, reached_at, key, events): a member's events folded by `ScoringRule.fold`
+(key: the deciding idempotency key of ``latest``, else ""), and how many there were. It folds
+into a standing as one event of value ``score`` at ``reached_at`` with ``key`` would, which is
+what lets a journal fold events in its own query engine (`arena.journal.FoldingJournal`)."""
 
 _SHIFT = 64
 _OFFSET = 1 << 63
@@ -140,6 +146,17 @@ class ScoringRule:
         if self.improves_by_key:
             return pack(self.sort_key(value, occurred_at), member)
         return (value, occurred_at, key)
+
+    def states(self, standings: Sequence[FoldRow]) -> dict[str, State]:
+        """The states of members each given once as (member, score, reached_at, key, _): what
+        ``merge(None, update(member, score, reached_at, key))`` makes of each, in bulk. Each is
+        also that update: ``merge(state, it)`` folds the row into another state. O(n)."""
+        if not self.improves_by_key:
+            return {member: (score, reached_at, key) for member, score, reached_at, key, _ in standings}
+        members = [member for member, *_ in standings]
+        shift, score_sign, reached_sign = _SHIFT, self.score_sign, self.reached_sign
+        keys = [((score * score_sign) << shift) + reached_at * reached_sign + _OFFSET for _, score, reached_at, _, _ in standings]
+        return dict(zip(members, pack_all(keys, members), strict=True))
 
     def sort_key(self, score: int, reached_at: int) -> int:
         """Pack a standing into one int ordered like the ranks. O(1)."""

@@ -2,9 +2,10 @@
 and its backends (`arena.journal.sqlite`, `arena.journal.postgresql`)."""
 
 from arena.config import Config
-from arena.journal.interface import Journal, JournalBackend, ScoreRow, check_definition
+from arena.engine.scoring import FoldRow
+from arena.journal.interface import FoldingJournal, Journal, JournalBackend, ScoreRow, check_definition
 
-__all__ = ["Journal", "JournalBackend", "ScoreRow", "check_definition", "journal_backend"]
+__all__ = ["FoldRow", "FoldingJournal", "Journal", "JournalBackend", "ScoreRow", "check_definition", "journal_backend"]
 
 
 def journal_backend(config: Config) -> JournalBackend:

@@ -11,9 +11,10 @@ from prometheus_client import CollectorRegistry
 
 from arena.engine.events import Fingerprint
 from arena.engine.records import CloseRecord, Record, StoredEvent, VoidRecord
+from arena.engine.scoring import FoldRow
 from arena.engine.spec import BoardSpec
 from arena.errors import JournalWriteFailed
-from arena.journal.interface import Journal, JournalBackend, ScoreRow
+from arena.journal.interface import FoldingJournal, Journal, JournalBackend, ScoreRow
 
 FAULTS = {"full": "no space left on device", "readonly": "read-only file"}
 """The faults that can be injected, and what a write refused by each says."""
@@ -55,9 +56,21 @@ class FaultyJournal:
         return await self.journal.committed_seq()
 
     def scan(
-        self, upto_seq: int | None = None, min_occurred_at: int | None = None, before_occurred_at: int | None = None
+        self,
+        upto_seq: int | None = None,
+        min_occurred_at: int | None = None,
+        before_occurred_at: int | None = None,
+        min_seq: int | None = None,
     ) -> AsyncIterator[list[ScoreRow]]:
-        return self.journal.scan(upto_seq, min_occurred_at, before_occurred_at)
+        return self.journal.scan(upto_seq, min_occurred_at, before_occurred_at, min_seq)
+
+    async def next_instant(self, at: int, before: int | None) -> int | None:
+        assert isinstance(self.journal, FoldingJournal)  # the backends' journals are
+        return await self.journal.next_instant(at, before)
+
+    def fold(self, start: int, end: int | None, below_seq: int, upto_seq: int) -> AsyncIterator[list[FoldRow]]:
+        assert isinstance(self.journal, FoldingJournal)
+        return self.journal.fold(start, end, below_seq, upto_seq)
 
     async def close_markers(self, upto_seq: int | None = None) -> list[CloseRecord]:
         return await self.journal.close_markers(upto_seq)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import orjson
 from prometheus_client import CollectorRegistry
@@ -18,11 +18,13 @@ from prometheus_client import CollectorRegistry
 from arena.engine.events import Event, Fingerprint
 from arena.engine.periods import PeriodKind, Window
 from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
+from arena.engine.scoring import Aggregation, FoldRow, Order, Tie
 from arena.engine.spec import BoardSpec
 from arena.errors import BoardDefinitionChanged
 
 ScoreRow = tuple[int, str, int, int, str]
 """(seq, member, value, occurred_at, idempotency_key): what replay needs of a score event."""
+
 
 
 class Journal(Protocol):
@@ -67,10 +69,15 @@ class Journal(Protocol):
         settles an `append` that raised. One read."""
 
     def scan(
-        self, upto_seq: int | None = None, min_occurred_at: int | None = None, before_occurred_at: int | None = None
+        self,
+        upto_seq: int | None = None,
+        min_occurred_at: int | None = None,
+        before_occurred_at: int | None = None,
+        min_seq: int | None = None,
     ) -> AsyncIterator[list[ScoreRow]]:
         """Score events in seq order, in chunks of a few thousand, each cheap enough to fold in
-        one turn of the event loop; ``min_occurred_at <= occurred_at < before_occurred_at``."""
+        one turn of the event loop; ``min_occurred_at <= occurred_at < before_occurred_at`` and
+        ``min_seq <= seq``."""
 
     def records(self, upto_seq: int | None = None) -> AsyncIterator[list[Record]]:
         """Every record (score events, close markers, voids) in seq order, in chunks of a few
@@ -98,6 +105,38 @@ class Journal(Protocol):
 
     async def close(self) -> None:
         """Release the journal; it is not used again."""
+
+
+@runtime_checkable
+class FoldingJournal(Journal, Protocol):
+    """A journal that folds score events in its own query engine, one row per member instead of
+    one per event: what makes a replay fast (`arena.replay`). A bucket is a span of instants
+    ``[start, end)`` (``end`` None: unbounded) and the events in it with ``seq < below_seq``
+    and ``seq <= upto_seq`` that no void up to ``upto_seq`` names."""
+
+    async def next_instant(self, at: int, before: int | None) -> int | None:
+        """The least occurred_at of a score event in ``[at, before)``, or None. One index probe."""
+
+    def fold(self, start: int, end: int | None, below_seq: int, upto_seq: int) -> AsyncIterator[list[FoldRow]]:
+        """The bucket's events folded per member (`FoldRow`, one per member) by the board's aggregation, in
+        chunks, members in no order. Exact at any size the store can hold. One query: a scan of
+        the bucket and a group-by."""
+
+
+def fold_order(spec: BoardSpec) -> str:
+    """How a backend orders a fold's rows (columns ``score``, ``reached_at``, ``member``): in
+    rank order, so that a table is built from a sorted run (one comparison an entry) instead of
+    sorted in Python. Any order gives the same tables; this one is faster."""
+    score = "DESC" if spec.order is Order.DESC else "ASC"
+    reached = "ASC" if spec.tie is Tie.EARLIEST else "DESC"
+    return f" ORDER BY score {score}, reached_at {reached}, member"
+
+
+def fold_kind(spec: BoardSpec) -> str:
+    """How a backend folds ``spec``'s events: "sum", "best_desc", "best_asc" or "latest"."""
+    if spec.aggregation is Aggregation.BEST:
+        return "best_desc" if spec.order is Order.DESC else "best_asc"
+    return spec.aggregation.value
 
 
 class JournalBackend(Protocol):

@@ -33,6 +33,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from arena.config import JournalSettings
 from arena.engine.events import Fingerprint
 from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
+from arena.engine.scoring import FoldRow
 from arena.engine.spec import BoardSpec
 from arena.errors import JournalCorrupt, JournalError, JournalUnavailable, JournalWriteFailed
 from arena.journal.interface import (
@@ -41,6 +42,8 @@ from arena.journal.interface import (
     ScoreRow,
     check_definition,
     close_record,
+    fold_kind,
+    fold_order,
     marker_row,
     merged_records,
     stored_event,
@@ -158,6 +161,20 @@ _STORED = (
     " v.seq IS NOT NULL FROM {s}.score_event e LEFT JOIN {s}.score_void v ON v.board = e.board AND v.target_seq = e.seq"
     " WHERE e.board = $1"
 )
+# A fold per aggregation over the bucket's rows (``{rows}``), in `FoldRow`'s columns: a sum of
+# bigint is numeric, exact at any size; an array of two bigints orders like a best standing;
+# latest takes the value and key of the greatest (occurred_at, key), bytea comparing in code
+# point order as sqlite's text does.
+_FOLDS = {
+    "sum": "SELECT member, sum(value) AS score, max(occurred_at) AS reached_at, '', count(*) FROM {rows} GROUP BY member",
+    "best_desc": "SELECT member, best[1] AS score, -best[2] AS reached_at, '', n FROM (SELECT member,"
+                 " max(ARRAY[value, -occurred_at]) AS best, count(*) AS n FROM {rows} GROUP BY member) f",
+    "best_asc": "SELECT member, best[1] AS score, best[2] AS reached_at, '', n FROM (SELECT member,"
+                " min(ARRAY[value, occurred_at]) AS best, count(*) AS n FROM {rows} GROUP BY member) f",
+    "latest": "SELECT member, (array_agg(value ORDER BY occurred_at DESC, idempotency_key DESC))[1] AS score,"
+              " max(occurred_at) AS reached_at, (array_agg(idempotency_key ORDER BY occurred_at DESC,"
+              " idempotency_key DESC))[1], count(*) FROM {rows} GROUP BY member",
+}
 
 _SCAN_CHUNK = 2_000
 """Rows per fetch of a replay's server-side cursor, each folded in one turn of the event loop
@@ -490,20 +507,57 @@ class PostgresJournal:
             return seq
 
     async def scan(
-        self, upto_seq: int | None = None, min_occurred_at: int | None = None, before_occurred_at: int | None = None
+        self,
+        upto_seq: int | None = None,
+        min_occurred_at: int | None = None,
+        before_occurred_at: int | None = None,
+        min_seq: int | None = None,
     ) -> AsyncIterator[list[ScoreRow]]:
         sql = "SELECT seq, member, value, occurred_at, idempotency_key FROM {s}.score_event WHERE board = $1 AND seq <= $2"
         params: list[object] = [self._board, self._upto(upto_seq)]
+        if min_seq is not None:
+            params.append(min_seq)
+            sql += f" AND seq >= ${len(params)}"
         if min_occurred_at is not None:
             params.append(min_occurred_at)
             sql += f" AND occurred_at >= ${len(params)}"
         if before_occurred_at is not None:
             params.append(before_occurred_at)
             sql += f" AND occurred_at < ${len(params)}"
+        async for rows in self._stream(sql + " ORDER BY seq", params):
+            yield rows
+
+    async def next_instant(self, at: int, before: int | None) -> int | None:
+        sql = "SELECT min(occurred_at) FROM {s}.score_event WHERE board = $1 AND occurred_at >= $2"
+        params: list[object] = [at]
+        if before is not None:
+            sql += " AND occurred_at < $3"
+            params.append(before)
+        value = (await self._fetch(sql, *params))[0][0]
+        return None if value is None else int(value)
+
+    async def fold(self, start: int, end: int | None, below_seq: int, upto_seq: int) -> AsyncIterator[list[FoldRow]]:
+        kind = fold_kind(self._spec)
+        rows = (
+            "{s}.score_event e WHERE board = $1 AND occurred_at >= $2 AND seq < $3 AND seq <= $4 AND NOT EXISTS"
+            " (SELECT FROM {s}.score_void v WHERE v.board = e.board AND v.target_seq = e.seq AND v.seq <= $4)"
+        )
+        params: list[object] = [self._board, start, below_seq, upto_seq]
+        if end is not None:
+            params.append(end)
+            rows += " AND occurred_at < $5"
+        async for chunk in self._stream(_FOLDS[kind].replace("{rows}", rows) + fold_order(self._spec), params):
+            if kind == "sum":  # numeric comes back as Decimal
+                yield [(member, int(score), reached_at, "", events) for member, score, reached_at, _, events in chunk]
+            else:
+                yield [tuple(row) for row in chunk]
+
+    async def _stream(self, template: str, params: list[object]) -> AsyncIterator[list[asyncpg.Record]]:
+        """The rows of one read of this board (``$1`` is the board), through a server-side cursor:
+        in chunks, never whole in memory. Raises `PostgresStore.failure`'s error."""
         try:
-            # a server-side cursor: the journal streams in chunks, never whole into memory
             async with self._store.connection() as conn, conn.transaction(readonly=True):
-                cursor = await conn.cursor(self._store.sql(sql + " ORDER BY seq"), *params)
+                cursor = await conn.cursor(self._store.sql(template), *params)
                 while rows := await cursor.fetch(_SCAN_CHUNK):
                     yield rows
         except (*STORE_ERRORS, JournalUnavailable, UnicodeError) as exc:

@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from arena.engine.events import Fingerprint
 from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
+from arena.engine.scoring import FoldRow
 from arena.engine.spec import BoardSpec
 from arena.errors import JournalCorrupt, JournalError, JournalWriteFailed
 from arena.journal.interface import (
@@ -24,6 +25,8 @@ from arena.journal.interface import (
     ScoreRow,
     check_definition,
     close_record,
+    fold_kind,
+    fold_order,
     marker_row,
     merged_records,
     stored_event,
@@ -81,6 +84,29 @@ _LOOKUP_JSON = (
     "SELECT json_group_array(json_array(idempotency_key, member, value, occurred_at)) FROM score_event"
     " WHERE idempotency_key IN (SELECT value FROM json_each(?))"
 )
+# A fold per aggregation, as SQL over the bucket's rows (``{rows}``) whose columns are a `FoldRow`.
+# sqlite has neither an exact sum past 2**63 (SUM raises) nor an arg-max, so a sum is made of
+# three pieces of the values (each under 2**20 in size: exact up to 2**43 events of a member,
+# more than a sqlite file can hold; `_fold_rows` adds them up), and a best or latest is the max
+# (or min) of one text that orders like the standing, cut up again in SQL. Journaled values lie
+# within ±(2**53 - 1) and instants within 0..10**16 (the config check and validation), which the
+# fixed widths hold.
+_FOLDS = {
+    "sum": "SELECT member, sum(value >> 40), sum((value >> 20) & 1048575), sum(value & 1048575), max(occurred_at) AS"
+           " reached_at, count(*), total(value) AS score FROM {rows} GROUP BY member",  # score: only to order by
+    "best_desc": "SELECT member, CAST(substr(t, 1, 17) AS INTEGER) - 9007199254740992 AS score,"
+                 " 9999999999999999 - CAST(substr(t, 18) AS INTEGER) AS reached_at, '', n FROM (SELECT member,"
+                 " max(printf('%017d%016d', value + 9007199254740992, 9999999999999999 - occurred_at)) AS t, count(*) AS n"
+                 " FROM {rows} GROUP BY member)",
+    "best_asc": "SELECT member, CAST(substr(t, 1, 17) AS INTEGER) - 9007199254740992 AS score,"
+                " CAST(substr(t, 18) AS INTEGER) AS reached_at, '', n FROM (SELECT member,"
+                " min(printf('%017d%016d', value + 9007199254740992, occurred_at)) AS t, count(*) AS n"
+                " FROM {rows} GROUP BY member)",
+    # the one max() makes the bare ``value`` that of its row: unique, as keys are
+    "latest": "SELECT member, value AS score, CAST(substr(t, 1, 16) AS INTEGER) AS reached_at, substr(t, 17), n"
+              " FROM (SELECT member, max(printf('%016d', occurred_at) || idempotency_key) AS t, value, count(*) AS n"
+              " FROM {rows} GROUP BY member)",
+}
 _WAL_HEADER_BYTES = 32
 _LOOKUP_CHUNK = 500
 _SCAN_CHUNK = 2_000
@@ -263,10 +289,17 @@ class SqliteJournal:
         return int(value) if value is not None else 0
 
     async def scan(
-        self, upto_seq: int | None = None, min_occurred_at: int | None = None, before_occurred_at: int | None = None
+        self,
+        upto_seq: int | None = None,
+        min_occurred_at: int | None = None,
+        before_occurred_at: int | None = None,
+        min_seq: int | None = None,
     ) -> AsyncIterator[list[ScoreRow]]:
         sql = "SELECT seq, member, value, occurred_at, idempotency_key FROM score_event WHERE seq <= ?"
         params: list[int] = [upto_seq if upto_seq is not None else self.last_seq]
+        if min_seq is not None:
+            sql += " AND seq >= ?"
+            params.append(min_seq)
         if min_occurred_at is not None:
             sql += " AND occurred_at >= ?"
             params.append(min_occurred_at)
@@ -294,6 +327,32 @@ class SqliteJournal:
             async with self._db.execute(f"SELECT {EVENT_COLUMNS} FROM score_event WHERE seq <= ? ORDER BY seq", (upto,)) as cursor:
                 while rows := await cursor.fetchmany(_SCAN_CHUNK):
                     yield rows  # type: ignore[misc]
+        except sqlite3.Error as exc:
+            raise JournalCorrupt(f"{self.path}: journal unreadable: {exc}") from exc
+
+    async def next_instant(self, at: int, before: int | None) -> int | None:
+        sql = "SELECT min(occurred_at) FROM score_event WHERE occurred_at >= ?"
+        params = [at]
+        if before is not None:
+            sql += " AND occurred_at < ?"
+            params.append(before)
+        value = (await self._read(sql, params))[0][0]
+        return None if value is None else int(value)
+
+    async def fold(self, start: int, end: int | None, below_seq: int, upto_seq: int) -> AsyncIterator[list[FoldRow]]:
+        kind = fold_kind(self._spec)
+        rows = "score_event e WHERE occurred_at >= ? AND seq < ? AND seq <= ?"
+        params: list[int] = [start, below_seq, upto_seq]
+        if end is not None:
+            rows += " AND occurred_at < ?"
+            params.append(end)
+        if (await self._read("SELECT EXISTS (SELECT 1 FROM score_void WHERE seq <= ?)", (upto_seq,)))[0][0]:
+            rows += " AND NOT EXISTS (SELECT 1 FROM score_void v WHERE v.target_seq = e.seq AND v.seq <= ?)"
+            params.append(upto_seq)
+        try:
+            async with self._db.execute(_FOLDS[kind].format(rows=rows) + fold_order(self._spec), params) as cursor:
+                while chunk := await cursor.fetchmany(_SCAN_CHUNK):
+                    yield _sums(chunk) if kind == "sum" else chunk  # type: ignore[misc]  # rows of FoldRow's columns
         except sqlite3.Error as exc:
             raise JournalCorrupt(f"{self.path}: journal unreadable: {exc}") from exc
 
@@ -420,6 +479,11 @@ def _file_size(path: Path) -> float:
         return float(path.stat().st_size)
     except FileNotFoundError:  # before the journal's first write, and after a clean close
         return 0.0
+
+
+def _sums(rows: Iterable[Any]) -> list[FoldRow]:
+    """The rows of a sum's fold with their pieces added up."""
+    return [(m, (high << 40) + (middle << 20) + low, r, "", n) for m, high, middle, low, r, n, _ in rows]
 
 
 def _json_rows(rows: Sequence[object]) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from arena.engine.rankkey import pack, sort_key_of, split_all, unpack
+from arena.engine.rankkey import pack, pack_all, sort_key_of, split_all, unpack
 
 # the inline form's edges (keys of scores within ±2**62), and the length-prefixed forms beyond
 EDGES = [-(1 << 127) - 1, -(1 << 127), (1 << 127) - 1, 1 << 127, -(1 << 135), 1 << 135]
@@ -44,3 +44,8 @@ def test_entries_order_like_key_then_member(a: tuple[int, str], b: tuple[int, st
 @given(st.lists(st.tuples(KEYS, MEMBERS), max_size=30))
 def test_sorting_entries_sorts_by_key_then_member(pairs: list[tuple[int, str]]) -> None:
     assert [unpack(item) for item in sorted(pack(k, m) for k, m in pairs)] == sorted(pairs)
+
+
+@given(st.lists(st.tuples(KEYS, MEMBERS), max_size=30))
+def test_pack_all_packs_each_as_pack_does(pairs: list[tuple[int, str]]) -> None:
+    assert pack_all([k for k, _ in pairs], [m for _, m in pairs]) == [pack(k, m) for k, m in pairs]

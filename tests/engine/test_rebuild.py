@@ -464,9 +464,9 @@ async def test_other_tasks_get_a_turn_between_two_table_builds_of_a_replay(monke
     build = RankedTable.from_states
     turns_at_build: list[int] = []
 
-    def counted_build(*args: Any) -> RankedTable:  # each build is one sort: ~1 s at 10**6 members
+    def counted_build(*args: Any, **kw: Any) -> RankedTable:  # each build is one sort: ~1 s at 10**6 members
         turns_at_build.append(turns)
-        return build(*args)
+        return build(*args, **kw)
 
     monkeypatch.setattr(RankedTable, "from_states", counted_build)
     other_board = asyncio.create_task(count_turns())
