@@ -47,9 +47,10 @@ class FaultyJournal:
         return await self.journal.committed_seq()
 
     def scan(
-        self, upto_seq: int | None = None, min_occurred_at: int | None = None, before_occurred_at: int | None = None
+        self, upto_seq: int | None = None, min_occurred_at: int | None = None, before_occurred_at: int | None = None,
+        after_seq: int | None = None,
     ) -> AsyncIterator[list[ScoreRow]]:
-        return self.journal.scan(upto_seq, min_occurred_at, before_occurred_at)
+        return self.journal.scan(upto_seq, min_occurred_at, before_occurred_at, after_seq)
 
     async def close_markers(self, upto_seq: int | None = None) -> list[CloseRecord]:
         return await self.journal.close_markers(upto_seq)

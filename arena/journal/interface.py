@@ -66,10 +66,12 @@ class Journal(Protocol):
         settles an `append` that raised. One read."""
 
     def scan(
-        self, upto_seq: int | None = None, min_occurred_at: int | None = None, before_occurred_at: int | None = None
+        self, upto_seq: int | None = None, min_occurred_at: int | None = None, before_occurred_at: int | None = None,
+        after_seq: int | None = None,
     ) -> AsyncIterator[list[ScoreRow]]:
         """Score events in seq order, in chunks of a few thousand, each cheap enough to fold in
-        one turn of the event loop; ``min_occurred_at <= occurred_at < before_occurred_at``."""
+        one turn of the event loop; ``min_occurred_at <= occurred_at < before_occurred_at`` and
+        ``after_seq < seq`` (the tail after a snapshot)."""
 
     async def close_markers(self, upto_seq: int | None = None) -> list[CloseRecord]:
         """Every close marker, in seq order."""

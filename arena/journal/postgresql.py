@@ -445,10 +445,11 @@ class PostgresJournal:
             return seq
 
     async def scan(
-        self, upto_seq: int | None = None, min_occurred_at: int | None = None, before_occurred_at: int | None = None
+        self, upto_seq: int | None = None, min_occurred_at: int | None = None, before_occurred_at: int | None = None,
+        after_seq: int | None = None,
     ) -> AsyncIterator[list[ScoreRow]]:
-        sql = "SELECT seq, member, value, occurred_at, idempotency_key FROM {s}.score_event WHERE board = $1 AND seq <= $2"
-        params: list[object] = [self._board, self._upto(upto_seq)]
+        sql = "SELECT seq, member, value, occurred_at, idempotency_key FROM {s}.score_event WHERE board = $1 AND seq <= $2 AND seq > $3"
+        params: list[object] = [self._board, self._upto(upto_seq), after_seq or 0]
         if min_occurred_at is not None:
             params.append(min_occurred_at)
             sql += f" AND occurred_at >= ${len(params)}"

@@ -222,10 +222,11 @@ class SqliteJournal:
         return int(value) if value is not None else 0
 
     async def scan(
-        self, upto_seq: int | None = None, min_occurred_at: int | None = None, before_occurred_at: int | None = None
+        self, upto_seq: int | None = None, min_occurred_at: int | None = None, before_occurred_at: int | None = None,
+        after_seq: int | None = None,
     ) -> AsyncIterator[list[ScoreRow]]:
-        sql = "SELECT seq, member, value, occurred_at, idempotency_key FROM score_event WHERE seq <= ?"
-        params: list[int] = [upto_seq if upto_seq is not None else self.last_seq]
+        sql = "SELECT seq, member, value, occurred_at, idempotency_key FROM score_event WHERE seq <= ? AND seq > ?"
+        params: list[int] = [upto_seq if upto_seq is not None else self.last_seq, after_seq or 0]
         if min_occurred_at is not None:
             sql += " AND occurred_at >= ?"
             params.append(min_occurred_at)

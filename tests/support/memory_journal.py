@@ -34,13 +34,14 @@ class MemoryJournal:
         return self.last_seq
 
     async def scan(
-        self, upto_seq: int | None = None, min_occurred_at: int | None = None, before_occurred_at: int | None = None
+        self, upto_seq: int | None = None, min_occurred_at: int | None = None, before_occurred_at: int | None = None,
+        after_seq: int | None = None,
     ) -> AsyncIterator[list[ScoreRow]]:
         upto = self.last_seq if upto_seq is None else upto_seq
         rows = [
             (r.seq, r.event.member, r.event.value, r.event.occurred_at, r.event.idempotency_key)
             for r in self._scores()
-            if r.seq <= upto
+            if (after_seq or 0) < r.seq <= upto
             and (min_occurred_at is None or r.event.occurred_at >= min_occurred_at)
             and (before_occurred_at is None or r.event.occurred_at < before_occurred_at)
         ]
