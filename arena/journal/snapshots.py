@@ -88,6 +88,7 @@ class PostgresSnapshots:
         store = self._backend.store
         text = await asyncio.to_thread(base64.b64encode, data)
         try:
+            await store.prepare(readonly=False)
             async with store.connection() as conn:
                 await conn.execute(
                     store.sql("INSERT INTO {s}.board_snapshot VALUES ($1, $2, decode($3, 'base64'))"
@@ -100,6 +101,8 @@ class PostgresSnapshots:
     async def load(self, board: str) -> bytes | None:
         store = self._backend.store
         try:
+            if not await store.prepare(readonly=True):
+                return None
             async with store.connection() as conn:
                 text = await conn.fetchval(
                     store.sql("SELECT encode(data, 'base64') FROM {s}.board_snapshot WHERE board = $1"), board)
