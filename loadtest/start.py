@@ -27,6 +27,7 @@ from typing import Any
 from arena.config import Config, JournalSettings
 from arena.engine.board import BoardEngine
 from arena.engine.events import Event
+from arena.errors import JournalUnavailable
 from arena.journal import journal_backend
 from loadtest.arena_client import bench_config
 from loadtest.config_toml import write_config
@@ -44,7 +45,15 @@ async def journal_events(config: Config, members: int, events: int, seed: int, f
     started = time.perf_counter()
     spec = config.boards[BOARD]
     backend = journal_backend(config)
-    journal = await backend.open(spec)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            journal = await backend.open(spec)
+            break
+        except JournalUnavailable:  # PostgreSQL: a killed server's lease lives on for a few seconds
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.5)
     engine = BoardEngine(spec, last_seq=journal.last_seq)
     rng = random.Random(seed)
     now = int(time.time() * 1000)
