@@ -24,9 +24,11 @@ from arena.engine.spec import BoardSpec
 from arena.engine.table import RankedTable
 from arena.errors import JournalError, JournalWriteFailed, QueryError, not_found, not_ready, unavailable
 from arena.journal import Journal
+from arena.journal.snapshots import SnapshotStore
 from arena.mailbox import Command, Mailbox, Submission
 from arena.metrics import Metrics
 from arena.replay import replay
+from arena.snapshotter import Snapshotter, start_from_snapshot
 
 log = logging.getLogger("arena.actor")
 
@@ -272,13 +274,17 @@ class VoidOutcome:
 class BoardActor:
     """One life of a board's actor: replay, then serve batches until stopped or crashed."""
 
-    def __init__(self, handle: BoardHandle, journal: Journal, clock: Clock) -> None:
+    def __init__(self, handle: BoardHandle, journal: Journal, clock: Clock, snapshots: SnapshotStore | None = None,
+                 snapshot_every: int = 0) -> None:
         self.handle = handle
         self.journal = journal
         self.clock = clock
         self.metrics = handle.metrics
         self.stopping = False
         self.pipeline: CommitPipeline | None = None
+        self.snapshots = snapshots if snapshot_every > 0 else None
+        """Where the board's snapshots are kept; None: snapshots are off."""
+        self.snapshot_every = snapshot_every
 
     @property
     def unanswered(self) -> list[Submission]:
@@ -294,21 +300,34 @@ class BoardActor:
         handle.engine = engine
         handle.state = BoardState.LOADING
         self.metrics.board_state.labels(board).set(0)
-        report = await replay(engine, self.journal, self.clock.now())
+        started = None
+        if self.snapshots is not None:
+            started = await start_from_snapshot(engine, self.journal, self.snapshots, self.clock.now())
+        report, snapshot_seq = started or (await replay(engine, self.journal, self.clock.now()), 0)
+        self.metrics.snapshot_start.labels(board).set(snapshot_seq)
         self.metrics.rebuild.labels(board).set(report.seconds)
         self.metrics.replayed.labels(board).set(report.events)
         handle.state = BoardState.READY
         self.metrics.board_state.labels(board).set(1)
         log.info("board %s ready: %d events replayed in %.3fs, last seq %d", board, report.events, report.seconds, engine.last_seq)
         pipeline = self.pipeline = CommitPipeline(handle, engine, self.journal, self.clock)
+        snapshotter = None
+        if self.snapshots is not None:
+            snapshotter = Snapshotter(engine, self.journal, self.snapshots, self.snapshot_every, self.clock, snapshot_seq)
         try:
-            await self._serve(engine, pipeline, handle.mailbox)
+            await self._serve(engine, pipeline, handle.mailbox, snapshotter)
         except BaseException:
             pipeline.abandon()
+            if snapshotter is not None:
+                snapshotter.abandon()
             raise
+        if snapshotter is not None:
+            await snapshotter.finish()
 
-    async def _serve(self, engine: BoardEngine, pipeline: CommitPipeline, mailbox: Mailbox) -> None:
+    async def _serve(self, engine: BoardEngine, pipeline: CommitPipeline, mailbox: Mailbox, snapshotter: Snapshotter | None) -> None:
         while True:
+            if snapshotter is not None:
+                snapshotter.poll()
             now = self.clock.now()
             # Derived afresh each turn (a few µs): a batch may open a table, a pinned test clock
             # may move back.

@@ -52,6 +52,8 @@ class ServerSettings:
     max_subscriptions: int = 100
     max_live_connections: int = 10_000
     cors_origins: tuple[str, ...] = ()
+    snapshot_every_events: int = 1_000_000
+    """Journaled records between two snapshots of a board; 0: never."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +264,7 @@ def _server(s: _Section) -> ServerSettings:
         max_subscriptions=s.int("max_subscriptions", d.max_subscriptions, 0),
         max_live_connections=s.int("max_live_connections", d.max_live_connections, 0),
         cors_origins=_cors_origins(s),
+        snapshot_every_events=s.int("snapshot_every_events", d.snapshot_every_events, 0),
     )
     s.done()
     return settings

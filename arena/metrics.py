@@ -39,6 +39,10 @@ class Metrics:
         self.mailbox = Gauge("arena_mailbox_events", "Events waiting in a board's mailbox", ["board"], registry=r)
         self.rebuild = Gauge("arena_rebuild_seconds", "Duration of the last replay of a board", ["board"], registry=r)
         self.replayed = Gauge("arena_rebuild_events", "Events applied by the last replay of a board", ["board"], registry=r)
+        self.snapshot_start = Gauge(
+            "arena_start_snapshot_seq", "Seq of the snapshot the board's last start loaded; 0: it replayed in full",
+            ["board"], registry=r,
+        )
         self.restarts = Counter("arena_actor_restarts", "Board actor restarts after a crash", ["board"], registry=r)
         self.disputes = Counter("arena_disputes", "Admin voids by table", ["board", "period"], registry=r)
         self.journal_failures = Counter(

@@ -13,6 +13,7 @@ from arena.config import DEV_ADMIN_TOKEN_SHA256, DEV_TOKEN_SHA256, Admin, Config
 from arena.errors import JournalUnavailable, QueryError, not_found
 from arena.journal import JournalBackend, journal_backend
 from arena.journal.faults import WriteFaults
+from arena.journal.snapshots import snapshot_store
 from arena.live.views import LiveViews
 from arena.metrics import Metrics
 from arena.supervisor import Supervisor
@@ -45,7 +46,7 @@ class Arena:
         self._renewals: asyncio.Task[None] | None = None
         self.journal_faults = WriteFaults(backend) if fault_injection else None
         self.backend: JournalBackend = self.journal_faults or backend
-        self.supervisor = Supervisor(config, self.clock, self.metrics, self.backend)
+        self.supervisor = Supervisor(config, self.clock, self.metrics, self.backend, snapshot_store(backend))
         self.boards: dict[str, BoardHandle] = self.supervisor.handles
         self.fault_injection = fault_injection
         self.connections = 0

@@ -17,6 +17,7 @@ from arena.clock import Clock
 from arena.config import Config
 from arena.errors import BoardDefinitionChanged, JournalCorrupt, JournalError, JournalUnavailable
 from arena.journal import Journal, JournalBackend
+from arena.journal.snapshots import SnapshotStore
 from arena.metrics import Metrics
 
 log = logging.getLogger("arena.supervisor")
@@ -25,8 +26,10 @@ REOPEN_RETRY_SECONDS = 1.0
 
 
 class Supervisor:
-    def __init__(self, config: Config, clock: Clock, metrics: Metrics, backend: JournalBackend) -> None:
+    def __init__(self, config: Config, clock: Clock, metrics: Metrics, backend: JournalBackend,
+                 snapshots: SnapshotStore | None = None) -> None:
         self.config = config
+        self.snapshots = snapshots
         self.clock = clock
         self.metrics = metrics
         self.backend = backend
@@ -76,7 +79,7 @@ class Supervisor:
         crashes: deque[float] = deque()
         try:
             while True:
-                actor = BoardActor(handle, journal, self.clock)
+                actor = BoardActor(handle, journal, self.clock, self.snapshots, settings.snapshot_every_events)
                 self.actors[handle.name] = actor
                 self.runs[handle.name] += 1
                 handle.journal = journal

@@ -194,6 +194,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rebuild-repeats", type=int, default=3, help="measured replays per mode (default 3)")
     p.add_argument("--profile", type=int, default=0, help="print the top N lines of a cProfile of one folded replay")
     p.add_argument("--json", type=Path, default=None, help="write results as JSON here")
+
+    p = sub.add_parser("start", formatter_class=fmt, epilog=EPILOG, help="time to ready after a restart",
+                       description="Journal --events events over --members members (in-process), then time `arena\n"
+                                   "serve` to /readyz: with snapshots off, after a graceful restart (from its\n"
+                                   "snapshot) and after a SIGKILL (the snapshot and a tail of --tail records).")
+    p.add_argument("--members", type=int, default=100_000, help="members (default 100,000)")
+    p.add_argument("--events", type=int, default=1_000_000, help="events in the journal (default 1,000,000)")
+    p.add_argument("--tail", type=int, default=100_000, help="records journaled after the snapshot (default 100,000)")
+    p.add_argument("--postgres", action="store_true", help="journal on PostgreSQL (--postgres-url, or an embedded one)")
+    p.add_argument("--postgres-url", default=None, help="a PostgreSQL server to use (default: a throwaway one)")
+    p.add_argument("--json", type=Path, default=None, help="write results as JSON here")
     return top
 
 
@@ -419,8 +430,16 @@ def cmd_rebuild(a: argparse.Namespace) -> int:
     return _finish(a, out, out["ok"])
 
 
+def cmd_start(a: argparse.Namespace) -> int:
+    from loadtest.start import print_start, run
+
+    out = run(a.members, a.events, a.tail, a.postgres, a.postgres_url)
+    print_start(out)
+    return _finish(a, out, out["ok"])
+
+
 COMMANDS = {"compare": cmd_compare, "ingest": cmd_ingest, "query": cmd_query, "lag": cmd_lag,
-            "redis": cmd_redis, "ceiling": cmd_ceiling, "rebuild": cmd_rebuild}
+            "redis": cmd_redis, "ceiling": cmd_ceiling, "rebuild": cmd_rebuild, "start": cmd_start}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -115,3 +115,10 @@ def test_the_cluster_secret_is_never_printed(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         load_config(path, cluster_secret=SECRET)
     assert SECRET not in str(caught.value) and "cluster.node_id: must be a non-empty string" in str(caught.value)
+
+
+def test_snapshots_are_taken_every_million_records_by_default_and_zero_turns_them_off() -> None:
+    assert parse_config({"boards": {"b": {}}}).server.snapshot_every_events == 1_000_000
+    assert parse_config({"server": {"snapshot_every_events": 0}, "boards": {"b": {}}}).server.snapshot_every_events == 0
+    with pytest.raises(ConfigError, match="snapshot_every_events"):
+        parse_config({"server": {"snapshot_every_events": -1}, "boards": {"b": {}}})

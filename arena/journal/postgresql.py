@@ -51,10 +51,11 @@ from arena.journal.interface import (
 
 log = logging.getLogger("arena.journal")
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The version of the tables below; a schema of a greater version belongs to a newer Arena."""
 _UPGRADES = {
     1: "ALTER TABLE {s}.node_lease ADD COLUMN url text COLLATE \"C\" NOT NULL DEFAULT ''",
+    2: "CREATE TABLE {s}.board_snapshot (board text COLLATE \"C\" PRIMARY KEY, seq bigint NOT NULL, data bytea NOT NULL)",
 }
 """The statement that takes tables of version N to N + 1, run by a writable start."""
 
@@ -114,6 +115,7 @@ CREATE TABLE {s}.score_void (
     UNIQUE (board, target_seq),
     FOREIGN KEY (board, target_seq) REFERENCES {s}.score_event (board, seq)
 );
+CREATE TABLE {s}.board_snapshot (board text COLLATE "C" PRIMARY KEY, seq bigint NOT NULL, data bytea NOT NULL);
 """
 
 # The batch as one array per column, unnested by the server: one statement, one round trip.

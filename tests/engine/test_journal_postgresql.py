@@ -60,7 +60,7 @@ async def test_the_tables_are_created_in_the_schema_with_its_version(backend: Po
     assert await sql(backend, "SELECT array_agg(version) FROM {s}.schema_version") == [SCHEMA_VERSION]
     tables = await sql(backend, "SELECT array_agg(tablename::text ORDER BY tablename) FROM pg_tables WHERE schemaname = $1",
                        pg_journal.schema)
-    assert tables == ["board", "board_owner", "board_period", "node_lease", "schema_version", "score_event", "score_void"]
+    assert tables == ["board", "board_owner", "board_period", "board_snapshot", "node_lease", "schema_version", "score_event", "score_void"]
     assert orjson.loads(await sql(backend, "SELECT definition FROM {s}.board WHERE name = 'b'")) == SPEC.definition()
     await journal.close()
     other = PostgresBackend(pg_journal)  # a second start finds them
@@ -91,6 +91,7 @@ async def test_tables_of_version_1_are_upgraded_by_a_writable_start(backend: Pos
     journal = await backend.open(SPEC)
     await journal.append([score(1)])
     await sql(backend, "ALTER TABLE {s}.node_lease DROP COLUMN url")  # as version 1 made them
+    await sql(backend, "DROP TABLE {s}.board_snapshot")
     await sql(backend, "DELETE FROM {s}.schema_version")
     await sql(backend, "INSERT INTO {s}.schema_version VALUES (1)")
     reader = PostgresBackend(pg_journal)  # a read-only start (rebuild, verify) reads version 1 as it is
@@ -102,8 +103,9 @@ async def test_tables_of_version_1_are_upgraded_by_a_writable_start(backend: Pos
     upgraded = PostgresBackend(pg_journal)
     try:
         assert (await upgraded.open(SPEC)).last_seq == 1
-        assert await sql(upgraded, "SELECT array_agg(version ORDER BY version) FROM {s}.schema_version") == [1, 2]
+        assert await sql(upgraded, "SELECT array_agg(version ORDER BY version) FROM {s}.schema_version") == [1, 2, 3]
         assert await sql(upgraded, "SELECT count(url) FROM {s}.node_lease") == 0
+        assert await sql(upgraded, "SELECT count(*) FROM {s}.board_snapshot") == 0
     finally:
         await upgraded.close()
 

@@ -1,0 +1,221 @@
+"""Taking a board's snapshot in the background, and starting a board from one (DESIGN.md,
+"Snapshots: a fast start"); the format and the validity rules are `arena.snapshot`'s.
+
+Taking one never stops the board: every table is frozen at one seq (`arena.engine.table.Freeze`),
+each table's entries are copied in one turn of the event loop and its keys in another, and the
+rest (rewinding the changes made meanwhile, encoding, the checksum, the write) runs in a thread
+or in the store. A start loads the snapshot's tables, then replays only the journal's records
+after its seq; a snapshot that may not serve is logged with the reason and ignored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+import orjson
+
+from arena.clock import Clock
+from arena.engine.board import BoardEngine
+from arena.engine.periods import Window
+from arena.engine.routing import TableKey
+from arena.engine.scoring import Update
+from arena.engine.table import Freeze, RankedTable
+from arena.errors import JournalError
+from arena.journal import Journal, ScoreRow
+from arena.journal.snapshots import SnapshotStore
+from arena.replay import ReplayReport, TableReport
+from arena.snapshot import Snapshot, SnapshotInvalid, TableImage, decode, encode, record_identity, rejection
+
+log = logging.getLogger("arena.snapshot")
+
+
+def definition_text(engine: BoardEngine) -> str:
+    """The board's definition as its journal stores it (`arena.journal.check_definition`)."""
+    return orjson.dumps(engine.spec.definition(), option=orjson.OPT_SORT_KEYS).decode()
+
+
+async def record_at(journal: Journal, seq: int) -> str | None:
+    """`record_identity` of the journal's record at ``seq``; None when it has none. A few reads."""
+    found: list[ScoreRow] = []
+    async for rows in journal.scan(upto_seq=seq, min_seq=seq):
+        found += rows
+    if found:
+        return "event " + found[0][4]
+    markers = [m for m in await journal.close_markers(seq) if m.seq == seq]
+    if markers:
+        return record_identity(markers[0])
+    voids = [v for v, _occurred_at in await journal.voids(seq) if v.seq == seq]
+    return record_identity(voids[0]) if voids else None
+
+
+class Snapshotter:
+    """One board's snapshots while its actor runs: `poll` after each batch starts one in the
+    background every ``every`` journaled records; `finish` writes the last one at a graceful stop."""
+
+    def __init__(self, engine: BoardEngine, journal: Journal, store: SnapshotStore, every: int, clock: Clock,
+                 seq: int = 0) -> None:
+        self.engine = engine
+        self.journal = journal
+        self.store = store
+        self.every = every
+        self.clock = clock
+        self.seq = seq
+        """The seq of the newest snapshot written or loaded."""
+        self._task: asyncio.Task[None] | None = None
+
+    def poll(self) -> None:
+        """Start a snapshot in the background when ``every`` records were journaled since the
+        last one and none is being taken. O(1)."""
+        if self.engine.last_seq - self.seq >= self.every and (self._task is None or self._task.done()):
+            self._task = asyncio.create_task(self.take(), name=f"snapshot:{self.engine.spec.name}")
+
+    async def finish(self) -> None:
+        """At a graceful stop: wait for the snapshot under way, then write one of the board as it
+        is now unless the newest one already is."""
+        if self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)
+        await self.take()
+
+    def abandon(self) -> None:
+        """The actor crashed: stop the snapshot under way (its thread, if any, ends alone)."""
+        if self._task is not None:
+            self._task.cancel()
+
+    async def take(self) -> None:
+        """Write a snapshot of the board as of its current seq. A failure is logged: a snapshot
+        is a cache, the board goes on."""
+        engine = self.engine
+        seq = engine.last_seq
+        if seq == 0 or seq == self.seq:
+            return
+        board = engine.spec.name
+        started = time.perf_counter()
+        now = self.clock.now()
+        floors = {kind.value: engine.retention_floor(kind, now) for kind in engine.kinds}
+        disputes = dict(engine.disputes)
+        freezes = [Freeze(table) for table in engine.tables.values()]  # all as of `seq`: no await since
+        try:
+            for freeze in freezes:  # each copy is a turn of its own: about 45 ms at 10**6 entries
+                freeze.copy_entries()
+                await asyncio.sleep(0)
+                freeze.copy_keys()
+                await asyncio.sleep(0)
+            record = await record_at(self.journal, seq)
+            if record is None:
+                raise JournalError(f"{self.journal.path}: no record at seq {seq}")
+
+            def build() -> bytes:
+                images = [TableImage(f.table.window, *f.standings()) for f in freezes]
+                return encode(Snapshot(board, definition_text(engine), seq, record, floors, disputes, images))
+
+            data = await asyncio.to_thread(build)
+            await self.store.save(board, seq, data)
+        except JournalError as exc:
+            log.warning("board %s: snapshot at seq %d not written: %s", board, seq, exc)
+            return
+        finally:
+            for freeze in freezes:
+                freeze.end()
+        self.seq = seq
+        log.info("board %s: snapshot at seq %d written to %s (%d tables, %d bytes) in %.3fs",
+                 board, seq, self.store.where(board), len(freezes), len(data), time.perf_counter() - started)
+
+
+async def start_from_snapshot(
+    engine: BoardEngine, journal: Journal, store: SnapshotStore, now: int
+) -> tuple[ReplayReport, int] | None:
+    """Load ``engine`` (fresh, empty) from its board's newest snapshot and the journal's records
+    after its seq, as of ``now``: the report and the snapshot's seq; None (``engine`` untouched, a line logged saying why) when there
+    is no snapshot or it may not serve: then the caller replays in full. Raises JournalError.
+    O(members + records after the snapshot)."""
+    board = engine.spec.name
+    started = time.perf_counter()
+    try:
+        data = await store.load(board)
+        if data is None:
+            log.info("board %s: no snapshot at %s; replaying the journal in full", board, store.where(board))
+            return None
+        snapshot = await asyncio.to_thread(decode, data)
+    except (JournalError, SnapshotInvalid) as exc:
+        log.warning("board %s: snapshot at %s ignored: %s; replaying the journal in full", board, store.where(board), exc)
+        return None
+    floors = {kind: engine.retention_floor(kind, now) for kind in engine.kinds}
+    reason = rejection(snapshot, board, definition_text(engine), await record_at(journal, snapshot.seq), floors)
+    if reason is not None:
+        log.warning("board %s: snapshot at seq %d ignored: %s; replaying the journal in full", board, snapshot.seq, reason)
+        return None
+
+    def include(window: Window) -> bool:  # as a full replay: the tables retained today
+        floor = floors[window.kind]
+        return floor is None or window.start_ms is None or window.start_ms >= floor
+
+    for image in snapshot.tables:  # one table a turn: each is O(n), about 0.3 s at 10**6 entries
+        window = image.window
+        if include(window):
+            engine.tables[(window.kind, window.period_id)] = RankedTable.from_entries(engine.rule, window, image.entries, image.keys)
+            await asyncio.sleep(0)
+    engine.disputes = dict(snapshot.disputes)
+    upto = journal.last_seq
+    for marker in await journal.close_markers(upto):
+        engine.close(marker)
+    voids = await journal.voids(upto)
+    voided = {void.target_seq for void, _occurred_at in voids}
+
+    events = 0
+    async for rows in journal.scan(upto, min_seq=snapshot.seq + 1):
+        events += _fold(engine, rows, include, voided)
+    for key, table in engine.tables.items():  # a table the tail opened may be closed already
+        closing = engine.markers.get(key)
+        if closing is not None:
+            table.closed_seq, table.closed_at = closing.seq, closing.closed_at
+    for void, occurred_at in voids:
+        if void.seq <= snapshot.seq:
+            continue
+        if void.target_seq > snapshot.seq:  # the tail left its event out
+            engine.count_void(void.target_seq, occurred_at)
+            continue
+        target = await journal.event_by_key(void.idempotency_key)
+        assert target is not None, "a void's event is journaled"
+        remaining = [e for e in await journal.member_events(target.member) if not e.voided]
+        engine.void([void], [target], remaining)
+    engine.last_seq = upto
+    engine.ready.update(engine.kinds)
+    engine.rotate(now)
+    seconds = time.perf_counter() - started
+    log.info("board %s: started from the snapshot at seq %d and %d records after it", board, snapshot.seq, upto - snapshot.seq)
+    return ReplayReport(board, events, seconds, [TableReport(t, 0, seconds) for t in engine.tables.values()]), snapshot.seq
+
+
+def _fold(engine: BoardEngine, rows: list[ScoreRow], include: Callable[[Window], bool], voided: set[int]) -> int:
+    """Apply journaled score rows to the loaded tables, as the live path applies a batch (one
+    `RankedTable.apply_updates` per table). Returns the rows applied. O(rows * kinds + changed
+    members * log n)."""
+    route_of, update_of = engine.router.route, engine.rule.update
+    shares: dict[TableKey, list[tuple[str, Update]]] = {}
+    windows: dict[TableKey, Window] = {}
+    applied = 0
+    route = route_of(0)
+    for seq, member, value, occurred_at, key in rows:
+        if seq in voided:
+            continue
+        applied += 1
+        update = None
+        if not route.start <= occurred_at < route.end:
+            route = route_of(occurred_at)
+        for window in route.windows(seq):
+            if not include(window):
+                continue
+            if update is None:
+                update = (member, update_of(member, value, occurred_at, key))
+            table_key = (window.kind, window.period_id)
+            windows[table_key] = window
+            shares.setdefault(table_key, []).append(update)
+    for table_key, share in shares.items():
+        table = engine.tables.get(table_key)
+        if table is None:
+            table = engine.tables[table_key] = RankedTable(engine.rule, windows[table_key])
+        table.apply_updates(share)
+    return applied
