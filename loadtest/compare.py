@@ -163,7 +163,7 @@ async def compare(cfg: RunConfig, *, durability: str = "full", keep: bool = Fals
                                               "durability": durability}
             server.cleanup()
         if keep:
-            progress(f"kept arena data: rebuild with: python -m loadtest rebuild --config {server.config_path}")
+            progress(f"kept arena data: rebuild with: arena rebuild --config {server.config_path}")
     results["ceiling"] = await run_ceiling(cfg, workload, results["arena"].get("answer_bytes", 330), target.board)
     if skip_postgresql:
         results["postgresql"] = {"skipped": "--no-postgresql"}
