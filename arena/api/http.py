@@ -245,7 +245,7 @@ class QueryRoutes:
     def __init__(self, arena: Arena, app: Starlette) -> None:
         self.arena = arena
         self.app = app
-        self.cors = Cors.of(arena.settings.cors_origins)
+        self.cors: Cors | None = app.state.cors
         self._max_body = arena.settings.max_frame_bytes  # a members body is a WebSocket frame's peer
         self._latency = {r.name: arena.metrics.queries.labels(r.name) for r in QUERY_ROUTES}
 

@@ -22,7 +22,7 @@ from starlette.websockets import WebSocket
 
 from arena.actor import BoardHandle
 from arena.api import queries, wire
-from arena.api.cors import Cors, live_allowed
+from arena.api.cors import live_allowed
 from arena.api.live import Subscriptions
 from arena.api.wire import Body
 from arena.config import GameServer
@@ -362,7 +362,7 @@ async def ingest(websocket: WebSocket) -> None:
 async def live(websocket: WebSocket) -> None:
     """`GET /v1/live`: the public, read-only WebSocket (queries and subscriptions, no token)."""
     arena: Arena = websocket.app.state.arena
-    if not live_allowed(Cors.of(arena.settings.cors_origins), websocket.scope):
+    if not live_allowed(websocket.app.state.cors, websocket.scope):
         log.info("live websocket refused: origin %s not allowed", websocket.headers.get("origin"))
         await websocket.close()  # before accept: the handshake gets HTTP 403
         return
