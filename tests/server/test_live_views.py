@@ -77,6 +77,25 @@ async def test_a_top_view_sends_its_answer_at_once_then_the_new_answer_after_eac
     await client.close()
 
 
+async def test_the_first_update_follows_subscribed_at_once_not_after_a_push_interval(tmp_path: Path) -> None:
+    # A push interval of 2 s makes a first update held for the next push obvious; the median of
+    # five also catches one held behind `subscribed` by Nagle's algorithm (the peer's 40 ms ACK).
+    config = make_config(tmp_path / "data", BOARDS, push_interval_ms=2000)
+    async with InProcessServer(config) as server:
+        ws = await websockets.connect(server.ws_url, additional_headers={"Authorization": f"Bearer {token_for('gs')}"})
+        gaps = []
+        for limit in range(1, 6):  # a new view each time, and one already evaluated
+            await ws.send(orjson.dumps({"op": "subscribe", "id": limit,
+                                        "view": {"op": "top", "board": "b", "period": "alltime", "limit": limit}}).decode())
+            async with asyncio.timeout(10):
+                assert orjson.loads(await ws.recv())["op"] == "subscribed"
+                started = time.monotonic()
+                assert orjson.loads(await ws.recv())["op"] == "update"
+            gaps.append(time.monotonic() - started)
+        await ws.close()
+    assert max(gaps) < 1.0 and sorted(gaps)[2] < 0.025, gaps
+
+
 async def test_a_view_shared_by_a_hundred_subscribers_is_evaluated_once_per_change(server: InProcessServer) -> None:
     assert server.arena is not None
     clients = [await _client(server) for _ in range(100)]
