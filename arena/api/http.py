@@ -311,7 +311,7 @@ class QueryRoutes:
             if exc.code in live.REFUSED:
                 await _send(send, exc.status, wire.dumps(wire.error(exc)), [*_JSON_HEADERS, *cors], "GET")
                 return
-        await live.event_stream(self.arena, receive, send, _VIEWS[route.name](params), cors)
+        await live.event_stream(self.arena, scope, receive, send, _VIEWS[route.name](params), cors)
 
 
 async def _body(receive: Receive, limit: int) -> bytes | None:

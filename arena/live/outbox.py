@@ -2,7 +2,9 @@
 
 Control frames (`subscribed`, `unsubscribed`, errors) go out in order; each subscription holds at
 most one unsent update, which a newer one replaces: a slow reader gets fewer, newer updates and
-bounded memory, and never slows a board or another subscriber.
+bounded memory, and never slows a board or another subscriber. A write pending for
+``stall_seconds`` (`ping_timeout_seconds`) means a reader that has stopped reading: the outbox
+stops and says so (``on_stall``), and its connection closes, so that a dead reader holds nothing.
 """
 
 from __future__ import annotations
@@ -52,9 +54,20 @@ EVENT_STREAM = Framing(_event_stream_update, _event_stream_ended)
 class Outbox:
     """The frames waiting for one connection. `put` and `control` never block."""
 
-    def __init__(self, send: Callable[[bytes], Awaitable[None]], framing: Framing = WEBSOCKET) -> None:
+    def __init__(
+        self,
+        send: Callable[[bytes], Awaitable[None]],
+        framing: Framing = WEBSOCKET,
+        stall_seconds: float | None = None,
+        on_stall: Callable[[], None] | None = None,
+    ) -> None:
+        """``on_stall`` is called once if a `send` stays pending ``stall_seconds``; the outbox
+        is closed by then."""
         self._send = send
         self.framing = framing
+        self._stall_seconds = stall_seconds
+        self._on_stall = on_stall
+        self.stalled = False
         self._control: deque[bytes] = deque()
         self._updates: dict[str, bytes] = {}  # subscription -> its newest unsent update
         self._ready = asyncio.Event()
@@ -88,9 +101,7 @@ class Outbox:
         return len(self._control) + len(self._updates)
 
     def close(self) -> None:
-        self.closed = True
-        self._control.clear()
-        self._updates.clear()
+        self._stop()
         if self._task is not None:
             self._task.cancel()
 
@@ -112,8 +123,20 @@ class Outbox:
                     sub = next(iter(self._updates))
                     frame = self._updates.pop(sub)
                 try:
-                    await self._send(frame)
+                    async with asyncio.timeout(self._stall_seconds):
+                        await self._send(frame)
+                except TimeoutError:  # the owner logs it: it knows the peer
+                    self._stop()
+                    self.stalled = True
+                    if self._on_stall is not None:
+                        self._on_stall()
+                    return
                 except Exception:  # the peer is gone: the connection's reader ends it
                     log.debug("live frame not sent: connection gone")
-                    self.closed = True
+                    self._stop()
                     return
+
+    def _stop(self) -> None:
+        self.closed = True
+        self._control.clear()
+        self._updates.clear()

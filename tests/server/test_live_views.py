@@ -4,8 +4,11 @@ evaluation per change however many subscribers, member absence as a state, unsub
 from __future__ import annotations
 
 import asyncio
+import base64
+import os
+import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +16,7 @@ import httpx
 import orjson
 import pytest
 import websockets
+from websockets.frames import Frame, Opcode
 
 from support.server import Client, InProcessServer, event, make_config, token_for, until
 
@@ -362,6 +366,80 @@ async def test_a_reader_that_stops_reading_holds_one_update_and_slows_nobody(ser
     assert subscription.outbox.waiting <= 1  # the newest update only, whatever was missed
     await writer.close()
     slow.transport.abort()
+
+
+async def _never_reading(server: InProcessServer, request: bytes) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection that sends ``request`` and then reads nothing: a tiny receive buffer, and a
+    stream reader that stops taking bytes from the socket after a kilobyte."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", server.port))
+    reader, writer = await asyncio.open_connection(sock=sock, limit=1024)
+    writer.write(request)
+    await writer.drain()
+    return reader, writer
+
+
+async def _until_stalled(server: InProcessServer, connections: Callable[[], int]) -> None:
+    """Change a top-1000 view (170 KB per update) until the server lets the never-reading
+    subscriber go: no live view left, ``connections()`` at zero; ingest goes on all along."""
+    assert server.arena is not None and server.arena.live is not None
+    views = server.arena.live
+    writer = await _client(server)
+    await until(lambda: views.views, "the subscription")
+    now = _now()
+    deadline = time.monotonic() + 30
+    batch = 0
+    while views.views or connections():
+        assert time.monotonic() < deadline, "the stalled subscriber was never let go"
+        results = await writer.submit([event("b", f"m{batch}-{i}-{'x' * 100}", batch * 100 + i, now, f"k{batch}-{i}")
+                                       for i in range(100)])
+        assert {r["status"] for r in results} == {"accepted"}
+        await asyncio.sleep(PUSH_MS / 1000)  # one update per push: never read, it fills the buffers
+        batch += 1
+    await writer.close()
+
+
+@pytest.fixture
+async def impatient(tmp_path: Path) -> AsyncIterator[InProcessServer]:
+    """A server that lets a reader go after a write pending 1 s; pings too rare to do it first."""
+    config = make_config(tmp_path / "data", BOARDS, push_interval_ms=PUSH_MS, ping_timeout_seconds=1.0,
+                         ping_interval_seconds=600.0)
+    async with InProcessServer(config) as s:
+        yield s
+
+
+async def test_a_websocket_that_reads_nothing_is_closed_after_a_write_pending_ping_timeout(
+    impatient: InProcessServer,
+) -> None:
+    assert impatient.arena is not None
+    arena = impatient.arena
+    key = base64.b64encode(os.urandom(16)).decode()
+    reader, stuck = await _never_reading(impatient, (
+        f"GET /v1/ws HTTP/1.1\r\nHost: 127.0.0.1:{impatient.port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nAuthorization: Bearer {token_for('gs')}\r\n\r\n"
+    ).encode())
+    async with asyncio.timeout(10):
+        assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 101")
+    subscribe = orjson.dumps({"op": "subscribe", "id": 1, "view": {"op": "top", "board": "b", "period": "alltime",
+                                                                    "limit": 1000}})
+    stuck.write(Frame(Opcode.TEXT, subscribe).serialize(mask=True))
+    await _until_stalled(impatient, lambda: arena.connections - 1)  # the writer's connection stays
+    stuck.close()
+
+
+async def test_an_event_stream_that_reads_nothing_is_closed_after_a_write_pending_ping_timeout(
+    impatient: InProcessServer,
+) -> None:
+    assert impatient.arena is not None
+    arena = impatient.arena
+    _, stuck = await _never_reading(impatient, (
+        f"GET /v1/boards/b/alltime/top?limit=1000 HTTP/1.1\r\nHost: 127.0.0.1:{impatient.port}\r\n"
+        "Accept: text/event-stream\r\n\r\n"
+    ).encode())
+    await _until_stalled(impatient, lambda: arena.live_connections)
+    stuck.close()
 
 
 async def test_a_members_view_follows_a_set_of_friends(server: InProcessServer) -> None:
