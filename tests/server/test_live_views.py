@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+import random
 import socket
 import time
 from collections.abc import AsyncIterator, Callable
@@ -232,6 +233,122 @@ async def test_after_a_board_reload_one_update_comes_even_if_unchanged(server: I
     await until(lambda: len(live.updates(sub)) == 2, "the update after the reload")
     assert _body(live.updates(sub)[1]) == _body(first)
     await client.close()
+
+
+class Timed:
+    """A connection that notes when each update arrives: (monotonic time, frame) by subscription."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self.arrivals: dict[str, list[tuple[float, dict[str, Any]]]] = {}
+        self.seen = 0
+
+    async def subscribe(self, view: dict[str, Any]) -> str:
+        sub = await Subscriber(self.client).subscribe(view)
+        self.arrivals.setdefault(sub, [])
+        return sub
+
+    def note(self) -> None:
+        """Take the updates that arrived since the last call (called by `until` polls, 5 ms apart)."""
+        now = time.monotonic()
+        for frame in self.client.unmatched[self.seen:]:
+            if frame.get("op") == "update":
+                self.arrivals.setdefault(frame["sub"], []).append((now, frame))
+        self.seen = len(self.client.unmatched)
+
+    async def until(self, condition: Callable[[], bool], what: str) -> None:
+        def polled() -> bool:
+            self.note()
+            return condition()
+        await until(polled, what, 10)
+
+
+def _plain(answer: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in answer.items() if k not in ("op", "id")}
+
+
+async def test_an_update_held_by_the_interval_goes_when_its_interval_ends_not_a_round_later(tmp_path: Path) -> None:
+    interval = 0.4
+    config = make_config(tmp_path / "data", BOARDS, push_interval_ms=int(interval * 1000))
+    async with InProcessServer(config) as server:
+        first = await _client(server)
+        await Subscriber(first).subscribe({"op": "top", "board": "b", "period": "alltime"})  # the rounds start now
+        started = time.monotonic()
+        await until(lambda: time.monotonic() >= started + interval / 2, "half an interval")  # between two rounds
+        timed = Timed(await _client(server))
+        sub = await timed.subscribe({"op": "top", "board": "b", "period": "alltime", "limit": 2})
+        await timed.until(lambda: len(timed.arrivals[sub]) == 1, "the first update")
+        await timed.client.submit([event("b", "m", 1, _now(), "k")])
+        acked = time.monotonic()
+        await timed.until(lambda: len(timed.arrivals[sub]) == 2, "the update of the change")
+        latency = timed.arrivals[sub][1][0] - acked
+        assert latency <= interval + 0.1, latency  # a round later would be 1.5 intervals
+        await timed.client.close()
+        await first.close()
+
+
+async def test_at_most_one_update_per_interval_and_the_final_state_within_an_interval(tmp_path: Path) -> None:
+    interval = 0.2
+    config = make_config(tmp_path / "data", BOARDS, push_interval_ms=int(interval * 1000))
+    async with InProcessServer(config) as server:
+        timed, writer = Timed(await _client(server)), await _client(server)
+        views: list[dict[str, Any]] = [{"op": "top", "board": "b", "period": "alltime", "limit": 5},
+                 {"op": "rank", "board": "b", "period": "alltime", "member": "m0"},
+                 {"op": "members", "board": "b", "period": "alltime", "members": ["m0", "m1"]}]
+        subs = [await timed.subscribe(view) for view in views]
+        now, ends = _now(), time.monotonic() + 1.2
+        i = 0
+        while time.monotonic() < ends:  # a change every few milliseconds: far more than one per interval
+            await writer.submit([event("b", f"m{i % 3}", i, now, f"k{i}")])
+            timed.note()
+            i += 1
+        acked = time.monotonic()
+        await timed.until(lambda: all(timed.arrivals[s] and timed.arrivals[s][-1][1]["seq"] == i for s in subs),
+                          "the final state on every subscription")
+        for sub, view in zip(subs, views, strict=True):
+            times = [t for t, _ in timed.arrivals[sub]]
+            assert all(b - a >= interval * 0.75 for a, b in zip(times, times[1:], strict=False)), (view, times)
+            assert len(times) <= 1.2 / interval + 3
+            assert times[-1] - acked <= interval + 0.1  # the final state within an interval plus delivery
+            assert _body(timed.arrivals[sub][-1][1]) == _plain(await writer.request(view))
+        await timed.client.close()
+        await writer.close()
+
+
+async def test_after_the_last_event_every_subscription_s_last_update_equals_the_plain_query(server: InProcessServer) -> None:
+    rng = random.Random(22)
+    members = [f"p{n}" for n in range(8)]
+    views: list[dict[str, Any]] = [{"op": "top", "board": "b", "period": "alltime", "limit": 3},
+             {"op": "top", "board": "b", "period": "daily", "limit": 4, "offset": 2},
+             {"op": "rank", "board": "b", "period": "alltime", "member": "p1"},
+             {"op": "around", "board": "b", "period": "daily", "member": "p2", "radius": 2},
+             {"op": "percentile", "board": "b", "period": "alltime", "member": "p3"},
+             {"op": "score_at_percentile", "board": "b", "period": "daily", "p": 50},
+             {"op": "members", "board": "b", "period": "alltime", "members": ["p4", "p1", "nobody"]}]
+    client = Subscriber(await _client(server))
+    subs = [await client.subscribe(view) for view in views[:3]]  # at most 3 per connection here
+    other = Subscriber(await _client(server))
+    subs += [await other.subscribe(view) for view in views[3:6]]
+    third = Subscriber(await _client(server))
+    subs += [await third.subscribe(views[6])]
+    owners = [client] * 3 + [other] * 3 + [third]
+    writers = [await _client(server) for _ in range(3)]
+    now = _now()
+
+    async def write(writer: Client, n: int) -> None:
+        for k in range(40):
+            await writer.submit([event("b", rng.choice(members), rng.randrange(1000), now, f"w{n}-{k}-{j}")
+                                 for j in range(rng.randrange(1, 4))])
+
+    await asyncio.gather(*(write(w, n) for n, w in enumerate(writers)))
+    for owner, sub, view in zip(owners, subs, views, strict=True):  # an unchanged answer is not sent again:
+        plain = _plain(await writers[0].request(view))  # the last update may carry an older seq
+        await until(lambda o=owner, s=sub, p=plain: _body(o.updates(s)[-1]) == p,  # type: ignore[misc]
+                    f"the last update of {view} to equal the plain query", 10)
+    for c in [client, other, third]:
+        await c.client.close()
+    for w in writers:
+        await w.close()
 
 
 # -- /v1/live: the public read-only WebSocket ---------------------------------------------------------
