@@ -132,7 +132,8 @@ async def event_stream(
     """Serve a view as server-sent events until the client goes away: the first update as soon
     as the board is ready, then one on each change, and a ``: ping`` comment every 15 s. The
     caller has checked that the query does not refuse the view; ``headers`` go on the answer
-    (CORS). A client that reads nothing for `ping_timeout_seconds` is let go."""
+    (CORS). A client that reads nothing for `ping_timeout_seconds` is let go; a shutdown ends
+    the stream."""
     assert arena.live is not None
     if arena.draining or arena.live_connections >= arena.settings.max_live_connections:
         body = wire.dumps({"error": {"code": "unavailable", "message": "too many live connections, retry later"}})
@@ -156,12 +157,16 @@ async def event_stream(
     outbox = Outbox(chunk, EVENT_STREAM, stall_seconds=stall_seconds, on_stall=stalled.set)
     subscription = arena.live.subscribe("1", outbox, view)
     ends = [asyncio.create_task(disconnected()), asyncio.create_task(stalled.wait())]
+    arena.add_reader(ends[0])  # a shutdown cancels it: the stream ends
     try:
         while not (await asyncio.wait(ends, timeout=PING_SECONDS, return_when=asyncio.FIRST_COMPLETED))[0]:
             outbox.control(b": ping\n\n")
         if stalled.is_set():
             log.info("event stream to %s closed: a write was pending for %g s (ping_timeout_seconds), the client reads nothing",
                      scope.get("client"), stall_seconds)
+        elif arena.draining:  # the server is stopping: end the response (an EventSource reconnects by itself)
+            outbox.close()
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
     finally:
         for task in ends:
             task.cancel()

@@ -450,6 +450,22 @@ async def test_a_query_route_streams_server_sent_events_on_change(server: InProc
     await client.close()
 
 
+async def test_a_shutdown_ends_the_event_streams_at_once(tmp_path: Path) -> None:
+    server = InProcessServer(make_config(tmp_path / "data", BOARDS))
+    await server.start()
+    try:
+        async with httpx.AsyncClient(base_url=server.url, timeout=10) as http:
+            async with http.stream("GET", "/v1/boards/b/alltime/top", headers={"Accept": "text/event-stream"}) as response:
+                lines = response.aiter_lines()
+                assert (await _events(lines, 1))[0]["event"] == "update"
+                started = time.monotonic()
+                await asyncio.wait_for(server.stop(), 10)
+                assert await _events(lines, 1) == []  # the stream ended
+        assert time.monotonic() - started < 5  # not the 15 s drain timeout
+    finally:
+        await server.stop()
+
+
 @pytest.mark.parametrize(("path", "status", "code"), [
     ("/v1/boards/nope/alltime/top", 404, "unknown_board"),
     ("/v1/boards/b/alltime/top?limit=0", 400, "invalid_request"),
