@@ -156,8 +156,9 @@ async def event_stream(
     stall_seconds = arena.settings.ping_timeout_seconds
     outbox = Outbox(chunk, EVENT_STREAM, stall_seconds=stall_seconds, on_stall=stalled.set)
     subscription = arena.live.subscribe("1", outbox, view)
-    ends = [asyncio.create_task(disconnected()), asyncio.create_task(stalled.wait())]
-    arena.add_reader(ends[0])  # a shutdown cancels it: the stream ends
+    watch = asyncio.create_task(disconnected())
+    arena.add_reader(watch)  # a shutdown cancels it: the stream ends
+    ends: list[asyncio.Task[Any]] = [watch, asyncio.create_task(stalled.wait())]
     try:
         while not (await asyncio.wait(ends, timeout=PING_SECONDS, return_when=asyncio.FIRST_COMPLETED))[0]:
             outbox.control(b": ping\n\n")
