@@ -63,6 +63,12 @@ class ArenaServer(uvicorn.Server):
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         self._loop = asyncio.get_running_loop()
+        for sock in sockets or ():
+            # asyncio sets TCP_NODELAY only on sockets made with proto IPPROTO_TCP; one made with
+            # proto 0 would hold a live update behind the `subscribed` frame until the peer's
+            # delayed ACK (40 ms). Accepted connections inherit the option from the listener.
+            if sock.family in (socket.AF_INET, socket.AF_INET6) and sock.type == socket.SOCK_STREAM:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         await super().serve(sockets)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:

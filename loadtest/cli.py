@@ -205,6 +205,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--postgres", action="store_true", help="journal on PostgreSQL (--postgres-url, or an embedded one)")
     p.add_argument("--postgres-url", default=None, help="a PostgreSQL server to use (default: a throwaway one)")
     p.add_argument("--json", type=Path, default=None, help="write results as JSON here")
+
+    p = sub.add_parser("live", formatter_class=fmt, epilog=EPILOG, help="live views: subscribers under ingest",
+                       description="Prefill M members; ingest flat out without subscribers, then with N of them\n"
+                                   "(WS /v1/live and SSE mixed; one shared top-10 view, 100 member views): the\n"
+                                   "ratio. Then at half that rate, markers (new top scores) from ack to the first\n"
+                                   "update naming them, p50/p99; updates/s and server CPU per update; with\n"
+                                   "--idle N, server RSS per idle subscriber. See loadtest/live.py.")
+    _common(p, query=False)
+    p.set_defaults(members=10_000)
+    p.add_argument("--subscribers", type=int, default=1000, help="live subscribers N (default 1000)")
+    p.add_argument("--idle", type=int, default=0, help="idle subscribers for the memory measure (default 0: skip)")
+    p.add_argument("--json", type=Path, default=None, help="write results as JSON here")
     return top
 
 
@@ -438,8 +450,26 @@ def cmd_start(a: argparse.Namespace) -> int:
     return _finish(a, out, out["ok"])
 
 
+def cmd_live(a: argparse.Namespace) -> int:
+    from loadtest.live import live_benchmark, live_config, print_live, raise_open_files_limit
+    from loadtest.workload import Workload
+
+    raise_open_files_limit()
+    cfg = live_config(_config(a))
+    workload = Workload(cfg.workload_spec())
+
+    async def body(target: Any) -> dict[str, Any]:
+        return {"command": "live", "config": cfg.as_dict(),
+                "live": await live_benchmark(cfg, workload, target, a.subscribers, a.idle)}
+
+    out = _run(_with_arena(a, body))
+    print()
+    print_live(out["live"])
+    return _finish(a, out, out["live"]["summary"]["ok"])
+
+
 COMMANDS = {"compare": cmd_compare, "ingest": cmd_ingest, "query": cmd_query, "lag": cmd_lag,
-            "redis": cmd_redis, "ceiling": cmd_ceiling, "rebuild": cmd_rebuild, "start": cmd_start}
+            "redis": cmd_redis, "ceiling": cmd_ceiling, "rebuild": cmd_rebuild, "start": cmd_start, "live": cmd_live}
 
 
 def main(argv: list[str] | None = None) -> int:

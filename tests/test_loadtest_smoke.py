@@ -256,3 +256,19 @@ def test_the_rebuild_benchmark_replays_both_backends_folded_and_event_by_event_w
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("digests folded = event by event: True") == 2, proc.stdout
     assert "folded 3,000: postgresql / sqlite" in proc.stdout and "ok: True" in proc.stdout
+
+
+def test_the_live_benchmark_runs_end_to_end_on_tiny_numbers(tmp_path: Path) -> None:
+    out = tmp_path / "live.json"
+    cmd = [sys.executable, "-m", "loadtest", "live", "--members", "200", "--subscribers", "12", "--idle", "8",
+           "--seconds", "1", "--warmup", "0.2", "--windows", "1", "--connections", "2", "--json", str(out)]
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=150, check=False)
+    assert proc.returncode == 0, f"live failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr[-4000:]}"
+    assert "(a) ingest without / with subscribers" in proc.stdout
+    live = json.loads(out.read_text())["live"]
+    summary = live["summary"]
+    assert summary["ok"] is True and live["markers"]["missed"] == 0 and live["markers"]["samples"] > 0
+    assert {"ingest_ratio", "marker_p50_ms", "marker_p99_ms", "updates_per_s", "server_us_per_update",
+            "idle_bytes_per_subscriber", "cpu", "targets"} <= set(summary)
+    assert live["with"]["updates"] > 0 and live["idle"]["idle"] == 8

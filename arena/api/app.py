@@ -9,6 +9,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, WebSocketRoute
 
 from arena.api import admin, console, http, live, testing, ws
+from arena.api.cors import Cors
 from arena.api.http import json_response
 from arena.service import Arena
 
@@ -29,5 +30,6 @@ def create_app(arena: Arena) -> http.QueryRoutes:
         routes += testing.routes
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
     app.state.arena = arena
+    app.state.cors = Cors.of(arena.settings.cors_origins)  # once: every request and handshake reads it
     arena.live = live.live_views(arena, ws.QUERY_OPS)
     return http.QueryRoutes(arena, app)

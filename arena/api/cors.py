@@ -28,6 +28,9 @@ class Cors:
     def of(cls, origins: tuple[str, ...]) -> Cors | None:
         return cls(origins) if origins else None
 
+    def allows(self, origin: bytes) -> bool:
+        return self._any or origin in self._origins
+
     def headers(self, scope: Scope) -> Headers:
         """For an answer: ``*``, or the request's `Origin` if listed. With a list, every answer
         says `Vary: Origin`, so that a cache keeps the answers of two origins apart. O(headers)."""
@@ -56,7 +59,7 @@ def live_allowed(cors: Cors | None, scope: Scope) -> bool:
     host = next((bytes(v) for k, v in scope["headers"] if k == b"host"), None)
     if host is not None and origin.partition(b"://")[2] == host:
         return True
-    return cors is not None and (cors._any or origin in cors._origins)
+    return cors is not None and cors.allows(origin)
 
 
 def _origin(scope: Scope) -> bytes | None:

@@ -263,7 +263,7 @@ class QueryRoutes:
     def __init__(self, arena: Arena, app: Starlette) -> None:
         self.arena = arena
         self.app = app
-        self.cors = Cors.of(arena.settings.cors_origins)
+        self.cors: Cors | None = app.state.cors
         self._max_body = arena.settings.max_frame_bytes  # a members body is a WebSocket frame's peer
         self._latency = {r.name: arena.metrics.query_latency_of(r.name) for r in QUERY_ROUTES}
 
@@ -331,7 +331,7 @@ class QueryRoutes:
             if exc.code in live.REFUSED:
                 await _send(send, exc.status, wire.dumps(wire.error(exc)), [*_JSON_HEADERS, *cors], "GET")
                 return
-        await live.event_stream(self.arena, receive, send, _VIEWS[route.name](params), cors)
+        await live.event_stream(self.arena, scope, receive, send, _VIEWS[route.name](params), cors)
 
 
 async def _body(receive: Receive, limit: int) -> bytes | None:

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 from collections.abc import Callable, Hashable
 from typing import Any
 
 import orjson
-from starlette.types import Receive, Send
+from starlette.types import Receive, Scope, Send
 
 from arena.actor import BoardState
 from arena.api import queries, wire
@@ -21,6 +22,8 @@ from arena.errors import QueryError, invalid_request
 from arena.live.outbox import EVENT_STREAM, Outbox
 from arena.live.views import LiveViews, Subscription
 from arena.service import Arena
+
+log = logging.getLogger("arena.live")
 
 VIEW_OPS = ("top", "rank", "around", "percentile", "score_at_percentile", "members")
 REFUSED = {"invalid_request", "unknown_board", "unknown_period", "period_not_retained"}
@@ -124,12 +127,13 @@ PING_SECONDS = 15.0
 
 
 async def event_stream(
-    arena: Arena, receive: Receive, send: Send, view: dict[str, Any], headers: list[tuple[bytes, bytes]]
+    arena: Arena, scope: Scope, receive: Receive, send: Send, view: dict[str, Any], headers: list[tuple[bytes, bytes]]
 ) -> None:
     """Serve a view as server-sent events until the client goes away: the first update as soon
     as the board is ready, then one on each change, and a ``: ping`` comment every 15 s. The
     caller has checked that the query does not refuse the view; ``headers`` go on the answer
-    (CORS)."""
+    (CORS). A client that reads nothing for `ping_timeout_seconds` is let go; a shutdown ends
+    the stream."""
     assert arena.live is not None
     if arena.draining or arena.live_connections >= arena.settings.max_live_connections:
         body = wire.dumps({"error": {"code": "unavailable", "message": "too many live connections, retry later"}})
@@ -144,19 +148,29 @@ async def event_stream(
     async def chunk(data: bytes) -> None:
         await send({"type": "http.response.body", "body": data, "more_body": True})
 
-    outbox = Outbox(chunk, EVENT_STREAM)
+    async def disconnected() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+    stalled = asyncio.Event()
+    stall_seconds = arena.settings.ping_timeout_seconds
+    outbox = Outbox(chunk, EVENT_STREAM, stall_seconds=stall_seconds, on_stall=stalled.set)
     subscription = arena.live.subscribe("1", outbox, view)
+    watch = asyncio.create_task(disconnected())
+    arena.add_reader(watch)  # a shutdown cancels it: the stream ends
+    ends: list[asyncio.Task[Any]] = [watch, asyncio.create_task(stalled.wait())]
     try:
-        while not outbox.closed:
-            try:
-                async with asyncio.timeout(PING_SECONDS):
-                    message = await receive()
-            except TimeoutError:
-                outbox.control(b": ping\n\n")
-                continue
-            if message["type"] == "http.disconnect":
-                break
+        while not (await asyncio.wait(ends, timeout=PING_SECONDS, return_when=asyncio.FIRST_COMPLETED))[0]:
+            outbox.control(b": ping\n\n")
+        if stalled.is_set():
+            log.info("event stream to %s closed: a write was pending for %g s (ping_timeout_seconds), the client reads nothing",
+                     scope.get("client"), stall_seconds)
+        elif arena.draining:  # the server is stopping: end the response (an EventSource reconnects by itself)
+            outbox.close()
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
     finally:
+        for task in ends:
+            task.cancel()
         arena.live.unsubscribe(subscription)
         outbox.close()
         arena.live_connections -= 1

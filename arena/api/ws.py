@@ -22,7 +22,7 @@ from starlette.websockets import WebSocket
 
 from arena.actor import BoardHandle
 from arena.api import queries, wire
-from arena.api.cors import Cors, live_allowed
+from arena.api.cors import live_allowed
 from arena.api.live import Subscriptions
 from arena.api.wire import Body
 from arena.config import GameServer
@@ -208,24 +208,40 @@ class Connection:
         self.writable = [h for name, h in arena.boards.items() if server is not None and server.may_write(name)]
         self.open = True
         self.views = views
+        self.stall_seconds = arena.settings.ping_timeout_seconds
+        self.stalled = False
+        self._reader: asyncio.Task[None] | None = None
         self._subscriptions: Subscriptions | None = None
 
     def subscriptions(self) -> Subscriptions:
         if self._subscriptions is None:
-            self._subscriptions = Subscriptions(self.arena, self.views, Outbox(self._send))
+            outbox = Outbox(self._send, stall_seconds=self.stall_seconds, on_stall=self._stall)
+            self._subscriptions = Subscriptions(self.arena, self.views, outbox)
         return self._subscriptions
+
+    def _stall(self) -> None:
+        """A write stayed pending `ping_timeout_seconds`: the peer has stopped reading. End the
+        connection, so that it holds no subscription, task or frame any more."""
+        if self.stalled:
+            return
+        log.info("websocket from %s closed: a write was pending for %g s (ping_timeout_seconds), the peer reads nothing",
+                 self.websocket.client, self.stall_seconds)
+        self.stalled = True
+        self.open = False
+        if self._reader is not None:
+            self._reader.cancel()
 
     async def _send(self, payload: bytes) -> None:
         if self.open:
             await self.websocket.send({"type": "websocket.send", "text": payload.decode()})
 
     async def serve(self) -> None:
-        reader = asyncio.create_task(self._read())
+        reader = self._reader = asyncio.create_task(self._read())
         self.arena.add_reader(reader)
         try:
             await reader
         except asyncio.CancelledError:
-            if not self.arena.draining:
+            if not (self.arena.draining or self.stalled):
                 raise
         finally:
             if self._subscriptions is not None:
@@ -341,7 +357,10 @@ class Connection:
         """Send one answer and free its frame's in-flight slot (even when the peer is gone)."""
         try:
             if self.open:
-                await self.websocket.send({"type": "websocket.send", "text": payload.decode()})
+                async with asyncio.timeout(self.stall_seconds):
+                    await self.websocket.send({"type": "websocket.send", "text": payload.decode()})
+        except TimeoutError:
+            self._stall()
         except Exception:  # the client went away; what it sent is journaled or answered already
             self.open = False
         finally:
@@ -362,7 +381,7 @@ async def ingest(websocket: WebSocket) -> None:
 async def live(websocket: WebSocket) -> None:
     """`GET /v1/live`: the public, read-only WebSocket (queries and subscriptions, no token)."""
     arena: Arena = websocket.app.state.arena
-    if not live_allowed(Cors.of(arena.settings.cors_origins), websocket.scope):
+    if not live_allowed(websocket.app.state.cors, websocket.scope):
         log.info("live websocket refused: origin %s not allowed", websocket.headers.get("origin"))
         await websocket.close()  # before accept: the handshake gets HTTP 403
         return

@@ -51,6 +51,7 @@ from arena.client.errors import (
 from arena.client.models import (
     ClientStats,
     Entry,
+    Members,
     Percentile,
     ScoreAtPercentile,
     ScoreEvent,
@@ -75,6 +76,7 @@ __all__ = [
     "Entry",
     "EventRejected",
     "FrameTooLarge",
+    "Members",
     "Percentile",
     "QueryFailed",
     "ScoreAtPercentile",

@@ -30,6 +30,7 @@ from arena.client.errors import (
 )
 from arena.client.models import (
     ClientStats,
+    Members,
     OccurredAt,
     Percentile,
     ScoreAtPercentile,
@@ -362,11 +363,20 @@ class ArenaClient:
         found = body["entry"]
         return ScoreAtPercentile(**parse_info(body), p=body["p"], entry=parse_entry(found) if found is not None else None)
 
+    async def members(self, board: str, period: str, members: Iterable[str], *, period_id: str | None = None) -> Members:
+        """Friends' standings: which of ``members`` (1..1000) are in the table, in rank order with
+        their global rank, and which are not (`Members.missing`). O(k log n) on the server for k
+        members. Raises `QueryFailed` (invalid_request, unknown_board...)."""
+        body = await self._query("members", board=board, period=period, members=list(members), period_id=period_id)
+        return Members(**parse_info(body), entries=tuple(parse_entry(e) for e in body["entries"]),
+                       missing=tuple(body["missing"]))
+
     async def subscribe(
         self, op: str, board: str, period: str, *, period_id: str | None = None, **fields: Any
     ) -> AsyncGenerator[dict[str, Any], None]:
         """Follow a live view: ``op`` is a query (top, rank, around, percentile,
-        score_at_percentile) with its fields (``limit=10``, ``member="ann"``...). Yields the
+        score_at_percentile, members) with its fields (``limit=10``, ``member="ann"``,
+        ``members=[...]``...). Yields the
         view's whole answer (the query's body, plus ``seq``) at once and after each change; a
         slow consumer skips to the newest. After a reconnect it subscribes again by itself (the
         next answer may repeat the last). Stop by leaving the loop. Raises `QueryFailed` for a

@@ -96,6 +96,16 @@ class Table(TableInfo):
 
 
 @dataclass(frozen=True, slots=True)
+class Members(TableInfo):
+    """A set of members, such as a player's friends (`ArenaClient.members`): those in the table
+    in rank order, each with its global rank, and the others in ``missing`` (first occurrences,
+    in the order asked)."""
+
+    entries: tuple[Entry, ...]
+    missing: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Standing(TableInfo):
     """One member's row (`ArenaClient.rank`)."""
 

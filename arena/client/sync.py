@@ -11,6 +11,7 @@ from arena.client.connection import ArenaClient
 from arena.client.errors import ClientClosed
 from arena.client.models import (
     ClientStats,
+    Members,
     OccurredAt,
     Percentile,
     ScoreAtPercentile,
@@ -127,6 +128,10 @@ class ArenaClientSync:
     def score_at_percentile(self, board: str, period: str, p: float, *, period_id: str | None = None) -> ScoreAtPercentile:
         """As `ArenaClient.score_at_percentile`."""
         return self._call(self._client.score_at_percentile(board, period, p, period_id=period_id))
+
+    def members(self, board: str, period: str, members: Iterable[str], *, period_id: str | None = None) -> Members:
+        """As `ArenaClient.members`."""
+        return self._call(self._client.members(board, period, members, period_id=period_id))
 
     def ping(self) -> None:
         """As `ArenaClient.ping`."""

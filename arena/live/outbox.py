@@ -2,7 +2,9 @@
 
 Control frames (`subscribed`, `unsubscribed`, errors) go out in order; each subscription holds at
 most one unsent update, which a newer one replaces: a slow reader gets fewer, newer updates and
-bounded memory, and never slows a board or another subscriber.
+bounded memory, and never slows a board or another subscriber. A write pending for
+``stall_seconds`` (`ping_timeout_seconds`) means a reader that has stopped reading: the outbox
+stops and says so (``on_stall``), and its connection closes, so that a dead reader holds nothing.
 """
 
 from __future__ import annotations
@@ -52,9 +54,22 @@ EVENT_STREAM = Framing(_event_stream_update, _event_stream_ended)
 class Outbox:
     """The frames waiting for one connection. `put` and `control` never block."""
 
-    def __init__(self, send: Callable[[bytes], Awaitable[None]], framing: Framing = WEBSOCKET) -> None:
+    def __init__(
+        self,
+        send: Callable[[bytes], Awaitable[None]],
+        framing: Framing = WEBSOCKET,
+        stall_seconds: float | None = None,
+        on_stall: Callable[[], None] | None = None,
+    ) -> None:
+        """``on_stall`` is called once if a `send` stays pending ``stall_seconds``; the outbox
+        is closed by then."""
         self._send = send
         self.framing = framing
+        self._stall_seconds = stall_seconds
+        self._on_stall = on_stall
+        self.stalled = False
+        self._sending_since: float | None = None  # loop time when the pending send began
+        self._watch: asyncio.TimerHandle | None = None
         self._control: deque[bytes] = deque()
         self._updates: dict[str, bytes] = {}  # subscription -> its newest unsent update
         self._ready = asyncio.Event()
@@ -88,11 +103,26 @@ class Outbox:
         return len(self._control) + len(self._updates)
 
     def close(self) -> None:
-        self.closed = True
-        self._control.clear()
-        self._updates.clear()
+        self._stop()
         if self._task is not None:
             self._task.cancel()
+
+    def _check_stall(self) -> None:
+        """The watch: a timer armed when the writer starts on a batch, not one per send (a
+        timeout around each send cost a sixth of the delivery path's CPU)."""
+        self._watch = None
+        since = self._sending_since
+        if self.closed or since is None or self._stall_seconds is None:
+            return  # idle: the next batch arms it again
+        loop = asyncio.get_running_loop()
+        left = since + self._stall_seconds - loop.time()
+        if left > 0:
+            self._watch = loop.call_later(left, self._check_stall)
+            return
+        self.stalled = True
+        self.close()  # cancels the pending send
+        if self._on_stall is not None:
+            self._on_stall()
 
     def _wake(self) -> None:
         if self.closed:
@@ -102,18 +132,31 @@ class Outbox:
             self._task = asyncio.create_task(self._write())
 
     async def _write(self) -> None:
+        loop = asyncio.get_running_loop()
         while not self.closed:
             await self._ready.wait()
             self._ready.clear()
+            if self._stall_seconds is not None and self._watch is None:
+                self._watch = loop.call_later(self._stall_seconds, self._check_stall)
             while self._control or self._updates:
                 if self._control:
                     frame = self._control.popleft()
                 else:
                     sub = next(iter(self._updates))
                     frame = self._updates.pop(sub)
+                self._sending_since = loop.time()
                 try:
                     await self._send(frame)
                 except Exception:  # the peer is gone: the connection's reader ends it
                     log.debug("live frame not sent: connection gone")
-                    self.closed = True
+                    self._stop()
                     return
+                self._sending_since = None
+
+    def _stop(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
+        self.closed = True
+        self._control.clear()
+        self._updates.clear()

@@ -96,9 +96,14 @@ class LiveViews:
             del self.views[view.key]
 
     async def _push(self) -> None:
+        # Each round sleeps until the next round or until the earliest update held back by the
+        # interval is due, whichever comes first: a subscription whose last update went out
+        # between two rounds gets the next one `interval` after it, not at the round after that.
+        pause = self.interval
         while self.views:
-            await asyncio.sleep(self.interval)
+            await asyncio.sleep(pause)
             now = time.monotonic()
+            due = now + self.interval
             for view in list(self.views.values()):
                 try:
                     self._refresh(view)
@@ -106,7 +111,10 @@ class LiveViews:
                     log.exception("live view %s could not be evaluated", view.key.decode(errors="replace"))
                     continue
                 for subscription in list(view.subscriptions):
-                    self._offer(subscription, now)
+                    held = self._offer(subscription, now)
+                    if held is not None and held < due:
+                        due = held
+            pause = max(due - time.monotonic(), 0.0)
 
     def _refresh(self, view: View) -> None:
         version = self.source.version(view.fields)
@@ -130,14 +138,17 @@ class LiveViews:
             return
         view.seq, view.body = answer
 
-    def _offer(self, subscription: Subscription, now: float, immediate: bool = False) -> None:
+    def _offer(self, subscription: Subscription, now: float, immediate: bool = False) -> float | None:
+        """Send the view's answer to ``subscription`` if it is new to it; None, or the time when
+        an update held back by the interval is due."""
         view = subscription.view
         body = view.body
         if body is None or subscription.outbox.closed:
-            return
+            return None
         if not subscription.forced and (body is subscription.sent or body == subscription.sent):
-            return
+            return None
         if not immediate and now - subscription.sent_at < self.interval * 0.999:
-            return  # at most one update per interval: this one goes with the next push
+            return subscription.sent_at + self.interval  # at most one update per interval
         subscription.sent, subscription.sent_at, subscription.forced = body, now, False
         subscription.outbox.put(subscription.sub, view.seq, body)
+        return None

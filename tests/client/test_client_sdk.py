@@ -24,6 +24,7 @@ from arena.client import (
     Entry,
     EventRejected,
     FrameTooLarge,
+    Members,
     QueryFailed,
     ScoreEvent,
     SubmitStatus,
@@ -291,6 +292,24 @@ async def test_queries_return_typed_frozen_answers(server: InProcessServer) -> N
         top.size = 3  # type: ignore[misc]
 
 
+async def test_members_returns_the_friends_in_rank_order_and_the_missing_in_request_order(server: InProcessServer) -> None:
+    at = now_ms()
+    async with ArenaClient(server.url, token_for("gs")) as client:
+        await client.submit_many(ScoreEvent("b", f"p{i}", i * 10, at) for i in range(1, 6))
+        friends = await client.members("b", "daily", ["p2", "zed", "p4", "p2", "amy"])
+        live = client.subscribe("members", "b", "daily", members=["p1", "new"])
+        assert (await anext(live))["missing"] == ["new"]
+        await client.submit("b", "new", 1000)
+        assert [e["member"] for e in (await anext(live))["entries"]] == ["new", "p1"]
+        await live.aclose()
+        with pytest.raises(QueryFailed) as empty:
+            await client.members("b", "daily", [])
+    assert isinstance(friends, Members) and friends.size == 5 and friends.period == "daily"
+    assert [(e.rank, e.member, e.score) for e in friends.entries] == [(2, "p4", 40), (4, "p2", 20)]
+    assert friends.missing == ("zed", "amy")
+    assert empty.value.code == "invalid_request"
+
+
 async def test_query_with_period_id_selects_that_table(server: InProcessServer) -> None:
     async with ArenaClient(server.url, token_for("gs")) as client:
         await client.submit("b", "x", 1)
@@ -356,6 +375,7 @@ async def test_the_sync_wrapper_has_the_same_methods_and_batches_threads(server:
             client.around("b", "daily", "s50", radius=2)
             client.percentile("b", "daily", "s50")
             client.score_at_percentile("b", "daily", 100)
+            assert client.members("b", "daily", ["s50", "nobody"]).missing == ("nobody",)
             client.ping()
             with pytest.raises(QueryFailed):
                 client.rank("b", "daily", "nobody")

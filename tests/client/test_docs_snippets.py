@@ -42,9 +42,13 @@ async def test_the_quick_start_runs(tmp_path: Path, index: int, expected: list[s
 
 
 async def test_the_readme_example_client_runs_twice(tmp_path: Path) -> None:
-    assert len(README_SNIPPETS) == 1 and DOC_URL in README_SNIPPETS[0]
+    assert len(README_SNIPPETS) == 2 and all(DOC_URL in snippet for snippet in README_SNIPPETS)
     for _ in range(2):  # a second run must not trip over the first one's keys
         await _run_against_the_default_config(tmp_path, README_SNIPPETS[0], ["accepted 1", "1 alice 1200", "2 bob 900"])
+
+
+async def test_the_readme_live_example_follows_a_view_and_reads_friends(tmp_path: Path) -> None:
+    await _run_against_the_default_config(tmp_path, README_SNIPPETS[1], ["[(1, 'alice')]", "('zed',)"])
 
 
 async def _run_against_the_default_config(tmp_path: Path, snippet: str, expected: list[str]) -> None:

@@ -4,8 +4,12 @@ evaluation per change however many subscribers, member absence as a state, unsub
 from __future__ import annotations
 
 import asyncio
+import base64
+import os
+import random
+import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +17,7 @@ import httpx
 import orjson
 import pytest
 import websockets
+from websockets.frames import Frame, Opcode
 
 from support.server import Client, InProcessServer, event, make_config, token_for, until
 
@@ -75,6 +80,25 @@ async def test_a_top_view_sends_its_answer_at_once_then_the_new_answer_after_eac
     bodies = [_body(u) for u in live.updates(sub)]
     assert all(a != b for a, b in zip(bodies, bodies[1:], strict=False))  # never the same answer twice
     await client.close()
+
+
+async def test_the_first_update_follows_subscribed_at_once_not_after_a_push_interval(tmp_path: Path) -> None:
+    # A push interval of 2 s makes a first update held for the next push obvious; the median of
+    # five also catches one held behind `subscribed` by Nagle's algorithm (the peer's 40 ms ACK).
+    config = make_config(tmp_path / "data", BOARDS, push_interval_ms=2000)
+    async with InProcessServer(config) as server:
+        ws = await websockets.connect(server.ws_url, additional_headers={"Authorization": f"Bearer {token_for('gs')}"})
+        gaps = []
+        for limit in range(1, 6):  # a new view each time, and one already evaluated
+            await ws.send(orjson.dumps({"op": "subscribe", "id": limit,
+                                        "view": {"op": "top", "board": "b", "period": "alltime", "limit": limit}}).decode())
+            async with asyncio.timeout(10):
+                assert orjson.loads(await ws.recv())["op"] == "subscribed"
+                started = time.monotonic()
+                assert orjson.loads(await ws.recv())["op"] == "update"
+            gaps.append(time.monotonic() - started)
+        await ws.close()
+    assert max(gaps) < 1.0 and sorted(gaps)[2] < 0.025, gaps
 
 
 async def test_a_view_shared_by_a_hundred_subscribers_is_evaluated_once_per_change(server: InProcessServer) -> None:
@@ -211,6 +235,122 @@ async def test_after_a_board_reload_one_update_comes_even_if_unchanged(server: I
     await client.close()
 
 
+class Timed:
+    """A connection that notes when each update arrives: (monotonic time, frame) by subscription."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self.arrivals: dict[str, list[tuple[float, dict[str, Any]]]] = {}
+        self.seen = 0
+
+    async def subscribe(self, view: dict[str, Any]) -> str:
+        sub = await Subscriber(self.client).subscribe(view)
+        self.arrivals.setdefault(sub, [])
+        return sub
+
+    def note(self) -> None:
+        """Take the updates that arrived since the last call (called by `until` polls, 5 ms apart)."""
+        now = time.monotonic()
+        for frame in self.client.unmatched[self.seen:]:
+            if frame.get("op") == "update":
+                self.arrivals.setdefault(frame["sub"], []).append((now, frame))
+        self.seen = len(self.client.unmatched)
+
+    async def until(self, condition: Callable[[], bool], what: str) -> None:
+        def polled() -> bool:
+            self.note()
+            return condition()
+        await until(polled, what, 10)
+
+
+def _plain(answer: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in answer.items() if k not in ("op", "id")}
+
+
+async def test_an_update_held_by_the_interval_goes_when_its_interval_ends_not_a_round_later(tmp_path: Path) -> None:
+    interval = 0.4
+    config = make_config(tmp_path / "data", BOARDS, push_interval_ms=int(interval * 1000))
+    async with InProcessServer(config) as server:
+        first = await _client(server)
+        await Subscriber(first).subscribe({"op": "top", "board": "b", "period": "alltime"})  # the rounds start now
+        started = time.monotonic()
+        await until(lambda: time.monotonic() >= started + interval / 2, "half an interval")  # between two rounds
+        timed = Timed(await _client(server))
+        sub = await timed.subscribe({"op": "top", "board": "b", "period": "alltime", "limit": 2})
+        await timed.until(lambda: len(timed.arrivals[sub]) == 1, "the first update")
+        await timed.client.submit([event("b", "m", 1, _now(), "k")])
+        acked = time.monotonic()
+        await timed.until(lambda: len(timed.arrivals[sub]) == 2, "the update of the change")
+        latency = timed.arrivals[sub][1][0] - acked
+        assert latency <= interval + 0.1, latency  # a round later would be 1.5 intervals
+        await timed.client.close()
+        await first.close()
+
+
+async def test_at_most_one_update_per_interval_and_the_final_state_within_an_interval(tmp_path: Path) -> None:
+    interval = 0.2
+    config = make_config(tmp_path / "data", BOARDS, push_interval_ms=int(interval * 1000))
+    async with InProcessServer(config) as server:
+        timed, writer = Timed(await _client(server)), await _client(server)
+        views: list[dict[str, Any]] = [{"op": "top", "board": "b", "period": "alltime", "limit": 5},
+                 {"op": "rank", "board": "b", "period": "alltime", "member": "m0"},
+                 {"op": "members", "board": "b", "period": "alltime", "members": ["m0", "m1"]}]
+        subs = [await timed.subscribe(view) for view in views]
+        now, ends = _now(), time.monotonic() + 1.2
+        i = 0
+        while time.monotonic() < ends:  # a change every few milliseconds: far more than one per interval
+            await writer.submit([event("b", f"m{i % 3}", i, now, f"k{i}")])
+            timed.note()
+            i += 1
+        acked = time.monotonic()
+        await timed.until(lambda: all(timed.arrivals[s] and timed.arrivals[s][-1][1]["seq"] == i for s in subs),
+                          "the final state on every subscription")
+        for sub, view in zip(subs, views, strict=True):
+            times = [t for t, _ in timed.arrivals[sub]]
+            assert all(b - a >= interval * 0.75 for a, b in zip(times, times[1:], strict=False)), (view, times)
+            assert len(times) <= 1.2 / interval + 3
+            assert times[-1] - acked <= interval + 0.1  # the final state within an interval plus delivery
+            assert _body(timed.arrivals[sub][-1][1]) == _plain(await writer.request(view))
+        await timed.client.close()
+        await writer.close()
+
+
+async def test_after_the_last_event_every_subscription_s_last_update_equals_the_plain_query(server: InProcessServer) -> None:
+    rng = random.Random(22)
+    members = [f"p{n}" for n in range(8)]
+    views: list[dict[str, Any]] = [{"op": "top", "board": "b", "period": "alltime", "limit": 3},
+             {"op": "top", "board": "b", "period": "daily", "limit": 4, "offset": 2},
+             {"op": "rank", "board": "b", "period": "alltime", "member": "p1"},
+             {"op": "around", "board": "b", "period": "daily", "member": "p2", "radius": 2},
+             {"op": "percentile", "board": "b", "period": "alltime", "member": "p3"},
+             {"op": "score_at_percentile", "board": "b", "period": "daily", "p": 50},
+             {"op": "members", "board": "b", "period": "alltime", "members": ["p4", "p1", "nobody"]}]
+    client = Subscriber(await _client(server))
+    subs = [await client.subscribe(view) for view in views[:3]]  # at most 3 per connection here
+    other = Subscriber(await _client(server))
+    subs += [await other.subscribe(view) for view in views[3:6]]
+    third = Subscriber(await _client(server))
+    subs += [await third.subscribe(views[6])]
+    owners = [client] * 3 + [other] * 3 + [third]
+    writers = [await _client(server) for _ in range(3)]
+    now = _now()
+
+    async def write(writer: Client, n: int) -> None:
+        for k in range(40):
+            await writer.submit([event("b", rng.choice(members), rng.randrange(1000), now, f"w{n}-{k}-{j}")
+                                 for j in range(rng.randrange(1, 4))])
+
+    await asyncio.gather(*(write(w, n) for n, w in enumerate(writers)))
+    for owner, sub, view in zip(owners, subs, views, strict=True):  # an unchanged answer is not sent again:
+        plain = _plain(await writers[0].request(view))  # the last update may carry an older seq
+        await until(lambda o=owner, s=sub, p=plain: _body(o.updates(s)[-1]) == p,  # type: ignore[misc]
+                    f"the last update of {view} to equal the plain query", 10)
+    for c in [client, other, third]:
+        await c.client.close()
+    for w in writers:
+        await w.close()
+
+
 # -- /v1/live: the public read-only WebSocket ---------------------------------------------------------
 
 
@@ -310,6 +450,22 @@ async def test_a_query_route_streams_server_sent_events_on_change(server: InProc
     await client.close()
 
 
+async def test_a_shutdown_ends_the_event_streams_at_once(tmp_path: Path) -> None:
+    server = InProcessServer(make_config(tmp_path / "data", BOARDS))
+    await server.start()
+    try:
+        async with httpx.AsyncClient(base_url=server.url, timeout=10) as http:
+            async with http.stream("GET", "/v1/boards/b/alltime/top", headers={"Accept": "text/event-stream"}) as response:
+                lines = response.aiter_lines()
+                assert (await _events(lines, 1))[0]["event"] == "update"
+                started = time.monotonic()
+                await asyncio.wait_for(server.stop(), 10)
+                assert await _events(lines, 1) == []  # the stream ended
+        assert time.monotonic() - started < 5  # not the 15 s drain timeout
+    finally:
+        await server.stop()
+
+
 @pytest.mark.parametrize(("path", "status", "code"), [
     ("/v1/boards/nope/alltime/top", 404, "unknown_board"),
     ("/v1/boards/b/alltime/top?limit=0", 400, "invalid_request"),
@@ -343,6 +499,80 @@ async def test_a_reader_that_stops_reading_holds_one_update_and_slows_nobody(ser
     assert subscription.outbox.waiting <= 1  # the newest update only, whatever was missed
     await writer.close()
     slow.transport.abort()
+
+
+async def _never_reading(server: InProcessServer, request: bytes) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection that sends ``request`` and then reads nothing: a tiny receive buffer, and a
+    stream reader that stops taking bytes from the socket after a kilobyte."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", server.port))
+    reader, writer = await asyncio.open_connection(sock=sock, limit=1024)
+    writer.write(request)
+    await writer.drain()
+    return reader, writer
+
+
+async def _until_stalled(server: InProcessServer, connections: Callable[[], int]) -> None:
+    """Change a top-1000 view (170 KB per update) until the server lets the never-reading
+    subscriber go: no live view left, ``connections()`` at zero; ingest goes on all along."""
+    assert server.arena is not None and server.arena.live is not None
+    views = server.arena.live
+    writer = await _client(server)
+    await until(lambda: views.views, "the subscription")
+    now = _now()
+    deadline = time.monotonic() + 30
+    batch = 0
+    while views.views or connections():
+        assert time.monotonic() < deadline, "the stalled subscriber was never let go"
+        results = await writer.submit([event("b", f"m{batch}-{i}-{'x' * 100}", batch * 100 + i, now, f"k{batch}-{i}")
+                                       for i in range(100)])
+        assert {r["status"] for r in results} == {"accepted"}
+        await asyncio.sleep(PUSH_MS / 1000)  # one update per push: never read, it fills the buffers
+        batch += 1
+    await writer.close()
+
+
+@pytest.fixture
+async def impatient(tmp_path: Path) -> AsyncIterator[InProcessServer]:
+    """A server that lets a reader go after a write pending 1 s; pings too rare to do it first."""
+    config = make_config(tmp_path / "data", BOARDS, push_interval_ms=PUSH_MS, ping_timeout_seconds=1.0,
+                         ping_interval_seconds=600.0)
+    async with InProcessServer(config) as s:
+        yield s
+
+
+async def test_a_websocket_that_reads_nothing_is_closed_after_a_write_pending_ping_timeout(
+    impatient: InProcessServer,
+) -> None:
+    assert impatient.arena is not None
+    arena = impatient.arena
+    key = base64.b64encode(os.urandom(16)).decode()
+    reader, stuck = await _never_reading(impatient, (
+        f"GET /v1/ws HTTP/1.1\r\nHost: 127.0.0.1:{impatient.port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nAuthorization: Bearer {token_for('gs')}\r\n\r\n"
+    ).encode())
+    async with asyncio.timeout(10):
+        assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 101")
+    subscribe = orjson.dumps({"op": "subscribe", "id": 1, "view": {"op": "top", "board": "b", "period": "alltime",
+                                                                    "limit": 1000}})
+    stuck.write(Frame(Opcode.TEXT, subscribe).serialize(mask=True))
+    await _until_stalled(impatient, lambda: arena.connections - 1)  # the writer's connection stays
+    stuck.close()
+
+
+async def test_an_event_stream_that_reads_nothing_is_closed_after_a_write_pending_ping_timeout(
+    impatient: InProcessServer,
+) -> None:
+    assert impatient.arena is not None
+    arena = impatient.arena
+    _, stuck = await _never_reading(impatient, (
+        f"GET /v1/boards/b/alltime/top?limit=1000 HTTP/1.1\r\nHost: 127.0.0.1:{impatient.port}\r\n"
+        "Accept: text/event-stream\r\n\r\n"
+    ).encode())
+    await _until_stalled(impatient, lambda: arena.live_connections)
+    stuck.close()
 
 
 async def test_a_members_view_follows_a_set_of_friends(server: InProcessServer) -> None:
