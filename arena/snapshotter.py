@@ -15,8 +15,6 @@ import logging
 import time
 from collections.abc import Callable
 
-import orjson
-
 from arena.clock import Clock
 from arena.engine.board import BoardEngine
 from arena.engine.periods import Window
@@ -25,16 +23,12 @@ from arena.engine.scoring import Update
 from arena.engine.table import Freeze, RankedTable
 from arena.errors import JournalError
 from arena.journal import Journal, ScoreRow
+from arena.journal.interface import definition_text
 from arena.journal.snapshots import SnapshotStore
 from arena.replay import ReplayReport, TableReport
 from arena.snapshot import Snapshot, SnapshotInvalid, TableImage, decode, encode, record_identity, rejection
 
 log = logging.getLogger("arena.snapshot")
-
-
-def definition_text(engine: BoardEngine) -> str:
-    """The board's definition as its journal stores it (`arena.journal.check_definition`)."""
-    return orjson.dumps(engine.spec.definition(), option=orjson.OPT_SORT_KEYS).decode()
 
 
 async def record_at(journal: Journal, seq: int) -> str | None:
@@ -109,7 +103,7 @@ class Snapshotter:
 
             def build() -> bytes:
                 images = [TableImage(f.table.window, *f.standings()) for f in freezes]
-                return encode(Snapshot(board, definition_text(engine), seq, record, floors, disputes, images))
+                return encode(Snapshot(board, definition_text(engine.spec), seq, record, floors, disputes, images))
 
             data = await asyncio.to_thread(build)
             await self.store.save(board, seq, data)
@@ -143,7 +137,7 @@ async def start_from_snapshot(
         log.warning("board %s: snapshot at %s ignored: %s; replaying the journal in full", board, store.where(board), exc)
         return None
     floors = {kind: engine.retention_floor(kind, now) for kind in engine.kinds}
-    reason = rejection(snapshot, board, definition_text(engine), await record_at(journal, snapshot.seq), floors)
+    reason = rejection(snapshot, board, definition_text(engine.spec), await record_at(journal, snapshot.seq), floors)
     if reason is not None:
         log.warning("board %s: snapshot at seq %d ignored: %s; replaying the journal in full", board, snapshot.seq, reason)
         return None

@@ -163,13 +163,18 @@ class JournalBackend(Protocol):
         after they are closed: at the end of `arena serve`, `rebuild` or `verify`."""
 
 
+def definition_text(spec: BoardSpec) -> str:
+    """The board's definition as journals store it (and snapshots record it): sorted-key JSON."""
+    return orjson.dumps(spec.definition(), option=orjson.OPT_SORT_KEYS).decode()
+
+
 def check_definition(spec: BoardSpec, stored: str | None, has_records: bool, journal: str) -> str | None:
     """The rule every backend applies when it opens a board's journal: the definition text to
     store (None: the stored one is this board's), given the stored text and whether the journal
     holds any record (close markers count: they name windows of the old timezone and periods).
     A journal without records takes a new definition when `arena serve` opens it; a read-only
     open stores nothing. Raises BoardDefinitionChanged, naming ``journal`` and what changed."""
-    wanted = orjson.dumps(spec.definition(), option=orjson.OPT_SORT_KEYS).decode()
+    wanted = definition_text(spec)
     if stored == wanted:
         return None
     if stored is not None and has_records:
