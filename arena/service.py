@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from arena.actor import BoardHandle
 from arena.auth import identify
 from arena.clock import Clock
+from arena.cluster.directory import Directory
 from arena.config import DEV_ADMIN_TOKEN_SHA256, DEV_TOKEN_SHA256, Admin, Config, GameServer
 from arena.errors import JournalUnavailable, QueryError, not_found
 from arena.journal import JournalBackend, journal_backend
@@ -48,6 +49,10 @@ class Arena:
         self.backend: JournalBackend = self.journal_faults or backend
         self.supervisor = Supervisor(config, self.clock, self.metrics, self.backend, snapshot_store(backend))
         self.boards: dict[str, BoardHandle] = self.supervisor.handles
+        cluster = config.cluster
+        self.directory = Directory(self.boards, node_id=config.node_id if cluster else None,
+                                   lease_seconds=cluster.lease_seconds if cluster else 0.0)
+        """Where each board is served: here, on another node (forwarded), or nowhere for now."""
         self.fault_injection = fault_injection
         self.connections = 0
         self.live_connections = 0  # /v1/live (and, later, SSE streams): bounded by max_live_connections
