@@ -40,6 +40,7 @@ log = logging.getLogger("arena.cluster")
 LOADS_AT_ONCE = 4
 """Boards granted and loading at once on a node: a dead node's boards do not all replay at once."""
 
+EXPIRY_MARGIN_SECONDS = 0.02
 _NODES = "SELECT node_id, instance, url, expires_at > now(), extract(epoch FROM now() - expires_at)::float8 FROM {s}.node_lease"
 _OWNERS = "SELECT board, node_id, instance, epoch FROM {s}.board_owner"
 
@@ -59,7 +60,8 @@ class ClusterRead:
     """node_id -> (instance, url) of every node holding a live lease."""
     owners: dict[str, OwnerRow]
     expired_for: dict[str, float] = field(default_factory=dict)
-    """node_id -> seconds since the lease of a node not live expired."""
+    """node_id -> seconds since the lease of a node not live expired; negative for a live node:
+    minus the seconds its lease has left."""
 
     def owner(self, board: str) -> Owner | None:
         """The board's live owner: its owner row's process still holds its lease."""
@@ -70,6 +72,11 @@ class ClusterRead:
         if node is None or node[0] != row.instance:
             return None
         return Owner(row.node_id, node[1], row.epoch)
+
+    def next_expiry(self, node_id: str) -> float | None:
+        """Seconds until the first lease of another live node expires (None: there is none)."""
+        left = [-ago for n, ago in self.expired_for.items() if n != node_id and n in self.live]
+        return min(left, default=None)
 
     def ownerless_for(self, board: str) -> float:
         """Seconds since the board's last owner stopped being live, as far as this read knows
@@ -143,15 +150,19 @@ class Ownership:
         try:
             while True:
                 started = time.monotonic()
-                await self.beat()
-                await asyncio.sleep(max(0.0, started + period - time.monotonic()))
+                expiry = await self.beat()
+                # a beat also right after the next lease of another node expires, should it not be
+                # renewed: its boards are taken over up to one period sooner
+                wait = period if expiry is None else min(period, expiry + EXPIRY_MARGIN_SECONDS)
+                await asyncio.sleep(max(0.0, started + wait - time.monotonic()))
         finally:
             for task in list(self._tasks):
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    async def beat(self) -> None:
-        """One renewal and read, then carry out its `plan`. A store that cannot be reached is
+    async def beat(self) -> float | None:
+        """One renewal and read, then carry out its `plan`; the seconds until the next lease of
+        another node expires (`ClusterRead.next_expiry`). A store that cannot be reached is
         logged (once until it is back): the lease then goes stale on this node's clock, and the
         directory stops answering for its boards."""
         sent = time.monotonic()
@@ -161,13 +172,13 @@ class Ownership:
             if not self._away:
                 log.warning("node %s: lease not renewed: %s", self.backend.node_id, exc)
             self._away = True
-            return
+            return None
         if self._away:
             log.info("node %s: lease renewed again", self.backend.node_id)
             self._away = False
         if holder is not None:
             log.error("node %s: another process of this node id holds its lease: %s", self.backend.node_id, holder[0])
-            return
+            return None
         self.directory.renewed(sent)
         boards = list(self.supervisor.handles)
         for board in boards:
@@ -185,6 +196,7 @@ class Ownership:
             self._start(board, self._release(board, epoch))
         for board in todo.take:
             self._start(board, self._take(board, read.ownerless_for(board), sent))
+        return read.next_expiry(self.backend.node_id)
 
     async def _read(self) -> tuple[tuple[str, float] | None, ClusterRead]:
         store = self.backend.store
@@ -198,7 +210,7 @@ class Ownership:
         return holder, ClusterRead(
             live={n: (instance, url) for n, instance, url, live, _ in nodes if live},
             owners={board: OwnerRow(n, instance, int(epoch)) for board, n, instance, epoch in owners},
-            expired_for={n: float(ago) for n, _, _, live, ago in nodes if not live},
+            expired_for={n: float(ago) for n, _, _, _, ago in nodes},
         )
 
     def _start(self, board: str, work: Coroutine[Any, Any, None]) -> None:
