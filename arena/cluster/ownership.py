@@ -12,6 +12,9 @@ live nodes and the boards' owner rows (judged by the database's clock). Then:
   off: no new work reaches its actor, which journals and answers what it took, then the owner
   row is released and that node grants it at its next beat.
 An append refused by its fence disowns its board at once, without waiting for the next beat.
+A release or a node's arrival is notified (`OWNERSHIP_CHANNEL`): the listening nodes beat at
+once; a node that missed it (its listener was away) acts at its next beat anyway. On SIGTERM
+(`leave`) the node hands every board off before it gives its lease up.
 
 What to do is a pure function of one read (`plan`); the loop only carries it out.
 """
@@ -25,13 +28,14 @@ from collections.abc import Coroutine, Iterable, Set
 from dataclasses import dataclass, field
 from typing import Any
 
+import asyncpg
 from prometheus_client import Histogram
 
 from arena.cluster.directory import Directory, Owner
 from arena.cluster.lease import NodeLease
 from arena.cluster.placement import preference
 from arena.errors import JournalError, JournalUnavailable, OwnedElsewhere
-from arena.journal.postgresql import STORE_ERRORS
+from arena.journal.postgresql import OWNERSHIP_CHANNEL, STORE_ERRORS
 from arena.metrics import Metrics
 from arena.supervisor import Supervisor
 
@@ -138,6 +142,10 @@ class Ownership:
         self._busy: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._away = False  # the last beat failed (logged once per streak)
+        self._leaving = False
+        self._hinted = asyncio.Event()
+        self._listener: asyncpg.Connection | None = None
+        self._joined = False
         self.takeover = Histogram(
             "arena_takeover_seconds", "From a board's owner lease expiring (or its release) to this node serving it",
             buckets=(0.1, 0.25, 0.5, 1, 2, 3, 4, 5, 7.5, 10, 20, 60), registry=metrics.registry,
@@ -151,14 +159,40 @@ class Ownership:
             while True:
                 started = time.monotonic()
                 expiry = await self.beat()
+                await self._listen()
                 # a beat also right after the next lease of another node expires, should it not be
                 # renewed: its boards are taken over up to one period sooner
                 wait = period if expiry is None else min(period, expiry + EXPIRY_MARGIN_SECONDS)
-                await asyncio.sleep(max(0.0, started + wait - time.monotonic()))
+                try:
+                    await asyncio.wait_for(self._hinted.wait(), max(0.0, started + wait - time.monotonic()))
+                except TimeoutError:
+                    pass
+                self._hinted.clear()
         finally:
             for task in list(self._tasks):
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
+            if self._listener is not None:
+                self._listener.terminate()
+
+    async def leave(self) -> None:
+        """Hand every board served here off (SIGTERM), and take none any more: its actors drain
+        and commit what they took, then each owner row is released for the next node."""
+        self._leaving = True
+        served = [b for b in self.supervisor.handles if self.supervisor.serving(b)]
+        self._busy.update(served)  # the beats leave their directory entries alone meanwhile
+        log.info("node %s leaving: handing off %d boards", self.backend.node_id, len(served))
+        await asyncio.gather(*(self.hand_off(b) for b in served))
+
+    async def _listen(self) -> None:
+        """(Re)open the connection that hears the hints, when it is away; quietly, as it is
+        only a hint."""
+        if self._listener is not None and not self._listener.is_closed():
+            return
+        try:
+            self._listener = await self.backend.store.listen(OWNERSHIP_CHANNEL, self._hinted.set)
+        except JournalUnavailable as exc:
+            log.debug("node %s: not listening for ownership hints: %s", self.backend.node_id, exc)
 
     async def beat(self) -> float | None:
         """One renewal and read, then carry out its `plan`; the seconds until the next lease of
@@ -180,10 +214,15 @@ class Ownership:
             log.error("node %s: another process of this node id holds its lease: %s", self.backend.node_id, holder[0])
             return None
         self.directory.renewed(sent)
+        if not self._joined:  # the others hand this node its boards now, not at their next beat
+            self._joined = True
+            await self.backend.hint()
         boards = list(self.supervisor.handles)
         for board in boards:
             if board not in self._busy:
                 self.directory.set(board, read.owner(board))
+        if self._leaving:
+            return None
         failed = {b for b, h in self.supervisor.handles.items() if h.failure is not None}
         served = {b for b in boards if self.supervisor.serving(b)}
         todo = plan(self.backend.node_id, self.backend.instance, read, boards, self.backend.owned, served,

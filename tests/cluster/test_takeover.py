@@ -16,8 +16,7 @@ import httpx
 import pytest
 
 from arena.cluster.placement import preference
-from support.cluster import NodeFactory, OwnerWriter, oracle, owner_urls, standings
-from support.postgres import journaled
+from support.cluster import NodeFactory, OwnerWriter, check_nothing_lost, oracle, owner_urls, start_cluster
 from support.server import ChildServer, until
 
 BOARDS: dict[str, dict[str, Any]] = {f"s{i}": {"aggregation": "sum"} for i in range(6)}
@@ -25,19 +24,6 @@ NODES = ["node-a", "node-b", "node-c"]
 TAKEOVER_SECONDS = 5.0
 
 pytestmark = pytest.mark.slow
-
-
-async def started(cluster_nodes: NodeFactory) -> list[ChildServer]:
-    servers = [cluster_nodes(n, BOARDS) for n in NODES]
-    await asyncio.gather(*(asyncio.to_thread(s.start) for s in servers))
-    async with httpx.AsyncClient() as http:
-        placed = {b: preference(b, NODES)[0] for b in BOARDS}
-        urls = {n: s.url for n, s in zip(NODES, servers, strict=True)}
-
-        async def settled() -> bool:
-            return await owner_urls(http, servers) == {b: urls[n] for b, n in placed.items()}
-        await until(settled, "the boards owned by placement", timeout=20)
-    return servers
 
 
 def victim_of(servers: list[ChildServer]) -> tuple[ChildServer, list[str]]:
@@ -59,18 +45,9 @@ async def served_again(http: httpx.AsyncClient, survivors: list[ChildServer], bo
     raise AssertionError(f"board {board} not served again within 30 s")
 
 
-async def check_nothing_lost(writer: OwnerWriter, servers: list[ChildServer], url: str, schema: str) -> None:
-    async with httpx.AsyncClient() as http:
-        owners = await owner_urls(http, servers)
-        for board, acked in writer.acked.items():
-            assert acked, f"board {board}: nothing acked"
-            assert set((await journaled(url, schema, board))) == set(acked), f"board {board}: journal != acked"
-            assert await standings(http, owners[board], board) == oracle(acked), f"board {board}: standings != oracle"
-
-
 async def test_a_sigkilled_owners_boards_are_served_again_within_5s_and_nothing_acked_is_lost(
         cluster_nodes: NodeFactory, pg_journal: Any) -> None:
-    servers = await started(cluster_nodes)
+    servers = await start_cluster(cluster_nodes, NODES, BOARDS)
     victim, boards = victim_of(servers)
     survivors = [s for s in servers if s is not victim]
     writer = OwnerWriter(servers)
@@ -95,12 +72,12 @@ async def test_a_sigkilled_owners_boards_are_served_again_within_5s_and_nothing_
         stop.set()
         await asyncio.gather(*writers)
         await writer.close()
-    await check_nothing_lost(writer, servers, pg_journal.url, pg_journal.schema)
+    await check_nothing_lost(writer, servers, pg_journal)
 
 
 async def test_an_owner_paused_past_its_lease_commits_nothing_more_and_never_answers_from_stale_tables(
         cluster_nodes: NodeFactory, pg_journal: Any) -> None:
-    servers = await started(cluster_nodes)
+    servers = await start_cluster(cluster_nodes, NODES, BOARDS)
     victim, boards = victim_of(servers)
     survivors = [s for s in servers if s is not victim]
     writer = OwnerWriter(servers)
@@ -133,5 +110,5 @@ async def test_an_owner_paused_past_its_lease_commits_nothing_more_and_never_ans
                     assert answer.status_code == 503 and answer.headers["retry-after"] == "1", answer.text
             await asyncio.sleep(0.05)
         assert answers > len(boards)
-    await check_nothing_lost(writer, servers, pg_journal.url, pg_journal.schema)
+    await check_nothing_lost(writer, servers, pg_journal)
     assert victim.alive()

@@ -9,6 +9,7 @@ was acked; `standings` and `journaled` read back what the nodes and the tables h
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -18,9 +19,11 @@ import httpx
 import pytest
 import websockets
 
+from arena.cluster.placement import preference
 from arena.config import ClusterSettings, JournalSettings
 from support.faults import write_config
-from support.server import ChildServer, Client, event, token_for
+from support.postgres import journaled
+from support.server import ChildServer, Client, event, token_for, until
 
 SECRET = "a-cluster-secret-for-tests"
 NodeFactory = Callable[..., ChildServer]
@@ -70,12 +73,15 @@ class OwnerWriter:
         self.nodes = nodes
         self.frame_events = frame_events
         self.acked: dict[str, dict[str, tuple[str, int]]] = {}
+        self.acked_at: dict[str, list[float]] = {}
+        """board -> the monotonic time of each frame's ack."""
         self.resends = 0
         self._clients: dict[str, Client] = {}
         self._http = httpx.AsyncClient()
 
     async def run(self, board: str, stop: asyncio.Event) -> None:
         acked = self.acked.setdefault(board, {})
+        times = self.acked_at.setdefault(board, [])
         frame = 0
         while not stop.is_set():
             now = int(time.time() * 1000)
@@ -83,7 +89,13 @@ class OwnerWriter:
                       for i in range(self.frame_events)]
             await self.deliver(board, events)
             acked.update({e["idempotency_key"]: (e["member"], e["value"]) for e in events})
+            times.append(time.monotonic())
             frame += 1
+
+    def max_gap(self, board: str, since: float = 0.0) -> float:
+        """The longest time between two acks of ``board`` (after ``since``, monotonic)."""
+        times = [t for t in self.acked_at.get(board, []) if t >= since]
+        return max((b - a for a, b in itertools.pairwise(times)), default=0.0)
 
     async def deliver(self, board: str, events: list[dict[str, Any]], timeout: float = 30.0) -> None:
         """Send until every event is accepted or duplicate; fail after ``timeout`` seconds."""
@@ -125,3 +137,33 @@ async def standings(http: httpx.AsyncClient, url: str, board: str) -> dict[str, 
     answer = await http.get(f"{url}/v1/boards/{board}/alltime/top", params={"limit": 1000})
     assert answer.status_code == 200, answer.text
     return {e["member"]: int(e["score"]) for e in answer.json()["entries"]}
+
+
+async def start_cluster(make: NodeFactory, node_ids: list[str], boards: dict[str, dict[str, Any]], **cluster: Any) -> list[ChildServer]:
+    """Nodes ``node_ids`` started at once, once every board is owned by its placement."""
+    servers = [make(n, boards, **cluster) for n in node_ids]
+    await asyncio.gather(*(asyncio.to_thread(s.start) for s in servers))
+    await settled(servers, node_ids, boards)
+    return servers
+
+
+async def settled(servers: list[ChildServer], node_ids: list[str], boards: dict[str, Any], timeout: float = 20) -> None:
+    """Wait until every board is owned by its placement over ``node_ids`` (the nodes ``servers``)."""
+    urls = {n: s.url for n, s in zip(node_ids, servers, strict=True)}
+    placed = {b: urls[preference(b, node_ids)[0]] for b in boards}
+    async with httpx.AsyncClient() as http:
+        async def done() -> bool:
+            return await owner_urls(http, servers) == placed
+        await until(done, "the boards owned by placement", timeout=timeout)
+
+
+async def check_nothing_lost(writer: OwnerWriter, servers: list[ChildServer], journal: JournalSettings) -> None:
+    """Every board's journal holds exactly the acked events, and its owner's standings are the
+    oracle's (a sum board: an event applied twice, or lost, shows)."""
+    assert journal.url is not None
+    async with httpx.AsyncClient() as http:
+        owners = await owner_urls(http, servers)
+        for board, acked in writer.acked.items():
+            assert acked, f"board {board}: nothing acked"
+            assert set(await journaled(journal.url, journal.schema, board)) == set(acked), f"board {board}: journal != acked"
+            assert await standings(http, owners[board], board) == oracle(acked), f"board {board}: standings != oracle"
