@@ -25,7 +25,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Coroutine, Iterable, Set
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
@@ -33,6 +33,7 @@ from prometheus_client import Histogram
 
 from arena.cluster.directory import Directory, Owner
 from arena.cluster.lease import NodeLease
+from arena.cluster.membership import ClusterRead, read_cluster
 from arena.cluster.placement import preference
 from arena.errors import JournalError, JournalUnavailable, OwnedElsewhere
 from arena.journal.postgresql import OWNERSHIP_CHANNEL, STORE_ERRORS
@@ -45,48 +46,6 @@ LOADS_AT_ONCE = 4
 """Boards granted and loading at once on a node: a dead node's boards do not all replay at once."""
 
 EXPIRY_MARGIN_SECONDS = 0.02
-_NODES = "SELECT node_id, instance, url, expires_at > now(), extract(epoch FROM now() - expires_at)::float8 FROM {s}.node_lease"
-_OWNERS = "SELECT board, node_id, instance, epoch FROM {s}.board_owner"
-
-
-@dataclass(frozen=True, slots=True)
-class OwnerRow:
-    node_id: str
-    instance: str
-    epoch: int
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterRead:
-    """The leases and owner rows as one transaction read them."""
-
-    live: dict[str, tuple[str, str]]
-    """node_id -> (instance, url) of every node holding a live lease."""
-    owners: dict[str, OwnerRow]
-    expired_for: dict[str, float] = field(default_factory=dict)
-    """node_id -> seconds since the lease of a node not live expired; negative for a live node:
-    minus the seconds its lease has left."""
-
-    def owner(self, board: str) -> Owner | None:
-        """The board's live owner: its owner row's process still holds its lease."""
-        row = self.owners.get(board)
-        if row is None:
-            return None
-        node = self.live.get(row.node_id)
-        if node is None or node[0] != row.instance:
-            return None
-        return Owner(row.node_id, node[1], row.epoch)
-
-    def next_expiry(self, node_id: str) -> float | None:
-        """Seconds until the first lease of another live node expires (None: there is none)."""
-        left = [-ago for n, ago in self.expired_for.items() if n != node_id and n in self.live]
-        return min(left, default=None)
-
-    def ownerless_for(self, board: str) -> float:
-        """Seconds since the board's last owner stopped being live, as far as this read knows
-        (0: it had none, or it released the board)."""
-        row = self.owners.get(board)
-        return 0.0 if row is None else max(self.expired_for.get(row.node_id, 0.0), 0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +69,7 @@ def plan(node_id: str, instance: str, read: ClusterRead, boards: Iterable[str], 
     disown: list[str] = []
     hand_off: list[str] = []
     release: list[tuple[str, int]] = []
-    alive = list(read.live)
+    alive = read.alive
     for board in boards:
         if board in busy:
             continue
@@ -241,16 +200,9 @@ class Ownership:
         store = self.backend.store
         try:
             async with store.connection() as conn, conn.transaction():
-                holder = await self.lease.hold(conn)
-                nodes = await conn.fetch(store.sql(_NODES))
-                owners = await conn.fetch(store.sql(_OWNERS))
+                return await self.lease.hold(conn), await read_cluster(conn, store)
         except (*STORE_ERRORS, JournalUnavailable) as exc:
             raise store.failure(store.where, exc, "cannot read the cluster") from exc
-        return holder, ClusterRead(
-            live={n: (instance, url) for n, instance, url, live, _ in nodes if live},
-            owners={board: OwnerRow(n, instance, int(epoch)) for board, n, instance, epoch in owners},
-            expired_for={n: float(ago) for n, _, _, _, ago in nodes},
-        )
 
     def _start(self, board: str, work: Coroutine[Any, Any, None]) -> None:
         self._busy.add(board)
