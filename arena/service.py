@@ -140,6 +140,7 @@ class Arena:
 
     async def stop(self) -> None:
         if self.ownership is not None:
+            await self.ownership.leave()
             await self._stop_renewals()  # no board is taken or disowned while the actors stop
         await self.supervisor.stop()
         await self._release()

@@ -1,42 +1,118 @@
 """The cluster as the journal's tables say it is: the nodes' leases and the boards' owner rows,
-read in one transaction and judged by the database's clock (`GET /v1/cluster`)."""
+read in one transaction and judged by the database's clock (`read_cluster`), as the ownership
+loop sees it and as `GET /v1/cluster` shows it (`cluster_view`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
+import asyncpg
+
+from arena.cluster.directory import Owner
 from arena.cluster.placement import preference
 from arena.errors import JournalUnavailable
-from arena.journal.postgresql import STORE_ERRORS, PostgresBackend
+from arena.journal.postgresql import STORE_ERRORS, PostgresBackend, PostgresStore
 
-_NODES = "SELECT node_id, url, expires_at > now() FROM {s}.node_lease ORDER BY node_id"
-_OWNERS = "SELECT board, node_id, epoch FROM {s}.board_owner"
+_NODES = (
+    "SELECT node_id, instance, url, expires_at > now(), extract(epoch FROM now() - expires_at)::float8"
+    " FROM {s}.node_lease ORDER BY node_id"
+)
+_OWNERS = "SELECT board, node_id, instance, epoch FROM {s}.board_owner"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRow:
+    node_id: str
+    instance: str
+    """The process holding the lease (a node started again is another instance)."""
+    url: str
+    alive: bool
+    expired_for: float
+    """Seconds since its lease expired; negative while alive: minus the seconds it has left."""
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerRow:
+    node_id: str
+    instance: str
+    """The process granted the board; empty once it released it (a hand-off)."""
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterRead:
+    """The leases and owner rows as one transaction read them."""
+
+    nodes: dict[str, NodeRow]
+    owners: dict[str, OwnerRow]
+
+    @property
+    def alive(self) -> list[str]:
+        return [n for n, row in self.nodes.items() if row.alive]
+
+    def holds(self, row: OwnerRow | None) -> bool:
+        """Whether the process an owner row names holds its node's lease (live or not)."""
+        node = None if row is None else self.nodes.get(row.node_id)
+        return node is not None and row is not None and node.instance == row.instance
+
+    def owner(self, board: str) -> Owner | None:
+        """The board's live owner: its owner row's process still holds a live lease."""
+        row = self.owners.get(board)
+        if row is None or not self.holds(row) or not self.nodes[row.node_id].alive:
+            return None
+        return Owner(row.node_id, self.nodes[row.node_id].url, row.epoch)
+
+    def next_expiry(self, node_id: str) -> float | None:
+        """Seconds until the first lease of another live node expires (None: there is none)."""
+        return min((-n.expired_for for n in self.nodes.values() if n.alive and n.node_id != node_id), default=None)
+
+    def ownerless_for(self, board: str) -> float:
+        """Seconds since the board's last owner stopped being live, as far as this read knows
+        (0: it had none, or it released the board)."""
+        row = self.owners.get(board)
+        if row is None or not self.holds(row):
+            return 0.0
+        return max(self.nodes[row.node_id].expired_for, 0.0)
+
+
+async def read_cluster(conn: asyncpg.Connection, store: PostgresStore) -> ClusterRead:
+    """Inside the caller's transaction. Raises what asyncpg raises."""
+    nodes = await conn.fetch(store.sql(_NODES))
+    owners = await conn.fetch(store.sql(_OWNERS))
+    return ClusterRead(
+        nodes={n: NodeRow(n, instance, url, live, float(ago)) for n, instance, url, live, ago in nodes},
+        owners={board: OwnerRow(n, instance, int(epoch)) for board, n, instance, epoch in owners},
+    )
+
 
 async def cluster_view(backend: PostgresBackend, boards: Iterable[str], standbys: int) -> dict[str, Any]:
     """``{"node", "nodes": [{"node_id", "url", "alive", "boards"}], "boards": {B: {"owner",
     "epoch", "standbys"}}}`` for the configured ``boards``. A board whose owner's lease expired is
-    ownerless (owner null); its standbys are the next ``standbys`` live nodes in its placement
-    order. Raises JournalUnavailable when the store cannot be read."""
+    ownerless (owner null), and listed under its owner node while that node's process holds its
+    lease; its standbys are the next ``standbys`` live nodes in its placement order. Raises
+    JournalUnavailable when the store cannot be read."""
     store = backend.store
     try:
         async with store.connection() as conn, conn.transaction(readonly=True):
-            nodes = await conn.fetch(store.sql(_NODES))
-            owners = {row[0]: (row[1], row[2]) for row in await conn.fetch(store.sql(_OWNERS))}
+            read = await read_cluster(conn, store)
     except STORE_ERRORS as exc:
         raise JournalUnavailable(store.redact(f"cannot read the cluster at {store.where}: {exc}")) from exc
-    alive = [node_id for node_id, _, live in nodes if live]
+    alive = read.alive
     view: dict[str, Any] = {}
     owned: dict[str, list[str]] = {}
     for board in sorted(boards):
-        node_id, epoch = owners.get(board, (None, 0))
-        if node_id is not None:
-            owned.setdefault(node_id, []).append(board)
-        owner = node_id if node_id in alive else None
-        following = [n for n in preference(board, alive) if n != owner][:standbys]
-        view[board] = {"owner": owner, "epoch": epoch, "standbys": following}
+        row = read.owners.get(board)
+        if row is not None and read.holds(row):
+            owned.setdefault(row.node_id, []).append(board)
+        owner = read.owner(board)
+        owner_id = None if owner is None else owner.node_id
+        following = [n for n in preference(board, alive) if n != owner_id][:standbys]
+        view[board] = {"owner": owner_id, "epoch": 0 if row is None else row.epoch, "standbys": following}
     return {
         "node": backend.node_id,
-        "nodes": [{"node_id": n, "url": url, "alive": live, "boards": owned.get(n, [])} for n, url, live in nodes],
+        "nodes": [{"node_id": n.node_id, "url": n.url, "alive": n.alive, "boards": owned.get(n.node_id, [])}
+                  for n in read.nodes.values()],
         "boards": view,
     }

@@ -12,6 +12,9 @@ live nodes and the boards' owner rows (judged by the database's clock). Then:
   off: no new work reaches its actor, which journals and answers what it took, then the owner
   row is released and that node grants it at its next beat.
 An append refused by its fence disowns its board at once, without waiting for the next beat.
+A release or a node's arrival is notified (`OWNERSHIP_CHANNEL`): the listening nodes beat at
+once; a node that missed it (its listener was away) acts at its next beat anyway. On SIGTERM
+(`leave`) the node hands every board off before it gives its lease up.
 
 What to do is a pure function of one read (`plan`); the loop only carries it out.
 """
@@ -22,16 +25,18 @@ import asyncio
 import logging
 import time
 from collections.abc import Coroutine, Iterable, Set
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+import asyncpg
 from prometheus_client import Histogram
 
 from arena.cluster.directory import Directory, Owner
 from arena.cluster.lease import NodeLease
+from arena.cluster.membership import ClusterRead, read_cluster
 from arena.cluster.placement import preference
 from arena.errors import JournalError, JournalUnavailable, OwnedElsewhere
-from arena.journal.postgresql import STORE_ERRORS
+from arena.journal.postgresql import OWNERSHIP_CHANNEL, STORE_ERRORS
 from arena.metrics import Metrics
 from arena.supervisor import Supervisor
 
@@ -40,42 +45,7 @@ log = logging.getLogger("arena.cluster")
 LOADS_AT_ONCE = 4
 """Boards granted and loading at once on a node: a dead node's boards do not all replay at once."""
 
-_NODES = "SELECT node_id, instance, url, expires_at > now(), extract(epoch FROM now() - expires_at)::float8 FROM {s}.node_lease"
-_OWNERS = "SELECT board, node_id, instance, epoch FROM {s}.board_owner"
-
-
-@dataclass(frozen=True, slots=True)
-class OwnerRow:
-    node_id: str
-    instance: str
-    epoch: int
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterRead:
-    """The leases and owner rows as one transaction read them."""
-
-    live: dict[str, tuple[str, str]]
-    """node_id -> (instance, url) of every node holding a live lease."""
-    owners: dict[str, OwnerRow]
-    expired_for: dict[str, float] = field(default_factory=dict)
-    """node_id -> seconds since the lease of a node not live expired."""
-
-    def owner(self, board: str) -> Owner | None:
-        """The board's live owner: its owner row's process still holds its lease."""
-        row = self.owners.get(board)
-        if row is None:
-            return None
-        node = self.live.get(row.node_id)
-        if node is None or node[0] != row.instance:
-            return None
-        return Owner(row.node_id, node[1], row.epoch)
-
-    def ownerless_for(self, board: str) -> float:
-        """Seconds since the board's last owner stopped being live, as far as this read knows
-        (0: it had none, or it released the board)."""
-        row = self.owners.get(board)
-        return 0.0 if row is None else max(self.expired_for.get(row.node_id, 0.0), 0.0)
+EXPIRY_MARGIN_SECONDS = 0.02
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +69,7 @@ def plan(node_id: str, instance: str, read: ClusterRead, boards: Iterable[str], 
     disown: list[str] = []
     hand_off: list[str] = []
     release: list[tuple[str, int]] = []
-    alive = list(read.live)
+    alive = read.alive
     for board in boards:
         if board in busy:
             continue
@@ -131,6 +101,10 @@ class Ownership:
         self._busy: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._away = False  # the last beat failed (logged once per streak)
+        self._leaving = False
+        self._hinted = asyncio.Event()
+        self._listener: asyncpg.Connection | None = None
+        self._joined = False
         self.takeover = Histogram(
             "arena_takeover_seconds", "From a board's owner lease expiring (or its release) to this node serving it",
             buckets=(0.1, 0.25, 0.5, 1, 2, 3, 4, 5, 7.5, 10, 20, 60), registry=metrics.registry,
@@ -143,15 +117,45 @@ class Ownership:
         try:
             while True:
                 started = time.monotonic()
-                await self.beat()
-                await asyncio.sleep(max(0.0, started + period - time.monotonic()))
+                expiry = await self.beat()
+                await self._listen()
+                # a beat also right after the next lease of another node expires, should it not be
+                # renewed: its boards are taken over up to one period sooner
+                wait = period if expiry is None else min(period, expiry + EXPIRY_MARGIN_SECONDS)
+                try:
+                    await asyncio.wait_for(self._hinted.wait(), max(0.0, started + wait - time.monotonic()))
+                except TimeoutError:
+                    pass
+                self._hinted.clear()
         finally:
             for task in list(self._tasks):
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
+            if self._listener is not None:
+                self._listener.terminate()
 
-    async def beat(self) -> None:
-        """One renewal and read, then carry out its `plan`. A store that cannot be reached is
+    async def leave(self) -> None:
+        """Hand every board served here off (SIGTERM), and take none any more: its actors drain
+        and commit what they took, then each owner row is released for the next node."""
+        self._leaving = True
+        served = [b for b in self.supervisor.handles if self.supervisor.serving(b)]
+        self._busy.update(served)  # the beats leave their directory entries alone meanwhile
+        log.info("node %s leaving: handing off %d boards", self.backend.node_id, len(served))
+        await asyncio.gather(*(self.hand_off(b) for b in served))
+
+    async def _listen(self) -> None:
+        """(Re)open the connection that hears the hints, when it is away; quietly, as it is
+        only a hint."""
+        if self._listener is not None and not self._listener.is_closed():
+            return
+        try:
+            self._listener = await self.backend.store.listen(OWNERSHIP_CHANNEL, self._hinted.set)
+        except JournalUnavailable as exc:
+            log.debug("node %s: not listening for ownership hints: %s", self.backend.node_id, exc)
+
+    async def beat(self) -> float | None:
+        """One renewal and read, then carry out its `plan`; the seconds until the next lease of
+        another node expires (`ClusterRead.next_expiry`). A store that cannot be reached is
         logged (once until it is back): the lease then goes stale on this node's clock, and the
         directory stops answering for its boards."""
         sent = time.monotonic()
@@ -161,18 +165,23 @@ class Ownership:
             if not self._away:
                 log.warning("node %s: lease not renewed: %s", self.backend.node_id, exc)
             self._away = True
-            return
+            return None
         if self._away:
             log.info("node %s: lease renewed again", self.backend.node_id)
             self._away = False
         if holder is not None:
             log.error("node %s: another process of this node id holds its lease: %s", self.backend.node_id, holder[0])
-            return
+            return None
         self.directory.renewed(sent)
+        if not self._joined:  # the others hand this node its boards now, not at their next beat
+            self._joined = True
+            await self.backend.hint()
         boards = list(self.supervisor.handles)
         for board in boards:
             if board not in self._busy:
                 self.directory.set(board, read.owner(board))
+        if self._leaving:
+            return None
         failed = {b for b, h in self.supervisor.handles.items() if h.failure is not None}
         served = {b for b in boards if self.supervisor.serving(b)}
         todo = plan(self.backend.node_id, self.backend.instance, read, boards, self.backend.owned, served,
@@ -185,21 +194,15 @@ class Ownership:
             self._start(board, self._release(board, epoch))
         for board in todo.take:
             self._start(board, self._take(board, read.ownerless_for(board), sent))
+        return read.next_expiry(self.backend.node_id)
 
     async def _read(self) -> tuple[tuple[str, float] | None, ClusterRead]:
         store = self.backend.store
         try:
             async with store.connection() as conn, conn.transaction():
-                holder = await self.lease.hold(conn)
-                nodes = await conn.fetch(store.sql(_NODES))
-                owners = await conn.fetch(store.sql(_OWNERS))
+                return await self.lease.hold(conn), await read_cluster(conn, store)
         except (*STORE_ERRORS, JournalUnavailable) as exc:
             raise store.failure(store.where, exc, "cannot read the cluster") from exc
-        return holder, ClusterRead(
-            live={n: (instance, url) for n, instance, url, live, _ in nodes if live},
-            owners={board: OwnerRow(n, instance, int(epoch)) for board, n, instance, epoch in owners},
-            expired_for={n: float(ago) for n, _, _, live, ago in nodes if not live},
-        )
 
     def _start(self, board: str, work: Coroutine[Any, Any, None]) -> None:
         self._busy.add(board)

@@ -148,7 +148,11 @@ names none: its instance is empty). No row comes back otherwise: a board never h
 owners, whatever each node believes of the others."""
 _RELEASE = "UPDATE {s}.board_owner SET instance = '' WHERE board = $1 AND instance = $2 AND epoch = $3"
 """A graceful hand-off: the board keeps its epoch (the next grant grows it) and names no live
-owner, so that the next node in its placement grants it at once."""
+owner, so that the next node in its placement grants it at once (`OWNERSHIP_CHANNEL` hints it)."""
+OWNERSHIP_CHANNEL = "arena_ownership"
+"""Notified (payload: the schema) when a board is released or a node joins: the nodes listening
+beat at once instead of at their next beat. A hint only: a node that missed it beats anyway."""
+_HINT = "SELECT pg_notify($1, $2)"
 LEASE_LOCK = "SELECT pg_advisory_xact_lock(hashtext('arena-lease:' || $1))"
 """Taken by every transaction that reads or moves leases and ownership of a schema, so that two
 nodes never both find the schema free."""
@@ -347,6 +351,20 @@ class PostgresStore:
     def _failed(self) -> None:
         self._retry_at = time.monotonic() + self._delay
         self._delay = min(self._delay * 2, RETRY_MAX_SECONDS)
+
+    async def listen(self, channel: str, hint: Callable[[], None]) -> asyncpg.Connection:
+        """A connection of its own (not pooled) calling ``hint`` on each notification on
+        ``channel`` carrying this schema's name; the caller closes it. Notifications are lost
+        while it is away: they may only hint. Raises JournalUnavailable."""
+        def notified(conn: object, pid: int, channel: str, payload: str) -> None:
+            if payload == self.schema:
+                hint()
+        try:
+            conn = await asyncpg.connect(self.url, timeout=CONNECT_TIMEOUT_SECONDS, server_settings={"application_name": "arena"})
+            await conn.add_listener(channel, notified)
+        except (*STORE_ERRORS, ValueError) as exc:
+            raise JournalUnavailable(self.redact(f"cannot listen at {self.where}: {exc}")) from exc
+        return conn
 
     async def close(self) -> None:
         if self._pool is not None:
@@ -725,8 +743,9 @@ class PostgresBackend:
         if self.owned.pop(board, None) is not None and self._changes is not None:
             self._changes.labels(board).inc()
         try:
-            async with self.store.connection() as conn:
+            async with self.store.connection() as conn, conn.transaction():
                 done: bool = await conn.execute(self.store.sql(_RELEASE), board, self.instance, epoch) == "UPDATE 1"
+                await conn.execute(_HINT, OWNERSHIP_CHANNEL, self.store.schema)
         except (*STORE_ERRORS, JournalUnavailable) as exc:
             log.warning("board %s: not released (it is once this node's lease expires): %s", board, self.store.redact(str(exc)))
             return False
@@ -745,6 +764,15 @@ class PostgresBackend:
             self.owned.pop(board, None)
         if self._changes is not None:
             self._changes.labels(board).inc()
+
+    async def hint(self) -> None:
+        """Notify the listening nodes that ownership may move (`OWNERSHIP_CHANNEL`); a failure is
+        ignored: it is only a hint."""
+        try:
+            async with self.store.connection() as conn:
+                await conn.execute(_HINT, OWNERSHIP_CHANNEL, self.store.schema)
+        except (*STORE_ERRORS, JournalUnavailable):
+            pass
 
     async def other_holder(self, conn: asyncpg.Connection) -> tuple[str, float] | None:
         """Inside a transaction: take the schema's lease lock (until it ends) and name the other

@@ -5,19 +5,14 @@ live nodes by placement, every node's `/v1/cluster` agrees, each owner answers f
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from arena.cluster.placement import preference
-from arena.config import ClusterSettings, JournalSettings
-from support.faults import write_config
+from support.cluster import NodeFactory
 from support.server import ChildServer, until
 
-SECRET = "a-cluster-secret-for-tests"
 BOARDS: dict[str, dict[str, Any]] = {f"b{i}": {"aggregation": "sum"} for i in range(9)}
 NODES = ["node-a", "node-b", "node-c"]
 
@@ -27,31 +22,12 @@ def metric(text: str, name: str) -> float:
     return next(float(line.split()[-1]) for line in text.splitlines() if line.startswith(name + " "))
 
 
-@pytest.fixture
-async def nodes(tmp_path: Path, pg_journal: JournalSettings, monkeypatch: Any) -> AsyncIterator[Callable[[str], ChildServer]]:
-    """Makes `arena serve` children on one schema, each a node of the cluster named as asked
-    (lease 3 s, the default); kills them all at the end."""
-    monkeypatch.setenv("ARENA_CLUSTER_SECRET", SECRET)
-    made: list[ChildServer] = []
-
-    def make(node_id: str) -> ChildServer:
-        directory = tmp_path / node_id
-        directory.mkdir()
-        config = write_config(directory, BOARDS, journal=pg_journal, cluster=ClusterSettings(node_id=node_id))
-        made.append(ChildServer(config))
-        return made[-1]
-
-    yield make
-    for node in made:
-        node.kill()
-
-
 def owners(node: ChildServer) -> dict[str, str | None]:
     return {board: view["owner"] for board, view in httpx.get(f"{node.url}/v1/cluster").json()["boards"].items()}
 
 
-async def test_the_boards_spread_over_three_nodes_by_placement(nodes: Callable[[str], ChildServer]) -> None:
-    servers = [nodes(n) for n in NODES]
+async def test_the_boards_spread_over_three_nodes_by_placement(cluster_nodes: NodeFactory) -> None:
+    servers = [cluster_nodes(n, BOARDS) for n in NODES]
     await asyncio.gather(*(asyncio.to_thread(s.start) for s in servers))
     placed = {board: preference(board, NODES)[0] for board in BOARDS}
     assert len(set(placed.values())) == 3  # the test means something: every node owns some

@@ -1,0 +1,72 @@
+"""Graceful hand-off on real `arena serve` nodes under ingest sent to the owners: SIGTERM hands
+every board of a node off before it exits, so a rolling restart of all three nodes loses nothing
+acked (sum boards against an oracle) and each board waits well under the lease; a fourth node
+joining takes its share by the same hand-off."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from support.cluster import NodeFactory, OwnerWriter, check_nothing_lost, settled, start_cluster
+from support.server import until
+
+BOARDS: dict[str, dict[str, Any]] = {f"s{i}": {"aggregation": "sum"} for i in range(6)}
+NODES = ["node-a", "node-b", "node-c"]
+MAX_GAP_SECONDS = 1.5
+"""The longest wait of a board's writer for an ack while nodes come and go (the contract: well
+under a second for the board itself; the test writer adds its own owner look-ups and resends)."""
+
+pytestmark = pytest.mark.slow
+
+
+async def test_a_rolling_restart_under_ingest_loses_nothing_and_each_board_waits_briefly(
+        cluster_nodes: NodeFactory, pg_journal: Any) -> None:
+    servers = await start_cluster(cluster_nodes, NODES, BOARDS)
+    writer = OwnerWriter(servers)
+    stop = asyncio.Event()
+    writers = [asyncio.create_task(writer.run(b, stop)) for b in BOARDS]
+    try:
+        await until(lambda: all(len(writer.acked.get(b, ())) >= 100 for b in BOARDS), "ingest under way", timeout=20)
+        began = time.monotonic()
+        for server in servers:
+            await asyncio.to_thread(server.stop)  # SIGTERM: hands its boards off, then exits
+            await asyncio.to_thread(server.start)
+            await settled(servers, NODES, BOARDS)
+        counts = {b: len(writer.acked[b]) for b in BOARDS}
+        await until(lambda: all(len(writer.acked[b]) > counts[b] + 100 for b in BOARDS), "ingest after the restarts")
+    finally:
+        stop.set()
+        await asyncio.gather(*writers)
+        await writer.close()
+    gaps = {b: round(writer.max_gap(b, began), 3) for b in BOARDS}
+    print(f"rolling restart, the longest wait for an ack per board (s): {gaps}; frames resent: {writer.resends}")
+    assert max(gaps.values()) < MAX_GAP_SECONDS, gaps
+    await check_nothing_lost(writer, servers, pg_journal)
+
+
+async def test_a_fourth_node_joining_takes_its_share(cluster_nodes: NodeFactory, pg_journal: Any) -> None:
+    servers = await start_cluster(cluster_nodes, NODES, BOARDS)
+    writer = OwnerWriter(servers)
+    stop = asyncio.Event()
+    writers = [asyncio.create_task(writer.run(b, stop)) for b in BOARDS]
+    try:
+        await until(lambda: all(len(writer.acked.get(b, ())) >= 100 for b in BOARDS), "ingest under way", timeout=20)
+        joined = time.monotonic()
+        fourth = cluster_nodes("node-d", BOARDS)
+        await asyncio.to_thread(fourth.start)
+        servers.append(fourth)
+        await settled(servers, [*NODES, "node-d"], BOARDS)
+        counts = {b: len(writer.acked[b]) for b in BOARDS}
+        await until(lambda: all(len(writer.acked[b]) > counts[b] + 100 for b in BOARDS), "ingest after the join")
+    finally:
+        stop.set()
+        await asyncio.gather(*writers)
+        await writer.close()
+    gaps = {b: round(writer.max_gap(b, joined), 3) for b in BOARDS}
+    print(f"join, the longest wait for an ack per board (s): {gaps}")
+    assert max(gaps.values()) < MAX_GAP_SECONDS, gaps
+    await check_nothing_lost(writer, servers, pg_journal)
