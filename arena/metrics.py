@@ -52,6 +52,10 @@ class Metrics:
             "arena_board_ready", "1 when the board answers, 0 while loading, -1 when failed", ["board"], registry=r
         )
         self.connections = Gauge("arena_connections", "Open game-server WebSocket connections", registry=r)
+        self.forwarded = Counter(
+            "arena_forwarded", "Sent on to the board's owner (a cluster): frames, queries, subscriptions, admin",
+            ["kind"], registry=r,
+        )
 
     def count_results(self, board: str, results: Iterable[Result]) -> None:
         """Count a batch's results with one increment per outcome (cheap on the hot path)."""

@@ -28,6 +28,7 @@ from starlette.types import Receive, Scope, Send
 
 from arena.api import live, openapi, queries, wire
 from arena.api.cors import Cors, live_allowed
+from arena.api.forward import Forwarding, forward_request, forwarded
 from arena.api.wire import Body
 from arena.errors import QueryError, invalid_request
 from arena.service import Arena
@@ -266,6 +267,7 @@ class QueryRoutes:
         self.cors: Cors | None = app.state.cors
         self._max_body = arena.settings.max_frame_bytes  # a members body is a WebSocket frame's peer
         self._latency = {r.name: arena.metrics.query_latency_of(r.name) for r in QUERY_ROUTES}
+        self.forwarding: Forwarding = app.state.forwarding
 
     def routes(self) -> list[tuple[str, str]]:
         """Every HTTP (path template, METHOD) served, these and ``app``'s; HEAD goes with GET."""
@@ -296,6 +298,9 @@ class QueryRoutes:
                 body, allow = _NOT_ALLOWED[route.method]
                 await _send(send, 405, body, [*allow, *allowed] if allowed else allow, method)
             return
+        if board is not None and not self.forwarding.local(board) and board in self.arena.boards and not forwarded(scope):
+            if not (route.name in _VIEWS and _wants_events(scope)) and await self._forward(board, scope, receive, send, allowed):
+                return
         started = time.perf_counter()
         if route.name in _VIEWS and _wants_events(scope):
             await self._events(route, Params(board, period, member, scope["query_string"]), scope, receive, send, allowed)
@@ -314,6 +319,27 @@ class QueryRoutes:
                 headers = [*headers, _RETRY]
         self._latency[route.name](time.perf_counter() - started)
         await _send(send, status, body, headers, method)
+
+    async def _forward(self, board: str, scope: Scope, receive: Receive, send: Send,
+                       cors: list[tuple[bytes, bytes]]) -> bool:
+        """Answer a request for a board served elsewhere with its owner's answer (and this
+        node's CORS headers); False when the board turned out to be served here."""
+        method = scope["method"]
+        try:
+            sent = await _body(receive, self._max_body) if method == "POST" else b""
+            if sent is None:  # the client left
+                return True
+            self.forwarding.count("queries")
+            answer = await self.forwarding.ask(board, forward_request(scope, sent))
+            if answer is None:
+                return False
+            status, body = answer["status"], answer["body"].encode("latin-1")
+            headers = [*((k.encode("latin-1"), v.encode("latin-1")) for k, v in answer["headers"]), *cors]
+        except QueryError as exc:
+            body, status = wire.dumps(wire.error(exc)), exc.status
+            headers = [*_JSON_HEADERS, *cors, _RETRY]  # forwarding fails only with 503 unavailable
+        await _send(send, status, body, headers, method)
+        return True
 
     async def _events(
         self, route: QueryRoute, params: Params, scope: Scope, receive: Receive, send: Send, cors: list[tuple[bytes, bytes]]

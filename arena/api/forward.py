@@ -1,0 +1,155 @@
+"""The edges' way to the boards served by other nodes of a cluster: a submit frame's part, a
+WebSocket query op, an HTTP query or admin route, sent to the board's owner over `Peers`.
+
+A part for an ownerless board waits up to `OWNERLESS_WAIT_SECONDS` from the frame's reading for
+the next owner, then is answered `unavailable` (clients resend with the same keys); a part in
+flight to an owner whose connection dropped is resent to the next owner, which answers the events
+already committed `duplicate`. A query for an ownerless board, or one whose owner cannot be
+reached, answers 503 `unavailable` at once. On a single node every board is served here and
+nothing of this runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from arena.actor import unavailable_results
+from arena.cluster.directory import Owner
+from arena.cluster.peers import NotHere, Peer, PeerGone, Peers, event_fields, result_of
+from arena.cluster.split import LOCAL, destination
+from arena.engine.events import Event, Result
+from arena.errors import QueryError
+from arena.service import Arena
+
+if TYPE_CHECKING:
+    from starlette.types import Scope
+
+log = logging.getLogger("arena.cluster")
+
+OWNERLESS_WAIT_SECONDS = 5.0
+RETRY_SECONDS = 0.25
+"""After a peer could not be reached (and the directory names no other owner yet), wait this
+long before trying it again."""
+QUERY_TRIES = 3
+"""Owners a query is sent to before it is answered `unavailable` (each one said ``not_here``)."""
+
+
+FORWARDED = "arena.forwarded"
+"""Scope key of an HTTP request a peer forwarded: it is answered here, never forwarded again."""
+
+
+def forwarded(scope: Scope) -> bool:
+    return scope.get(FORWARDED, False) is True
+
+
+_FORWARDED_HEADERS = {b"authorization", b"content-type"}
+
+
+def forward_request(scope: Scope, body: bytes) -> dict[str, Any]:
+    """The `http` peer request of an HTTP request: its method, path, query, body and the headers
+    the owner needs (an admin's token)."""
+    return {
+        "op": "http", "method": scope["method"], "path": scope["path"],
+        "query": scope["query_string"].decode("latin-1"),
+        "headers": [[k.decode("latin-1"), v.decode("latin-1")] for k, v in scope["headers"] if k.lower() in _FORWARDED_HEADERS],
+        "body": body.decode("latin-1"),
+    }
+
+
+def unavailable_error(board: str) -> QueryError:
+    return QueryError("unavailable", f"board {board!r} has no reachable owner right now; retry", 503)
+
+
+class Forwarding:
+    """One node's forwarding, over its `Peers` (None on a single node)."""
+
+    def __init__(self, arena: Arena, peers: Peers | None) -> None:
+        self.arena = arena
+        self.peers = peers
+        self.directory = arena.directory
+        self._forwarded = arena.metrics.forwarded
+
+    def local(self, board: str) -> bool:
+        """Whether ``board`` (a known one) is served here now: one dict read on a single node."""
+        return self.directory.local(board)
+
+    def count(self, kind: str) -> None:
+        """One more thing forwarded: frames, queries, subscriptions, admin."""
+        self._forwarded.labels(kind).inc()
+
+    def submit(self, board: str, events: Sequence[Event], received_at: int, source: str) -> asyncio.Task[list[Result]]:
+        """One frame's events of ``board``, just read, answered by whichever node serves it
+        (this one too, if it takes the board meanwhile). The task never fails: what cannot be
+        delivered in time is answered `unavailable`."""
+        return asyncio.create_task(self._submit(board, events, received_at, source, time.monotonic()))
+
+    async def _submit(self, board: str, events: Sequence[Event], received_at: int, source: str,
+                      read_at: float) -> list[Result]:
+        """`submit`'s work. ``read_at``: the monotonic time the frame was read. The `unavailable`
+        answers are counted here, as no owner decided them."""
+        directory = self.directory
+        deadline = read_at + OWNERLESS_WAIT_SECONDS
+        failed: str | None = None  # a node that just could not answer
+        fields = [event_fields(e) for e in events]
+        while True:
+            where = destination(directory, board)
+            if where == LOCAL:
+                return await self.arena.boards[board].submit(events, received_at, source)
+            if isinstance(where, Owner) and where.node_id != failed:
+                try:
+                    answer = await self._peer(where).request({"op": "submit", "board": board, "source": source,
+                                                              "received_at": received_at, "events": fields})
+                    return [result_of(r) for r in answer["results"]]
+                except NotHere:
+                    failed = where.node_id
+                except PeerGone as exc:
+                    failed = where.node_id
+                    if exc.in_flight:  # the owner died with them: the next one gets the whole wait
+                        log.info("resending %d events of %r: %s", len(events), board, exc)
+                        deadline = max(deadline, time.monotonic() + OWNERLESS_WAIT_SECONDS)
+                continue
+            left = deadline - time.monotonic()
+            if left <= 0:
+                results = unavailable_results(events)
+                self.arena.metrics.count_results(board, results)
+                return results
+            if failed is None:
+                await directory.owner_within(board, left)
+            else:  # another owner, or after a short wait the same one again
+                await directory.owner_within(board, min(left, RETRY_SECONDS), not_node=failed)
+                failed = None
+
+    async def ask(self, board: str, message: dict[str, Any]) -> dict[str, Any] | None:
+        """A query's answer from the board's owner (``message``: an `ask` or `http` request of
+        `arena.cluster.peers`); None when the board turned out to be served here. Raises
+        QueryError unavailable while it is ownerless or its owner cannot be reached."""
+        failed: str | None = None
+        for _ in range(QUERY_TRIES):
+            if failed is not None:
+                await self.directory.owner_within(board, RETRY_SECONDS, not_node=failed)
+            where = destination(self.directory, board)
+            if where == LOCAL:
+                return None
+            if not isinstance(where, Owner) or where.node_id == failed:
+                break
+            try:
+                return await self._peer(where).request({**message, "board": board})
+            except NotHere:
+                failed = where.node_id
+            except PeerGone as exc:
+                log.info("query of %r not forwarded: %s", board, exc)
+                break
+        raise unavailable_error(board)
+
+    async def close(self) -> None:
+        """Close the connections to other nodes."""
+        if self.peers is not None:
+            await self.peers.close()
+
+    def _peer(self, owner: Owner) -> Peer:
+        assert self.peers is not None  # only a cluster has boards served elsewhere
+        return self.peers.peer(owner.node_id, owner.url)

@@ -1,0 +1,204 @@
+"""Forwarding between nodes through real servers: two in-process nodes whose directories are set
+by the test (each serves some boards and forwards the others), on sqlite journals of their own.
+Who owns what is the directory's word here; the ownership loop on PostgreSQL is tested apart."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import websockets
+from websockets.exceptions import InvalidStatus
+
+from arena.api import forward
+from arena.cluster.directory import Owner
+from arena.cluster.peers import PATH
+from arena.config import ClusterSettings
+from support.faults import parse_metric
+from support.server import ADMIN_TOKEN, Client, InProcessServer, event, make_config, statuses, token_for
+
+SECRET = "a-cluster-secret-for-tests"
+BOARDS: dict[str, dict[str, Any]] = {"a1": {"aggregation": "sum"}, "a2": {}, "b1": {"aggregation": "sum"}, "lost": {}}
+NOW = int(time.time() * 1000)
+
+
+class Nodes:
+    def __init__(self, a: InProcessServer, b: InProcessServer) -> None:
+        self.a, self.b = a, b
+
+    def owners(self, **owners: InProcessServer | None) -> None:
+        """Set both nodes' directories: board -> the node serving it (None: ownerless)."""
+        for node in (self.a, self.b):
+            assert node.arena is not None
+            directory = node.arena.directory
+            directory.renewed(time.monotonic())
+            for board, owner in owners.items():
+                directory.set(board, None if owner is None else Owner(node_id(owner), owner.url, 1))
+
+
+async def get(url: str) -> httpx.Response:
+    async with httpx.AsyncClient() as http:
+        return await http.get(url)
+
+
+def node_id(server: InProcessServer) -> str:
+    assert server.config.cluster is not None and server.config.cluster.node_id is not None
+    return server.config.cluster.node_id
+
+
+@pytest.fixture
+async def nodes(tmp_path: Path) -> AsyncIterator[Nodes]:
+    def config(name: str) -> Any:
+        cluster = ClusterSettings(node_id=name, secret=SECRET, lease_seconds=3600)
+        return make_config(tmp_path / name, BOARDS, cluster=cluster)
+
+    async with InProcessServer(config("node-a")) as a, InProcessServer(config("node-b")) as b:
+        pair = Nodes(a, b)
+        pair.owners(a1=a, a2=a, b1=b, lost=None)
+        yield pair
+
+
+async def test_the_peer_route_needs_the_cluster_secret(nodes: Nodes, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, "arena")
+    url = nodes.a.url.replace("http", "ws") + PATH
+    for headers in ({}, {"Authorization": "Bearer not-the-secret"}, {"Authorization": SECRET}):
+        with pytest.raises(InvalidStatus) as refused:
+            await websockets.connect(url, additional_headers=headers)
+        assert refused.value.response.status_code == 401
+    async with websockets.connect(url, additional_headers={"Authorization": f"Bearer {SECRET}"}):
+        pass
+    assert "not-the-secret" not in caplog.text and SECRET not in caplog.text
+
+
+async def test_a_single_node_refuses_every_peer(tmp_path: Path) -> None:
+    async with InProcessServer(make_config(tmp_path, BOARDS)) as server:
+        with pytest.raises(InvalidStatus) as refused:
+            await websockets.connect(server.url.replace("http", "ws") + PATH, additional_headers={"Authorization": "Bearer "})
+        assert refused.value.response.status_code == 401
+
+
+async def test_a_frame_for_boards_of_two_nodes_gets_one_ack_in_event_order(nodes: Nodes) -> None:
+    frame = [event("b1", "m1", 5, NOW, "k1"), event("a1", "m1", 7, NOW, "k2"), {"board": "nope"},
+             event("b1", "m2", 1, NOW, "k3"), event("a2", "m1", 3, NOW, "k4"), event("b1", "m1", 2, NOW, "k5")]
+    for entry in (nodes.a, nodes.b):
+        client = await Client.connect(entry.ws_url, token_for("gs"))
+        try:
+            first = await client.submit(frame)
+            again = await client.submit(frame)
+        finally:
+            await client.close()
+        if entry is nodes.a:
+            assert statuses(first) == ["accepted", "accepted", "rejected:unknown_board", "accepted", "accepted", "accepted"]
+            assert [r.get("idempotency_key") for r in first] == ["k1", "k2", None, "k3", "k4", "k5"]
+        else:
+            assert statuses(first) == ["duplicate", "duplicate", "rejected:unknown_board", "duplicate", "duplicate", "duplicate"]
+        assert statuses(again)[0] == "duplicate"
+    for server in (nodes.a, nodes.b):
+        async with httpx.AsyncClient(base_url=server.url) as http:
+            top = (await http.get("/v1/boards/b1/alltime/top")).json()
+            assert [(e["member"], e["score"]) for e in top["entries"]] == [("m1", 7), ("m2", 1)]
+            metrics = (await http.get("/metrics")).text
+        counted = parse_metric(metrics, "arena_events_total", board="b1", status="accepted", reason="")
+        assert counted == (3 if server is nodes.b else 0)  # once, by the owner
+    a_metrics = (await get(f"{nodes.a.url}/metrics")).text
+    assert parse_metric(a_metrics, "arena_forwarded_total", kind="frames") == 2
+
+
+async def test_every_query_is_answered_the_same_on_every_node(nodes: Nodes) -> None:
+    client = await Client.connect(nodes.b.ws_url, token_for("gs"))
+    try:
+        await client.submit([event("a1", f"m{i}", i, NOW, f"q{i}") for i in range(1, 8)])
+        asked = {}
+        for server in (nodes.a, nodes.b):
+            async with httpx.AsyncClient(base_url=server.url) as http:
+                paths = ["/v1/boards/a1/alltime/top?limit=3&offset=1", "/v1/boards/a1/alltime/members/m3",
+                         "/v1/boards/a1/alltime/around/m4?radius=1", "/v1/boards/a1/alltime/percentile/m7",
+                         "/v1/boards/a1/alltime/score_at_percentile?p=50", "/v1/boards/a1/alltime/members/nobody",
+                         "/v1/boards/a1/alltime/digest", "/v1/boards/a1/alltime/periods", "/v1/boards/a1/nope/top"]
+                answers = [(r.status_code, r.json()) for r in [await http.get(p) for p in paths]]
+                posted = await http.post("/v1/boards/a1/alltime/members", json={"members": ["m1", "zz"]})
+                answers.append((posted.status_code, posted.json()))
+                audit = await http.get("/v1/boards/a1/events", params={"member": "m2"},
+                                       headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+                answers.append((audit.status_code, audit.json()))
+                answers.append(((await http.get("/v1/boards/a1/events", params={"member": "m2"})).status_code, None))
+            asked[server.url] = answers
+        assert asked[nodes.a.url] == asked[nodes.b.url]
+        assert [status for status, _ in asked[nodes.b.url]] == [200] * 5 + [404, 200, 200, 404, 200, 200, 401]
+        op = {"op": "around", "board": "a1", "period": "alltime", "member": "m4", "radius": 1}
+        here = await Client.connect(nodes.a.ws_url, token_for("gs"))
+        try:
+            assert {**await here.request(op), "id": 0} == {**await client.request(op), "id": 0}
+            refused = await client.request({"op": "top", "board": "a1", "period": "alltime", "limit": 0})
+            assert (refused["op"], refused["code"]) == ("error", "invalid_request")
+        finally:
+            await here.close()
+    finally:
+        await client.close()
+    b_metrics = (await get(f"{nodes.b.url}/metrics")).text
+    assert parse_metric(b_metrics, "arena_forwarded_total", kind="queries") == 12
+    assert parse_metric(b_metrics, "arena_forwarded_total", kind="admin") == 1
+
+
+async def test_a_void_through_another_node_is_done_by_the_owner(nodes: Nodes) -> None:
+    client = await Client.connect(nodes.a.ws_url, token_for("gs"))
+    try:
+        await client.submit([event("b1", "m1", 5, NOW, "v1"), event("b1", "m1", 6, NOW, "v2")])
+    finally:
+        await client.close()
+    async with httpx.AsyncClient(base_url=nodes.a.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}) as http:
+        voided = await http.post("/v1/boards/b1/void", json={"idempotency_key": "v1", "reason": "cheat"})
+        assert (voided.status_code, voided.json()["voided"]) == (200, 1)
+    entry = (await get(f"{nodes.b.url}/v1/boards/b1/alltime/members/m1")).json()["entry"]
+    assert entry["score"] == 6
+
+
+async def test_an_ownerless_board_answers_queries_503_at_once_and_frames_after_the_wait(
+    nodes: Nodes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(forward, "OWNERLESS_WAIT_SECONDS", 0.5)
+    async with httpx.AsyncClient(base_url=nodes.a.url) as http:
+        started = time.monotonic()
+        answer = await http.get("/v1/boards/lost/alltime/top")
+        assert time.monotonic() - started < 0.5
+        assert (answer.status_code, answer.headers["retry-after"], answer.json()["error"]["code"]) == (503, "1", "unavailable")
+    client = await Client.connect(nodes.a.ws_url, token_for("gs"))
+    try:
+        refused = await client.request({"op": "top", "board": "lost", "period": "alltime"})
+        assert (refused["op"], refused["code"]) == ("error", "unavailable")
+        started = time.monotonic()
+        results = await client.submit([event("a1", "m", 1, NOW, "o1"), event("lost", "m", 1, NOW, "o2")])
+        assert statuses(results) == ["accepted", "rejected:unavailable"]
+        assert 0.5 <= time.monotonic() - started < 5
+        waiting = client.send({"op": "submit", "events": [event("lost", "m", 1, NOW, "o2")]})
+        await asyncio.sleep(0.1)  # the frame is waiting for an owner; then one turns up
+        nodes.owners(lost=nodes.b)
+        assert statuses((await asyncio.wait_for(waiting, 5))["results"]) == ["accepted"]
+    finally:
+        await client.close()
+
+
+async def test_a_board_that_moved_is_re_routed_not_refused(nodes: Nodes) -> None:
+    """Node a still thinks b1 is on b, but b gave it to a: b answers `not_here`, a looks again."""
+    assert nodes.b.arena is not None and nodes.a.arena is not None
+    nodes.b.arena.directory.set("b1", Owner("node-a", nodes.a.url, 2))
+
+    async def moved() -> None:
+        await asyncio.sleep(0.1)
+        assert nodes.a.arena is not None
+        nodes.a.arena.directory.set("b1", Owner("node-a", nodes.a.url, 2))
+
+    mover = asyncio.create_task(moved())
+    client = await Client.connect(nodes.a.ws_url, token_for("gs"))
+    try:
+        assert statuses(await client.submit([event("b1", "m", 1, NOW, "r1")])) == ["accepted"]
+    finally:
+        await client.close()
+        await mover
+    assert (await get(f"{nodes.a.url}/v1/boards/b1/alltime/members/m")).json()["entry"]["score"] == 1
