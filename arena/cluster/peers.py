@@ -33,7 +33,7 @@ from typing import Any
 
 import orjson
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidHandshake
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
 from arena.client.backoff import Backoff
 from arena.engine.events import Event, Reason, Result, Status
@@ -193,7 +193,11 @@ class Peer:
                 )
             except (OSError, InvalidHandshake, TimeoutError) as exc:
                 self._retry_at = time.monotonic() + self._backoff.next()
-                log.info("peer %s at %s cannot be reached: %s", self.node_id, self.url, exc)
+                if isinstance(exc, InvalidStatus) and exc.response.status_code == 401:
+                    log.error("peer %s at %s refused this node's cluster secret: is $ARENA_CLUSTER_SECRET the same on"
+                              " every node?", self.node_id, self.url)
+                else:
+                    log.info("peer %s at %s cannot be reached: %s", self.node_id, self.url, exc)
                 raise PeerGone(f"peer {self.node_id} at {self.url} cannot be reached") from exc
             self._backoff.reset()
             link = self._link = _Link(socket)
