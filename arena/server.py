@@ -75,7 +75,7 @@ class ArenaServer(uvicorn.Server):
         finally:
             app = self.config.app
             if isinstance(app, QueryRoutes):  # its connections to other nodes, once no request needs them
-                await app.forwarding.close()
+                await app.close()
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         # Called from a signal handler: hop onto the loop; never re-raise the signal afterwards.

@@ -34,8 +34,8 @@ def create_app(arena: Arena) -> http.QueryRoutes:
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
     app.state.arena = arena
     app.state.cors = Cors.of(arena.settings.cors_origins)  # once: every request and handshake reads it
-    arena.live = live.live_views(arena, ws.QUERY_OPS)
     cluster = arena.config.cluster
-    app.state.forwarding = Forwarding(arena, Peers(cluster.secret, cluster.lease_seconds) if cluster else None)
+    app.state.forwarding = forwarding = Forwarding(arena, Peers(cluster.secret, cluster.lease_seconds) if cluster else None)
+    arena.live = live.live_views(arena, ws.QUERY_OPS, forwarding)
     app.state.routes = query_routes = http.QueryRoutes(arena, app)  # what a forwarded HTTP request goes through
     return query_routes

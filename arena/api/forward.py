@@ -101,7 +101,7 @@ class Forwarding:
                 return await self.arena.boards[board].submit(events, received_at, source)
             if isinstance(where, Owner) and where.node_id != failed:
                 try:
-                    answer = await self._peer(where).request({"op": "submit", "board": board, "source": source,
+                    answer = await self.peer(where).request({"op": "submit", "board": board, "source": source,
                                                               "received_at": received_at, "events": fields})
                     return [result_of(r) for r in answer["results"]]
                 except NotHere:
@@ -137,7 +137,7 @@ class Forwarding:
             if not isinstance(where, Owner) or where.node_id == failed:
                 break
             try:
-                return await self._peer(where).request({**message, "board": board})
+                return await self.peer(where).request({**message, "board": board})
             except NotHere:
                 failed = where.node_id
             except PeerGone as exc:
@@ -150,6 +150,6 @@ class Forwarding:
         if self.peers is not None:
             await self.peers.close()
 
-    def _peer(self, owner: Owner) -> Peer:
+    def peer(self, owner: Owner) -> Peer:
         assert self.peers is not None  # only a cluster has boards served elsewhere
         return self.peers.peer(owner.node_id, owner.url)

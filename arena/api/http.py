@@ -269,6 +269,12 @@ class QueryRoutes:
         self._latency = {r.name: arena.metrics.query_latency_of(r.name) for r in QUERY_ROUTES}
         self.forwarding: Forwarding = app.state.forwarding
 
+    async def close(self) -> None:
+        """Stop following the boards served elsewhere (once no request needs them)."""
+        if self.arena.live is not None and isinstance(self.arena.live.source, live.QuerySource):
+            self.arena.live.source.close()
+        await self.forwarding.close()
+
     def routes(self) -> list[tuple[str, str]]:
         """Every HTTP (path template, METHOD) served, these and ``app``'s; HEAD goes with GET."""
         served = [(r.path, r.method) for r in QUERY_ROUTES]

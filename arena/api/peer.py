@@ -12,6 +12,7 @@ import asyncio
 import logging
 from typing import Any
 
+import orjson
 from starlette.responses import Response
 from starlette.types import Message, Scope
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -22,6 +23,8 @@ from arena.api.ws import QUERY_OPS
 from arena.cluster import peers
 from arena.engine.events import Reason
 from arena.errors import QueryError
+from arena.live.outbox import Framing, Outbox
+from arena.live.views import Subscription
 from arena.service import Arena
 
 log = logging.getLogger("arena.cluster")
@@ -44,6 +47,7 @@ async def serve(websocket: WebSocket) -> None:
     log.info("peer connected from %s", websocket.client)
     slots = asyncio.Semaphore(MAX_REQUESTS)
     tasks: set[asyncio.Task[None]] = set()
+    watches = Watches(arena, websocket)
 
     async def answer(message: dict[str, Any]) -> None:
         try:
@@ -61,15 +65,79 @@ async def serve(websocket: WebSocket) -> None:
     try:
         while True:
             await slots.acquire()
-            text = await websocket.receive_text()
-            task = asyncio.create_task(answer(peers.loads(text)))
+            message = peers.loads(await websocket.receive_text())
+            if watches.take(message):
+                slots.release()
+                continue
+            task = asyncio.create_task(answer(message))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
     except (WebSocketDisconnect, RuntimeError):
         pass
     finally:
+        watches.close()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _peer_update(sub: str, seq: int, body: bytes) -> bytes:
+    return b'{"watch":%b,"seq":%d,"body":%b}' % (sub.encode(), seq, body)
+
+
+def _peer_ended(sub: str, code: str, message: str) -> bytes:
+    return orjson.dumps({"watch": int(sub), "ended": code, "message": message})
+
+
+PEER = Framing(_peer_update, _peer_ended)
+"""A watch's stream on a peer connection (`arena.cluster.peers`); a watch's id is its ``sub``."""
+
+
+class Watches:
+    """A peer connection's watches: each one a subscription of this node's live views, written
+    through one outbox (so ``watching`` comes before the first update, as ``subscribed`` does)."""
+
+    def __init__(self, arena: Arena, websocket: WebSocket) -> None:
+        self.arena = arena
+        self.websocket = websocket
+        self._outbox: Outbox | None = None
+        self._subscriptions: dict[str, Subscription] = {}
+
+    def take(self, message: dict[str, Any]) -> bool:
+        """Serve a watch or unwatch request; False for any other request."""
+        op = message.get("op")
+        if op == "watch":
+            board, watch = message.get("board"), str(message.get("id"))
+            outbox = self.outbox()
+            if not isinstance(board, str) or board not in self.arena.boards or not self.arena.directory.local(board):
+                outbox.control(peers.dumps({**NOT_HERE, "id": message.get("id")}).encode())
+                return True
+            outbox.control(peers.dumps({"watching": True, "id": message.get("id")}).encode())
+            assert self.arena.live is not None
+            self._subscriptions[watch] = self.arena.live.subscribe(watch, outbox, message["view"])
+            return True
+        if op == "unwatch":
+            subscription = self._subscriptions.pop(str(message.get("watch")), None)
+            if subscription is not None and self.arena.live is not None:
+                self.arena.live.unsubscribe(subscription)
+            return True
+        return False
+
+    def outbox(self) -> Outbox:
+        if self._outbox is None:
+            stall = self.arena.settings.ping_timeout_seconds
+            self._outbox = Outbox(self._send, PEER, stall_seconds=stall, on_stall=self.close)
+        return self._outbox
+
+    async def _send(self, payload: bytes) -> None:
+        await self.websocket.send({"type": "websocket.send", "text": payload.decode()})
+
+    def close(self) -> None:
+        if self.arena.live is not None:
+            for subscription in self._subscriptions.values():
+                self.arena.live.unsubscribe(subscription)
+        self._subscriptions.clear()
+        if self._outbox is not None:
+            self._outbox.close()
 
 
 async def _answer(websocket: WebSocket, arena: Arena, message: dict[str, Any]) -> dict[str, Any]:

@@ -11,6 +11,12 @@ the same ``id``, in any order, so that many requests share one connection at onc
 - ``{"op":"http","board","method","path","query","headers":[[name,value],…],"body"}`` →
   ``{"status","headers":[[name,value],…],"body"}``: an HTTP route (queries, admin).
 
+- ``{"op":"watch","board","view":{…}}`` → ``{"watching":true}``, then a stream of
+  ``{"watch":ID,"seq","body":{…}}`` (the view's answers, as a subscription on the owner gets
+  them) and perhaps ``{"watch":ID,"ended":CODE,"message"}``, where ID is the watch request's id;
+  ``{"op":"unwatch","watch":ID}`` (no answer) ends it. A node subscribes to each distinct view
+  of a board served elsewhere once, whatever its own subscribers.
+
 An answer ``{"not_here":true}`` says the peer does not serve the board (any more): the forwarder
 asks the directory again and re-routes; the client never sees it. A connection that drops fails
 its requests in flight with `PeerGone` (a submit may or may not have committed: resending it is
@@ -28,7 +34,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -106,18 +112,29 @@ def result_of(fields: Sequence[Any]) -> Result:
     return Result(key, Status(status), Reason(reason) if reason is not None else None)
 
 
+Deliver = Callable[[dict[str, Any] | None], None]
+"""Called with each message of a watch, then with None once its connection is gone."""
+
+
 class _Link:
-    """One open connection and the requests waiting on it."""
+    """One open connection, the requests waiting on it and the watches streaming on it."""
 
     def __init__(self, socket: ClientConnection) -> None:
         self.socket = socket
         self.pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self.watches: dict[int, Deliver] = {}
         self.reader: asyncio.Task[None] | None = None
 
     async def read(self, peer: str) -> None:
         try:
             async for text in self.socket:
                 answer = loads(text)
+                watch = answer.get("watch")
+                if watch is not None:
+                    deliver = self.watches.get(watch)
+                    if deliver is not None:
+                        deliver(answer)
+                    continue
                 future = self.pending.pop(answer.get("id"), None)
                 if future is not None and not future.done():
                     future.set_result(answer)
@@ -134,6 +151,9 @@ class _Link:
         for future in pending.values():
             if not future.done():
                 future.set_exception(error)
+        watches, self.watches = self.watches, {}
+        for deliver in watches.values():
+            deliver(None)
 
     @property
     def open(self) -> bool:
@@ -159,7 +179,31 @@ class Peer:
         """Send a request and wait for its answer. Raises PeerGone (not connected, or the
         connection dropped before the answer), NotHere."""
         link = await self._connected()
-        request_id = next(self._ids)
+        return await self._ask(link, next(self._ids), message)
+
+    async def watch(self, message: dict[str, Any], deliver: Deliver) -> int:
+        """Start a watch (``message``: its request); ``deliver`` gets its stream. Returns its id,
+        for `unwatch`. Raises PeerGone, NotHere."""
+        link = await self._connected()
+        watch = next(self._ids)
+        link.watches[watch] = deliver
+        try:
+            await self._ask(link, watch, message)
+        except BaseException:
+            link.watches.pop(watch, None)
+            raise
+        return watch
+
+    async def unwatch(self, watch: int) -> None:
+        """End a watch (nothing more is delivered); nothing to do once its connection is gone."""
+        link = self._link
+        if link is not None and link.watches.pop(watch, None) is not None:
+            try:
+                await link.socket.send(dumps({"op": "unwatch", "watch": watch}))
+            except ConnectionClosed:
+                pass
+
+    async def _ask(self, link: _Link, request_id: int, message: dict[str, Any]) -> dict[str, Any]:
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         link.pending[request_id] = future
         try:

@@ -21,7 +21,7 @@ from arena.cluster.directory import Owner
 from arena.cluster.peers import PATH
 from arena.config import ClusterSettings
 from support.faults import parse_metric
-from support.server import ADMIN_TOKEN, Client, InProcessServer, event, make_config, statuses, token_for
+from support.server import ADMIN_TOKEN, Client, InProcessServer, event, make_config, statuses, token_for, until
 
 SECRET = "a-cluster-secret-for-tests"
 BOARDS: dict[str, dict[str, Any]] = {"a1": {"aggregation": "sum"}, "a2": {}, "b1": {"aggregation": "sum"}, "lost": {}}
@@ -202,3 +202,49 @@ async def test_a_board_that_moved_is_re_routed_not_refused(nodes: Nodes) -> None
         await client.close()
         await mover
     assert (await get(f"{nodes.a.url}/v1/boards/b1/alltime/members/m")).json()["entry"]["score"] == 1
+
+
+def updates(client: Client, sub: str) -> list[dict[str, Any]]:
+    return [f for f in client.unmatched if f.get("op") == "update" and f.get("sub") == sub]
+
+
+async def test_live_views_of_a_board_served_elsewhere_are_watched_once_and_fanned_out(nodes: Nodes) -> None:
+    view = {"op": "top", "board": "b1", "period": "alltime", "limit": 3}
+    watchers = [await Client.connect(nodes.a.ws_url, token_for("gs")) for _ in range(3)]
+    writer = await Client.connect(nodes.a.ws_url, token_for("gs"))
+    try:
+        subs = [(await c.request({"op": "subscribe", "view": view}))["sub"] for c in watchers]
+        for client, sub in zip(watchers, subs, strict=True):
+            await until(lambda c=client, s=sub: updates(c, s), "the first update")  # type: ignore[misc]
+            assert updates(client, sub)[0]["entries"] == []
+        await writer.submit([event("b1", "m1", 4, NOW, "l1")])
+        for client, sub in zip(watchers, subs, strict=True):
+            await until(lambda c=client, s=sub: updates(c, s)[-1]["entries"], "the update after the event")  # type: ignore[misc]
+            assert [(e["member"], e["score"]) for e in updates(client, sub)[-1]["entries"]] == [("m1", 4)]
+        assert nodes.b.arena is not None and nodes.b.arena.live is not None
+        assert [len(v.subscriptions) for v in nodes.b.arena.live.views.values()] == [1]  # one watch for three
+        a_metrics = (await get(f"{nodes.a.url}/metrics")).text
+        assert parse_metric(a_metrics, "arena_forwarded_total", kind="subscriptions") == 1
+
+        async with httpx.AsyncClient(base_url=nodes.a.url, timeout=10) as http:
+            async with http.stream("GET", "/v1/boards/b1/alltime/members/m1",
+                                   headers={"Accept": "text/event-stream"}) as response:
+                assert response.status_code == 200
+                lines = response.aiter_lines()
+                while not (line := await asyncio.wait_for(anext(lines), 10)).startswith("data:"):
+                    pass
+                assert '"score":4' in line
+
+        seen = len(updates(watchers[0], subs[0]))
+        nodes.owners(b1=nodes.a)  # the board moves: an update follows, from the new owner
+        await until(lambda: len(updates(watchers[0], subs[0])) > seen, "an update after the owner change")
+        seen = len(updates(watchers[0], subs[0]))
+        nodes.owners(b1=nodes.b)  # and back: watched at b again
+        await until(lambda: len(updates(watchers[0], subs[0])) > seen, "an update after the second owner change")
+        assert [(e["member"], e["score"]) for e in updates(watchers[0], subs[0])[-1]["entries"]] == [("m1", 4)]
+    finally:
+        for client in (*watchers, writer):
+            await client.close()
+    assert nodes.b.arena is not None and nodes.b.arena.live is not None
+    b_live = nodes.b.arena.live
+    await until(lambda: not b_live.views, "the owner to drop the watch once no one here subscribes")
