@@ -17,6 +17,8 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from arena.actor import unavailable_results
 from arena.cluster.directory import Owner
 from arena.cluster.peers import NotHere, Peer, PeerGone, Peers, event_fields, result_of
@@ -144,6 +146,24 @@ class Forwarding:
                 log.info("query of %r not forwarded: %s", board, exc)
                 break
         raise unavailable_error(board)
+
+    async def error(self, board: str, message: dict[str, Any]) -> QueryError | None:
+        """The error the board's owner answers a query with (``message`` as for `ask`); None when
+        it answers, when no owner can be reached, or when the board is served here now. What a
+        live view of a board served elsewhere asks first: a view the query refuses is refused."""
+        try:
+            answer = await self.ask(board, message)
+        except QueryError:
+            return None
+        if answer is None:
+            return None
+        if "status" in answer:  # an HTTP request's answer
+            if answer["status"] < 400:
+                return None
+            error: dict[str, Any] | None = {**orjson.loads(answer["body"].encode("latin-1"))["error"], "status": answer["status"]}
+        else:
+            error = answer.get("error")
+        return None if error is None else QueryError(error["code"], error["message"], error["status"])
 
     async def close(self) -> None:
         """Close the connections to other nodes."""

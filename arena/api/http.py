@@ -354,15 +354,20 @@ class QueryRoutes:
         the plain GET answers it; any other is streamed (not_ready, unavailable and an absent
         member are states of the stream)."""
         if not live_allowed(self.cors, scope):
-            refused = {"error": {"code": "forbidden", "message": "this origin may not open a live stream (cors_origins)"}}
-            await _send(send, 403, wire.dumps(refused), _JSON_HEADERS, "GET")
+            forbidden = {"error": {"code": "forbidden", "message": "this origin may not open a live stream (cors_origins)"}}
+            await _send(send, 403, wire.dumps(forbidden), _JSON_HEADERS, "GET")
             return
-        try:
-            route.answer(self.arena, params)
-        except QueryError as exc:
-            if exc.code in live.REFUSED:
-                await _send(send, exc.status, wire.dumps(wire.error(exc)), [*_JSON_HEADERS, *cors], "GET")
-                return
+        refused = None
+        if self.forwarding.local(params.board) or params.board not in self.arena.boards:
+            try:
+                route.answer(self.arena, params)
+            except QueryError as exc:
+                refused = exc
+        else:  # what the owner's query refuses
+            refused = await self.forwarding.error(params.board, forward_request({**scope, "method": "GET"}, b""))
+        if refused is not None and refused.code in live.REFUSED:
+            await _send(send, refused.status, wire.dumps(wire.error(refused)), [*_JSON_HEADERS, *cors], "GET")
+            return
         await live.event_stream(self.arena, scope, receive, send, _VIEWS[route.name](params), cors)
 
 

@@ -23,7 +23,7 @@ from starlette.websockets import WebSocket
 from arena.api import queries, wire
 from arena.api.cors import live_allowed
 from arena.api.forward import Forwarding
-from arena.api.live import Subscriptions
+from arena.api.live import REFUSED, Subscriptions
 from arena.api.wire import Body
 from arena.cluster.split import Part, Split, merge, split
 from arena.config import GameServer
@@ -294,11 +294,12 @@ class Connection:
                 await self._reply(wire.dumps({"op": "pong", "id": frame_id}))
                 return
             if op == "subscribe":
-                refused = self.subscriptions().subscribe(frame_id, frame, QUERY_OPS)
-                if refused is not None:
-                    await self._reply(refused)
-                else:  # answered through the subscriptions' outbox
-                    self.slots.release()
+                view = frame.get("view")
+                board = view.get("board") if isinstance(view, dict) else None
+                if isinstance(board, str) and not self.forwarding.local(board) and board in self.arena.boards:
+                    self._spawn(self._subscribe_elsewhere(frame_id, frame, board))
+                else:
+                    await self._subscribe(frame_id, frame)
                 return
             if op == "unsubscribe":
                 self.subscriptions().unsubscribe(frame_id, frame)
@@ -362,6 +363,27 @@ class Connection:
         # futures and forwardings always get results, never errors
         results = merge(parts, [(part, await answer) for part, answer in pending])
         await self._reply(wire.dumps({"op": "ack", "id": frame_id, "results": [wire.result(r) for r in results]}))
+
+    async def _subscribe(self, frame_id: object, frame: dict[str, Any]) -> None:
+        """Raises QueryError for a view the query refuses."""
+        refused = self.subscriptions().subscribe(frame_id, frame, QUERY_OPS)
+        if refused is not None:
+            await self._reply(refused)
+        else:  # answered through the subscriptions' outbox
+            self.slots.release()
+
+    async def _subscribe_elsewhere(self, frame_id: object, frame: dict[str, Any], board: str) -> None:
+        """A subscription to a view of a board served elsewhere: refused if its owner's query
+        refuses it (then watched there once for this node, see `arena.api.upstream`)."""
+        try:
+            view = {k: v for k, v in frame["view"].items() if k != "id"}
+            if view.get("op") in QUERY_OPS:
+                refused = await self.forwarding.error(board, {"op": "ask", "frame": view})
+                if refused is not None and refused.code in REFUSED:
+                    raise refused
+            await self._subscribe(frame_id, frame)
+        except QueryError as exc:
+            await self._reply(_error(frame_id, exc.code, exc.message))
 
     async def _forwarded(self, frame_id: object, board: str, frame: dict[str, Any]) -> None:
         """A query op for a board served elsewhere, answered by its owner."""

@@ -235,6 +235,11 @@ async def test_live_views_of_a_board_served_elsewhere_are_watched_once_and_fanne
                     pass
                 assert '"score":4' in line
 
+            refused = await http.get("/v1/boards/b1/hourly/top", headers={"Accept": "text/event-stream"})
+            assert (refused.status_code, refused.json()["error"]["code"]) == (404, "unknown_period")
+        refused_frame = await watchers[0].request({"op": "subscribe", "view": {**view, "period": "hourly"}})
+        assert (refused_frame["op"], refused_frame["code"]) == ("error", "unknown_period")
+
         seen = len(updates(watchers[0], subs[0]))
         nodes.owners(b1=nodes.a)  # the board moves: an update follows, from the new owner
         await until(lambda: len(updates(watchers[0], subs[0])) > seen, "an update after the owner change")
