@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -22,7 +22,7 @@ from arena.engine.records import StoredEvent, VoidRecord
 from arena.engine.routing import Plan
 from arena.engine.spec import BoardSpec
 from arena.engine.table import RankedTable
-from arena.errors import JournalError, JournalWriteFailed, QueryError, not_found, not_ready, unavailable
+from arena.errors import JournalError, JournalWriteFailed, OwnershipLost, QueryError, not_found, not_ready, unavailable
 from arena.journal import Journal
 from arena.journal.snapshots import SnapshotStore
 from arena.mailbox import Command, Mailbox, Submission
@@ -43,6 +43,8 @@ class BoardState(Enum):
     LOADING = "loading"
     READY = "ready"
     FAILED = "failed"
+    ELSEWHERE = "elsewhere"
+    """In a cluster: another node serves the board, or none does yet (the edges forward to it)."""
 
 
 class InjectedCrash(RuntimeError):
@@ -53,21 +55,31 @@ class BoardHandle:
     """A board as the edges see it: submit into its mailbox, read its tables, ask its state.
     Outlives actor restarts. `answer` is the one place a submission is answered."""
 
-    def __init__(self, spec: BoardSpec, mailbox_events: int, metrics: Metrics) -> None:
+    def __init__(self, spec: BoardSpec, mailbox_events: int, metrics: Metrics, state: BoardState = BoardState.LOADING) -> None:
         self.spec = spec
         self.name = spec.name
         self.mailbox = Mailbox(mailbox_events)
         self.metrics = metrics
-        self.state = BoardState.LOADING
+        self.state = state
         self.failure: str | None = None
         self.engine: BoardEngine | None = None
         self.journal: Journal | None = None
+        self.here: Callable[[], bool] = lambda: True
+        """Whether this node answers for the board now (`Directory.local`: in a cluster, only while
+        it owns the board and its lease is fresh on its own clock)."""
+        self.loaded = asyncio.Event()
+        """Set while the board's tables are loaded (READY)."""
         self.crashes_pending = 0  # fault injection
+
+    @property
+    def answering(self) -> bool:
+        """Whether queries and submits reach the board here (they are answered `unavailable` otherwise)."""
+        return self.state is not BoardState.FAILED and self.state is not BoardState.ELSEWHERE and self.here()
 
     def submit(self, events: Sequence[Event], received_at: int, source: str) -> asyncio.Future[list[Result]]:
         """Queue one frame's events; the future resolves with their results. Never blocks."""
         submission = Submission(events, received_at, source)
-        if self.state is BoardState.FAILED:
+        if not self.answering:
             self.answer(submission, unavailable_results(events))
         else:
             self.mailbox.put(submission)
@@ -81,14 +93,14 @@ class BoardHandle:
             self.metrics.count_results(self.name, results)
 
     async def command(self, command: Command) -> object:
-        if self.state is BoardState.FAILED:
+        if not self.answering:
             raise unavailable(self.name)
         self.mailbox.put(command)
         return await command.future
 
     def view(self, kind: PeriodKind, period_id: str | None, now: int) -> RankedTable:
         """The table a query names; raises QueryError (unavailable, not_ready, unknown_period...)."""
-        if self.state is BoardState.FAILED:
+        if not self.answering:
             raise unavailable(self.name)
         engine = self.engine
         if engine is None:
@@ -99,6 +111,17 @@ class BoardHandle:
         """Mark the board failed: every queued and future submission gets `unavailable`."""
         self.state = BoardState.FAILED
         self.failure = message
+        self.loaded.clear()
+        self.refuse_queued()
+
+    def elsewhere(self) -> None:
+        """The board is served by another node now (its actor here has stopped): drop its tables
+        (never answer from them again) and answer what is queued `unavailable`."""
+        self.state = BoardState.ELSEWHERE
+        self.failure = None
+        self.engine = None
+        self.journal = None
+        self.loaded.clear()
         self.refuse_queued()
 
     def refuse_queued(self) -> None:
@@ -234,6 +257,9 @@ class CommitPipeline:
         try:
             await self.journal.append(plan.records)
             return True
+        except OwnershipLost as exc:  # certain: nothing written (and another node may write now)
+            log.error("board %s: %s; batch answered unavailable", self.handle.name, exc)
+            return False
         except JournalWriteFailed as exc:
             self.handle.metrics.journal_failures.labels(self.handle.name).inc()
             log.error("board %s: %s; batch answered unavailable", self.handle.name, exc)
@@ -299,6 +325,7 @@ class BoardActor:
         engine = BoardEngine(handle.spec)
         handle.engine = engine
         handle.state = BoardState.LOADING
+        handle.loaded.clear()
         self.metrics.board_state.labels(board).set(0)
         started = None
         if self.snapshots is not None:
@@ -308,6 +335,7 @@ class BoardActor:
         self.metrics.rebuild.labels(board).set(report.seconds)
         self.metrics.replayed.labels(board).set(report.events)
         handle.state = BoardState.READY
+        handle.loaded.set()
         self.metrics.board_state.labels(board).set(1)
         log.info("board %s ready: %d events replayed in %.3fs, last seq %d", board, report.events, report.seconds, engine.last_seq)
         pipeline = self.pipeline = CommitPipeline(handle, engine, self.journal, self.clock)

@@ -6,6 +6,8 @@ ArenaError
  │    ├── JournalCorrupt      the file is not a readable Arena journal (names the file)
  │    ├── BoardDefinitionChanged  the board's aggregation/order/tie/timezone/periods differ from its journal
  │    ├── JournalWriteFailed  a write was refused (disk full, read-only); the batch was not journaled
+ │    │    └── OwnershipLost  refused by its fence: the board was granted to another epoch; nothing written
+ │    ├── OwnedElsewhere  a cluster node may not open a board to write: another live node owns it
  │    └── JournalUnavailable  the journal's store cannot be used at all (PostgreSQL unreachable, a
  │                            refused login, a schema of a newer Arena): stops `arena serve` at start
  ├── DataDirLocked        another `arena serve` holds the data directory
@@ -40,7 +42,15 @@ class JournalWriteFailed(JournalError):
     pass
 
 
+class OwnershipLost(JournalWriteFailed):
+    pass
+
+
 class JournalUnavailable(JournalError):
+    pass
+
+
+class OwnedElsewhere(JournalError):
     pass
 
 

@@ -49,7 +49,8 @@ class Metrics:
             "arena_journal_write_failures", "Batches rejected because the journal write failed", ["board"], registry=r
         )
         self.board_state = Gauge(
-            "arena_board_ready", "1 when the board answers, 0 while loading, -1 when failed", ["board"], registry=r
+            "arena_board_ready", "1 when the board answers here, 0 while loading or served by another node, -1 when failed",
+            ["board"], registry=r,
         )
         self.connections = Gauge("arena_connections", "Open game-server WebSocket connections", registry=r)
         self.forwarded = Counter(

@@ -21,6 +21,7 @@ from arena.supervisor import Supervisor
 
 if TYPE_CHECKING:
     from arena.cluster.lease import NodeLease
+    from arena.cluster.ownership import Ownership
 
 log = logging.getLogger("arena")
 
@@ -45,6 +46,7 @@ class Arena:
             lease_seconds = config.cluster.lease_seconds if config.cluster else LEASE_SECONDS
             self.lease = NodeLease(backend, lease_seconds, config.advertise_url)
         self._renewals: asyncio.Task[None] | None = None
+        self._leased = False
         self.journal_faults = WriteFaults(backend) if fault_injection else None
         self.backend: JournalBackend = self.journal_faults or backend
         self.supervisor = Supervisor(config, self.clock, self.metrics, self.backend, snapshot_store(backend))
@@ -53,6 +55,14 @@ class Arena:
         self.directory = Directory(self.boards, node_id=config.node_id if cluster else None,
                                    lease_seconds=cluster.lease_seconds if cluster else 0.0)
         """Where each board is served: here, on another node (forwarded), or nowhere for now."""
+        for name, handle in self.boards.items():
+            handle.here = lambda name=name: self.directory.local(name)  # type: ignore[misc]
+        self.ownership: Ownership | None = None
+        """In a cluster: the loop that takes and gives up this node's boards."""
+        if cluster is not None and self.lease is not None:
+            from arena.cluster.ownership import Ownership
+
+            self.ownership = Ownership(self.lease, self.directory, self.supervisor, self.metrics)
         self.fault_injection = fault_injection
         self.connections = 0
         self.live_connections = 0  # /v1/live (and, later, SSE streams): bounded by max_live_connections
@@ -73,7 +83,12 @@ class Arena:
         try:
             if self.lease is not None:
                 await self.lease.acquire()
-                self._renewals = asyncio.create_task(self.lease.keep(), name="lease")
+                self._leased = True
+                if self.ownership is not None:
+                    await self.ownership.beat()
+                    self._renewals = asyncio.create_task(self.ownership.run(), name="ownership")
+                else:
+                    self._renewals = asyncio.create_task(self.lease.keep(), name="lease")
             await self.supervisor.start()
         except BaseException:
             await self._release()
@@ -108,7 +123,8 @@ class Arena:
 
     @property
     def ready(self) -> bool:
-        return self.supervisor.ready
+        """Every board served here is loaded, and (in a cluster) this node's lease is fresh."""
+        return self.directory.lease_fresh and self.supervisor.ready
 
     def add_reader(self, task: asyncio.Task[None]) -> None:
         self._readers.add(task)
@@ -123,16 +139,22 @@ class Arena:
             task.cancel()
 
     async def stop(self) -> None:
+        if self.ownership is not None:
+            await self._stop_renewals()  # no board is taken or disowned while the actors stop
         await self.supervisor.stop()
         await self._release()
 
-    async def _release(self) -> None:
-        """Give up the lease, if taken (once no board writes), and close the backend."""
+    async def _stop_renewals(self) -> None:
         if self._renewals is not None:
             self._renewals.cancel()
             await asyncio.gather(self._renewals, return_exceptions=True)
             self._renewals = None
+
+    async def _release(self) -> None:
+        """Give up the lease, if taken (once no board writes), and close the backend."""
+        await self._stop_renewals()
+        if self._leased:
             assert self.lease is not None
             await self.lease.release()
+            self._leased = False
         await self.backend.close()
-

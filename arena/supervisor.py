@@ -3,6 +3,11 @@
 Restart intensity: more than ``max_restarts`` crashes within ``restart_window_seconds`` marks
 the board failed (queries 503 `unavailable`, /readyz fails) instead of looping. A journal that
 cannot be read fails its board at once; other boards are never affected.
+
+In a cluster (``[cluster]``) a node serves only the boards it owns: `start` opens none, the
+node's ownership loop (`arena.cluster.ownership`) calls `serve` for a board granted to it and
+`disown` for one found granted to another; every other board is ELSEWHERE. A crashed actor's
+board is granted again only while no other live node owns it; else it goes ELSEWHERE too.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from collections import deque
 from arena.actor import BoardActor, BoardHandle, BoardState, unavailable_results
 from arena.clock import Clock
 from arena.config import Config
-from arena.errors import BoardDefinitionChanged, JournalCorrupt, JournalError, JournalUnavailable
+from arena.errors import BoardDefinitionChanged, JournalCorrupt, JournalError, JournalUnavailable, OwnedElsewhere
 from arena.journal import Journal, JournalBackend
 from arena.journal.snapshots import SnapshotStore
 from arena.metrics import Metrics
@@ -34,10 +39,14 @@ class Supervisor:
         self.metrics = metrics
         self.backend = backend
         settings = config.server
-        self.handles = {name: BoardHandle(spec, settings.mailbox_events, metrics) for name, spec in config.boards.items()}
+        self.clustered = config.cluster is not None
+        first = BoardState.ELSEWHERE if self.clustered else BoardState.LOADING
+        self.handles = {name: BoardHandle(spec, settings.mailbox_events, metrics, first) for name, spec in config.boards.items()}
         self.actors: dict[str, BoardActor] = {}
         self.runs: dict[str, int] = {name: 0 for name in self.handles}
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._leaving: set[str] = set()
+        """Boards handed off: their actors finish what they took and are not restarted."""
         for name, handle in self.handles.items():
             metrics.watch_mailbox(name, lambda h=handle: h.mailbox.depth)  # type: ignore[misc]
         backend.watch(metrics.registry, self.handles)
@@ -52,7 +61,10 @@ class Supervisor:
 
         Raises BoardDefinitionChanged: a board's definition no longer matches its journal;
         JournalUnavailable: the journals' store cannot be used (PostgreSQL unreachable).
+        In a cluster, opens nothing: boards are served as they are granted (`serve`).
         """
+        if self.clustered:
+            return
         journals: dict[str, Journal] = {}
         try:
             for name, handle in self.handles.items():
@@ -70,6 +82,73 @@ class Supervisor:
         for name, journal in journals.items():
             self._tasks[name] = asyncio.create_task(self._supervise(self.handles[name], journal), name=f"board:{name}")
 
+    def serving(self, name: str) -> bool:
+        """Whether an actor of ``name`` runs here (loading, serving, or restarting)."""
+        task = self._tasks.get(name)
+        return task is not None and not task.done()
+
+    async def serve(self, name: str) -> None:
+        """In a cluster: open ``name``'s journal, which grants it to this node, and start its
+        actor (it replays in the background: ``handle.loaded`` is set once it serves). Raises
+        OwnedElsewhere (another live node owns it), JournalError."""
+        assert not self.serving(name), f"board {name} is served already"
+        handle = self.handles[name]
+        journal = await self.backend.open(handle.spec)
+        handle.state = BoardState.LOADING
+        self.metrics.board_state.labels(name).set(0)
+        self._tasks[name] = asyncio.create_task(self._supervise(handle, journal), name=f"board:{name}")
+
+    async def until_loaded(self, name: str) -> bool:
+        """Wait until ``name``'s actor serves (True), or ends first: failed or disowned (False)."""
+        handle = self.handles[name]
+        task = self._tasks.get(name)
+        if task is None:
+            return handle.loaded.is_set()
+        loaded = asyncio.ensure_future(handle.loaded.wait())
+        try:
+            await asyncio.wait([loaded, task], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            loaded.cancel()
+        return handle.loaded.is_set()
+
+    async def hand_off(self, name: str) -> None:
+        """In a cluster: stop serving ``name`` gracefully, once nothing new reaches its mailbox
+        (the directory no longer names this node): its actor journals, applies and answers what
+        it took, then stops; the board is ELSEWHERE. The caller then releases its owner row."""
+        task = self._tasks.get(name)
+        actor = self.actors.get(name)
+        self._leaving.add(name)
+        try:
+            if actor is not None:
+                actor.stop()
+            if task is not None:
+                await asyncio.gather(task, return_exceptions=True)
+        finally:
+            self._leaving.discard(name)
+            self._tasks.pop(name, None)
+        self._elsewhere(self.handles[name])
+
+    async def disown(self, name: str) -> None:
+        """In a cluster: ``name`` is granted to another node now: stop its actor at once (its
+        appends cannot commit any more: their epoch is fenced) and answer everything it took
+        or has queued `unavailable`, never acked; then it is ELSEWHERE. Nothing when it is not
+        served here."""
+        task = self._tasks.pop(name, None)
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        self._elsewhere(self.handles[name])
+
+    def _elsewhere(self, handle: BoardHandle) -> None:
+        actor = self.actors.pop(handle.name, None)
+        if actor is not None:
+            for submission in actor.unanswered:
+                handle.answer(submission, unavailable_results(submission.events))
+        if handle.state is not BoardState.ELSEWHERE:
+            log.info("board %s: served by another node now", handle.name)
+        handle.elsewhere()
+        self.metrics.board_state.labels(handle.name).set(0)
+
     def _fail(self, handle: BoardHandle, message: str) -> None:
         handle.fail(message)
         self.metrics.board_state.labels(handle.name).set(-1)
@@ -81,6 +160,8 @@ class Supervisor:
             while True:
                 actor = BoardActor(handle, journal, self.clock, self.snapshots, settings.snapshot_every_events)
                 self.actors[handle.name] = actor
+                if handle.name in self._leaving:
+                    actor.stop()
                 self.runs[handle.name] += 1
                 handle.journal = journal
                 try:
@@ -91,6 +172,9 @@ class Supervisor:
                 except Exception as exc:  # any crash: fail the batch in flight, then restart or give up
                     for submission in actor.unanswered:
                         handle.answer(submission, unavailable_results(submission.events))
+                    if handle.name in self._leaving:
+                        log.warning("board %s: its actor crashed while handing the board off: %r", handle.name, exc)
+                        return
                     if isinstance(exc, JournalCorrupt):
                         log.error("board %s failed: %s", handle.name, exc)
                         self._fail(handle, str(exc))
@@ -112,6 +196,10 @@ class Supervisor:
                     await journal.close()
                     try:
                         journal = await self._reopen(handle)
+                    except OwnedElsewhere as reopen:
+                        log.warning("board %s: not restarted here: %s", handle.name, reopen)
+                        self._elsewhere(handle)
+                        return
                     except JournalError as reopen:
                         log.error("board %s failed: %s", handle.name, reopen)
                         self._fail(handle, str(reopen))
@@ -133,7 +221,8 @@ class Supervisor:
 
     @property
     def ready(self) -> bool:
-        return all(h.state is BoardState.READY for h in self.handles.values())
+        """Every board served here is loaded (in a cluster, the others are ELSEWHERE)."""
+        return all(h.state is BoardState.READY or h.state is BoardState.ELSEWHERE for h in self.handles.values())
 
     def abandon_loading(self) -> None:
         """Stop the replays still running and answer their boards' queued frames `unavailable`

@@ -206,6 +206,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--postgres-url", default=None, help="a PostgreSQL server to use (default: a throwaway one)")
     p.add_argument("--json", type=Path, default=None, help="write results as JSON here")
 
+    p = sub.add_parser("cluster", formatter_class=fmt, epilog=EPILOG, help="a cluster of nodes against one node",
+                       description="On one PostgreSQL: ingest over --boards boards (one connection each) through one\n"
+                                   "node, then through --nodes nodes (any node takes any board and forwards it to the\n"
+                                   "owner); then, for each --takeover-events and --standbys, SIGKILL the owner of a\n"
+                                   "share of the boards and time until each answers again. CPU per process.")
+    p.add_argument("--nodes", type=int, default=3, help="nodes of the cluster (default 3)")
+    p.add_argument("--boards", type=int, default=12, help="boards (default 12)")
+    p.add_argument("--members", type=int, default=100_000, help="members per board (default 100,000)")
+    p.add_argument("--seconds", type=float, default=10.0, help="measured ingest seconds per phase (default 10)")
+    p.add_argument("--batch", type=int, default=100, help="events per frame (default 100)")
+    p.add_argument("--inflight", type=int, default=8, help="frames in flight per connection (default 8)")
+    p.add_argument("--takeover-events", type=_int_list, default=[100_000, 1_000_000],
+                   help="journaled events per board of the killed node, comma-separated (default 100000,1000000)")
+    p.add_argument("--standbys", type=_int_list, default=[0, 1], help="standby counts to try (default 0,1)")
+    p.add_argument("--postgresql-url", default=None, help="a PostgreSQL server to use (default: a throwaway one)")
+    p.add_argument("--json", type=Path, default=None, help="write results as JSON here")
+
     p = sub.add_parser("live", formatter_class=fmt, epilog=EPILOG, help="live views: subscribers under ingest",
                        description="Prefill M members; ingest flat out without subscribers, then with N of them\n"
                                    "(WS /v1/live and SSE mixed; one shared top-10 view, 100 member views): the\n"
@@ -450,6 +467,19 @@ def cmd_start(a: argparse.Namespace) -> int:
     return _finish(a, out, out["ok"])
 
 
+def _int_list(text: str) -> list[int]:
+    return [int(part) for part in text.split(",") if part]
+
+
+def cmd_cluster(a: argparse.Namespace) -> int:
+    from loadtest.cluster import cluster_benchmark, print_cluster
+
+    out = cluster_benchmark(a.nodes, a.boards, a.members, a.seconds, a.batch, a.inflight, a.takeover_events,
+                            a.standbys, a.postgresql_url)
+    print_cluster(out)
+    return _finish(a, out, out["ok"])
+
+
 def cmd_live(a: argparse.Namespace) -> int:
     from loadtest.live import live_benchmark, live_config, print_live, raise_open_files_limit
     from loadtest.workload import Workload
@@ -469,7 +499,8 @@ def cmd_live(a: argparse.Namespace) -> int:
 
 
 COMMANDS = {"compare": cmd_compare, "ingest": cmd_ingest, "query": cmd_query, "lag": cmd_lag,
-            "redis": cmd_redis, "ceiling": cmd_ceiling, "rebuild": cmd_rebuild, "start": cmd_start, "live": cmd_live}
+            "redis": cmd_redis, "ceiling": cmd_ceiling, "rebuild": cmd_rebuild, "start": cmd_start, "live": cmd_live,
+            "cluster": cmd_cluster}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -39,11 +39,12 @@ BATCH = 10_000
 _READY = re.compile(r"board \S+ ready: (\d+) events replayed in ([0-9.]+)s")
 
 
-async def journal_events(config: Config, members: int, events: int, seed: int, first: int = 0) -> float:
-    """Journal ``events`` accepted score events (the first ``members`` one per member, then
-    members at random) with keys from ``first`` on; returns the seconds it took."""
+async def journal_events(config: Config, members: int, events: int, seed: int, first: int = 0,
+                         board: str = BOARD) -> float:
+    """Journal into ``board`` ``events`` accepted score events (the first ``members`` one per
+    member, then members at random) with keys from ``first`` on; returns the seconds it took."""
     started = time.perf_counter()
-    spec = config.boards[BOARD]
+    spec = config.boards[board]
     backend = journal_backend(config)
     deadline = time.monotonic() + 30
     while True:
@@ -60,7 +61,7 @@ async def journal_events(config: Config, members: int, events: int, seed: int, f
     try:
         for begin in range(first, first + events, BATCH):
             batch = [
-                Event(BOARD, f"member-{i if i < members else rng.randrange(members)}", rng.randrange(1_000_000_000),
+                Event(board, f"member-{i if i < members else rng.randrange(members)}", rng.randrange(1_000_000_000),
                       now - rng.randrange(60_000), f"key-{i}")
                 for i in range(begin, min(begin + BATCH, first + events))
             ]

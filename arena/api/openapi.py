@@ -162,7 +162,7 @@ SCHEMAS: Doc = {
         aggregation={"enum": ["best", "sum", "latest"]},
         order={"enum": ["desc", "asc"]},
         tie={"enum": ["earliest", "latest"]},
-        state={"enum": ["loading", "ready", "failed"]},
+        state={"enum": ["loading", "ready", "failed", "elsewhere"]},
         periods={"type": "array", "items": {"type": "object", "description": "table fields without board"}},
     )}),
     "Cluster": _object(

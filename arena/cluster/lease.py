@@ -9,6 +9,10 @@ holder; a server started right after the holder was SIGKILLed waits for the dead
 The lease only keeps servers apart; what makes a stale writer harmless is the ownership epoch
 that every append checks in its own transaction (`arena.journal.postgresql`): a writable open
 grants a new epoch only while no other node holds a live lease.
+
+In a cluster (``[cluster]``) every node holds a lease row of its own, and only another live
+process under the same node id keeps a node from starting; the node's ownership loop
+(`arena.cluster.ownership`) renews it with `hold`, in the transaction that reads the cluster.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+
+import asyncpg
 
 from arena.config import ClusterSettings
 from arena.errors import JournalError, JournalUnavailable, SchemaHeld
@@ -89,16 +95,21 @@ class NodeLease:
         except (*STORE_ERRORS, JournalUnavailable) as exc:
             log.warning("node %s: lease not given up (it expires by itself): %s", backend.node_id, exc)
 
-    async def _take(self) -> tuple[str, float] | None:
-        """One attempt, one transaction: the other node holding a live lease (and its seconds
-        left), or None once this process holds the lease for ``lease_seconds`` from now."""
+    async def hold(self, conn: asyncpg.Connection) -> tuple[str, float] | None:
+        """Inside a transaction: the other node holding a live lease (and its seconds left),
+        or None once this process holds the lease for ``lease_seconds`` from now (when the
+        transaction commits). Raises what asyncpg raises."""
         backend = self.backend
-        store = backend.store
+        holder = await backend.other_holder(conn)
+        if holder is None:
+            await conn.execute(backend.store.sql(_RENEW), backend.node_id, backend.instance, self.lease_seconds, self.url)
+        return holder
+
+    async def _take(self) -> tuple[str, float] | None:
+        """One attempt, one transaction (`hold`)."""
+        store = self.backend.store
         try:
             async with store.connection() as conn, conn.transaction():
-                holder = await backend.other_holder(conn)
-                if holder is None:
-                    await conn.execute(store.sql(_RENEW), backend.node_id, backend.instance, self.lease_seconds, self.url)
-                return holder
+                return await self.hold(conn)
         except (*STORE_ERRORS, JournalUnavailable) as exc:
             raise store.failure(store.where, exc, "cannot take the lease") from exc

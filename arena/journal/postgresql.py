@@ -35,7 +35,7 @@ from arena.engine.events import Fingerprint
 from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
 from arena.engine.scoring import FoldRow
 from arena.engine.spec import BoardSpec
-from arena.errors import JournalCorrupt, JournalError, JournalUnavailable, JournalWriteFailed
+from arena.errors import JournalCorrupt, JournalError, JournalUnavailable, JournalWriteFailed, OwnedElsewhere, OwnershipLost
 from arena.journal.interface import (
     EVENT_COLUMNS,
     EventRow,
@@ -135,14 +135,29 @@ _GRANT = (
     "INSERT INTO {s}.board_owner AS o VALUES ($1, $2, $3, 1) ON CONFLICT (board) DO UPDATE"
     " SET node_id = EXCLUDED.node_id, instance = EXCLUDED.instance, epoch = o.epoch + 1 RETURNING epoch"
 )
+_CLAIM = (
+    "INSERT INTO {s}.board_owner AS o SELECT $1, $2, $3, 1 WHERE EXISTS (SELECT FROM {s}.node_lease"
+    " WHERE node_id = $2 AND instance = $3 AND expires_at > now()) ON CONFLICT (board) DO UPDATE"
+    " SET node_id = EXCLUDED.node_id, instance = EXCLUDED.instance, epoch = o.epoch + 1"
+    " WHERE o.instance = EXCLUDED.instance OR NOT EXISTS (SELECT FROM {s}.node_lease l"
+    " WHERE l.node_id = o.node_id AND l.instance = o.instance AND l.expires_at > now()) RETURNING epoch"
+)
+"""A cluster node's grant (`_GRANT` is a single node's): a new epoch only while this process
+holds a live lease and the board's owner row names no other process holding one (a released row
+names none: its instance is empty). No row comes back otherwise: a board never has two live
+owners, whatever each node believes of the others."""
+_RELEASE = "UPDATE {s}.board_owner SET instance = '' WHERE board = $1 AND instance = $2 AND epoch = $3"
+"""A graceful hand-off: the board keeps its epoch (the next grant grows it) and names no live
+owner, so that the next node in its placement grants it at once."""
 LEASE_LOCK = "SELECT pg_advisory_xact_lock(hashtext('arena-lease:' || $1))"
 """Taken by every transaction that reads or moves leases and ownership of a schema, so that two
 nodes never both find the schema free."""
-OTHER_HOLDER = (
+_OTHER_HOLDER = (
     "SELECT node_id, extract(epoch FROM expires_at - now())::float8 FROM {s}.node_lease"
-    " WHERE instance <> $1 AND expires_at > now() ORDER BY expires_at DESC LIMIT 1"
+    " WHERE instance <> $1 AND ($2::text IS NULL OR node_id = $2) AND expires_at > now() ORDER BY expires_at DESC LIMIT 1"
 )
-"""The node holding a live lease on the schema other than process ``$1``, and its seconds left."""
+"""The node holding a live lease on the schema other than process ``$1`` (of node id ``$2``, unless
+NULL), and its seconds left."""
 _INSERT_MARKERS = "INSERT INTO {s}.board_period VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
 _INSERT_VOIDS = "INSERT INTO {s}.score_void VALUES ($1, $2, $3, $4, $5, $6, $7)"
 _LOOKUP = (
@@ -438,10 +453,10 @@ class PostgresJournal:
             self._unsettled = _lost(exc)
             raise JournalWriteFailed(self._store.redact(f"{self.path}: write failed: {exc}")) from exc
 
-    def _granted_again(self, epoch: int) -> JournalWriteFailed:
+    def _granted_again(self, epoch: int) -> OwnershipLost:
         """The error of an append refused by its fence; this process no longer owns the board."""
         self._lost(self._board)
-        return JournalWriteFailed(f"{self.path}: write failed: the board was granted again since its epoch {epoch}")
+        return OwnershipLost(f"{self.path}: write failed: the board was granted again since its epoch {epoch}")
 
     async def _insert(
         self, conn: asyncpg.Connection, events: list[list[Any]], markers: list[tuple[Any, ...]], voids: list[tuple[Any, ...]]
@@ -638,17 +653,23 @@ class PostgresBackend:
     """The journals in PostgreSQL, as ``[journal]`` says: the tables in ``schema`` (created when
     missing), one pool for every board, ``durability`` as ``synchronous_commit`` (full = on).
 
-    A writable open grants this process the board under a new epoch (``board_owner``), in the
-    same transaction that finds no other node holding a live lease on the schema
-    (`arena.cluster.lease`); the journal's appends commit only while that epoch holds."""
+    A writable open grants this process the board under a new epoch (``board_owner``); the
+    journal's appends commit only while that epoch holds. A single node grants in the same
+    transaction that finds no other node holding a live lease on the schema
+    (`arena.cluster.lease`); a node of a ``clustered`` one grants only a board that no other live
+    process owns (`_CLAIM`), else the open raises OwnedElsewhere."""
 
-    def __init__(self, settings: JournalSettings, durability: str = "full", node_id: str | None = None) -> None:
+    def __init__(self, settings: JournalSettings, durability: str = "full", node_id: str | None = None,
+                 *, clustered: bool = False) -> None:
         self.store = PostgresStore(settings, durability)
         self.node_id = node_id or socket.gethostname()
+        self.clustered = clustered
         self.instance = uuid.uuid4().hex
         """This process: a node started again under the same id is another instance."""
-        self.owned: set[str] = set()
-        """The boards granted to this process and not found granted again since."""
+        self.owned: dict[str, int] = {}
+        """The boards granted to this process and not found granted again since, with their epochs."""
+        self.on_lost: Callable[[str], None] = lambda board: None
+        """Told the board's name when one of its appends finds it granted again (to another epoch)."""
         self._changes: Counter | None = None
 
     def where(self, board: str) -> str:
@@ -662,8 +683,10 @@ class PostgresBackend:
         epoch: int | None = None
         try:
             async with store.connection() as conn, conn.transaction(readonly=readonly):
-                holder = None if readonly else await self.other_holder(conn)
+                holder = None if readonly or self.clustered else await self.other_holder(conn)
                 if holder is None:
+                    if self.clustered and not readonly:
+                        epoch = await self._claim(conn, spec.name)
                     stored = await conn.fetchval(store.sql("SELECT definition FROM {s}.board WHERE name = $1"), spec.name)
                     if readonly and stored is None:
                         raise JournalCorrupt(f"board {spec.name}: no journal at {path}")
@@ -674,7 +697,7 @@ class PostgresBackend:
                             store.sql("INSERT INTO {s}.board VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET definition = $2"),
                             spec.name, wanted,
                         )
-                    if not readonly:
+                    if not readonly and epoch is None:
                         epoch = int(await conn.fetchval(store.sql(_GRANT), spec.name, self.node_id, self.instance))
                     last_seq = int(await conn.fetchval(store.sql(_COMMITTED), spec.name))
         except (*STORE_ERRORS, JournalUnavailable) as exc:
@@ -682,22 +705,53 @@ class PostgresBackend:
         if holder is not None:
             raise JournalUnavailable(f"{path}: node {holder[0]} holds the schema (its lease is live)")
         if epoch is not None:
-            self._owner_changed(spec.name, True)
-        return PostgresJournal(store, spec, path, last_seq, epoch, lambda board: self._owner_changed(board, False))
+            self._owner_changed(spec.name, epoch)
+        return PostgresJournal(store, spec, path, last_seq, epoch, self._lost)
 
-    def _owner_changed(self, board: str, owned: bool) -> None:
-        if owned:
-            self.owned.add(board)
+    async def _claim(self, conn: asyncpg.Connection, board: str) -> int:
+        """Inside the open's transaction: grant ``board`` to this process (`_CLAIM`). Raises
+        OwnedElsewhere (the transaction then writes nothing)."""
+        await conn.execute(LEASE_LOCK, self.store.schema)
+        epoch = await conn.fetchval(self.store.sql(_CLAIM), board, self.node_id, self.instance)
+        if epoch is None:
+            raise OwnedElsewhere(f"board {board}: another live node owns it (or this node's lease expired)")
+        return int(epoch)
+
+    async def release(self, board: str, epoch: int) -> bool:
+        """Give up ``board``, granted to this process under ``epoch``, after its actor stopped (a
+        graceful hand-off): its owner row then names no live process, and the next node in its
+        placement grants it at once. False when it was not released (granted again meanwhile, or
+        the store away). Never raises."""
+        if self.owned.pop(board, None) is not None and self._changes is not None:
+            self._changes.labels(board).inc()
+        try:
+            async with self.store.connection() as conn:
+                done: bool = await conn.execute(self.store.sql(_RELEASE), board, self.instance, epoch) == "UPDATE 1"
+        except (*STORE_ERRORS, JournalUnavailable) as exc:
+            log.warning("board %s: not released (it is once this node's lease expires): %s", board, self.store.redact(str(exc)))
+            return False
+        return done
+
+    def _lost(self, board: str) -> None:
+        if board in self.owned:
+            self._owner_changed(board, None)
+        self.on_lost(board)
+
+    def _owner_changed(self, board: str, epoch: int | None) -> None:
+        """``board`` granted to this process under ``epoch``, or found granted again (None)."""
+        if epoch is not None:
+            self.owned[board] = epoch
         else:
-            self.owned.discard(board)
+            self.owned.pop(board, None)
         if self._changes is not None:
             self._changes.labels(board).inc()
 
     async def other_holder(self, conn: asyncpg.Connection) -> tuple[str, float] | None:
         """Inside a transaction: take the schema's lease lock (until it ends) and name the other
-        node holding a live lease, with its seconds left; None when there is none."""
+        node holding a live lease, with its seconds left; None when there is none. In a cluster,
+        only another process of this node's id counts (nodes of other ids share the schema)."""
         await conn.execute(LEASE_LOCK, self.store.schema)
-        row = await conn.fetchrow(self.store.sql(OTHER_HOLDER), self.instance)
+        row = await conn.fetchrow(self.store.sql(_OTHER_HOLDER), self.instance, self.node_id if self.clustered else None)
         return None if row is None else (str(row[0]), float(row[1]))
 
     def watch(self, registry: CollectorRegistry, boards: Iterable[str]) -> None:

@@ -13,7 +13,7 @@ import httpx
 
 from arena.config import ClusterSettings, JournalSettings
 from support.faults import write_config
-from support.server import ChildServer, InProcessServer, make_config
+from support.server import ChildServer, InProcessServer, make_config, until
 
 BOARDS: dict[str, dict[str, Any]] = {"best": {}, "total": {"aggregation": "sum"}}
 SECRET = "a-cluster-secret-for-tests"
@@ -54,8 +54,12 @@ async def test_the_cluster_lists_its_nodes_and_the_boards_owners(tmp_path: Path,
         assert metric(metrics, "arena_boards_owned") == {"": 2.0}
         assert metric(metrics, "arena_ownership_changes_total") == {'{board="best"}': 1.0, '{board="total"}': 1.0}
 
-        a.kill()  # SIGKILL: its lease stays until it expires; node-b waits for it, then takes every board
+        a.kill()  # SIGKILL: its lease stays until it expires; then node-b takes every board
         await asyncio.to_thread(b.start)
+
+        def b_owns_both() -> bool:
+            return all(board["owner"] == "node-b" for board in httpx.get(f"{b.url}/v1/cluster").json()["boards"].values())
+        await until(b_owns_both, "node-b to own both boards", timeout=10)
         view = httpx.get(f"{b.url}/v1/cluster").json()
         assert view["node"] == "node-b"
         assert view["nodes"] == [{"node_id": "node-a", "url": a.url, "alive": False, "boards": []},
