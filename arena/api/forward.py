@@ -23,7 +23,7 @@ from arena.actor import unavailable_results
 from arena.cluster.directory import Owner
 from arena.cluster.peers import NotHere, Peer, PeerGone, Peers, event_fields, result_of
 from arena.cluster.split import LOCAL, destination
-from arena.engine.events import Event, Result
+from arena.engine.events import Event, Reason, Result
 from arena.errors import QueryError
 from arena.service import Arena
 
@@ -75,6 +75,10 @@ class Forwarding:
         self.directory = arena.directory
         self._forwarded = arena.metrics.forwarded
 
+    @property
+    def clustered(self) -> bool:
+        return self.peers is not None
+
     def local(self, board: str) -> bool:
         """Whether ``board`` (a known one) is served here now: one dict read on a single node."""
         return self.directory.local(board)
@@ -91,33 +95,47 @@ class Forwarding:
 
     async def _submit(self, board: str, events: Sequence[Event], received_at: int, source: str,
                       read_at: float) -> list[Result]:
-        """`submit`'s work. ``read_at``: the monotonic time the frame was read. The `unavailable`
-        answers are counted here, as no owner decided them."""
+        """`submit`'s work. ``read_at``: the monotonic time the frame was read. Events that the
+        serving node answered `unavailable` because it lost the board meanwhile go on to the
+        next owner; the others keep their answers (an event accepted stays accepted)."""
+        results: list[Result] = list(unavailable_results(events))
+        todo = list(range(len(events)))  # the events still to deliver
         directory = self.directory
         deadline = read_at + OWNERLESS_WAIT_SECONDS
         failed: str | None = None  # a node that just could not answer
-        fields = [event_fields(e) for e in events]
         while True:
             where = destination(directory, board)
+            batch = [events[i] for i in todo]
+            answered: list[Result] | None = None
+            moved = False
             if where == LOCAL:
-                return await self.arena.boards[board].submit(events, received_at, source)
-            if isinstance(where, Owner) and where.node_id != failed:
+                answered = await self.arena.boards[board].submit(batch, received_at, source)
+                moved = not directory.local(board)
+            elif isinstance(where, Owner) and where.node_id != failed:
                 try:
                     answer = await self.peer(where).request({"op": "submit", "board": board, "source": source,
-                                                              "received_at": received_at, "events": fields})
-                    return [result_of(r) for r in answer["results"]]
+                                                              "received_at": received_at,
+                                                              "events": [event_fields(e) for e in batch]})
+                    answered, moved = [result_of(r) for r in answer["results"]], answer.get("moved", False)
                 except NotHere:
                     failed = where.node_id
                 except PeerGone as exc:
                     failed = where.node_id
                     if exc.in_flight:  # the owner died with them: the next one gets the whole wait
-                        log.info("resending %d events of %r: %s", len(events), board, exc)
+                        log.info("resending %d events of %r: %s", len(batch), board, exc)
                         deadline = max(deadline, time.monotonic() + OWNERLESS_WAIT_SECONDS)
+            if answered is not None:
+                for i, result in zip(todo, answered, strict=True):
+                    results[i] = result
+                if moved:
+                    todo = [i for i in todo if results[i].reason is Reason.UNAVAILABLE]
+                if not moved or not todo:
+                    return results
+                failed = where.node_id if isinstance(where, Owner) else directory.node_id
                 continue
             left = deadline - time.monotonic()
             if left <= 0:
-                results = unavailable_results(events)
-                self.arena.metrics.count_results(board, results)
+                self.arena.metrics.count_results(board, [results[i] for i in todo])  # no owner decided them
                 return results
             if failed is None:
                 await directory.owner_within(board, left)

@@ -157,9 +157,10 @@ async def _answer(websocket: WebSocket, arena: Arena, message: dict[str, Any]) -
 async def _submit(arena: Arena, board: str, message: dict[str, Any]) -> dict[str, Any]:
     events = [peers.event_of(board, fields) for fields in message["events"]]
     results = await arena.boards[board].submit(events, message["received_at"], message["source"])
+    answer: dict[str, Any] = {"results": [peers.result_fields(r) for r in results]}
     if not arena.directory.local(board) and any(r.reason is Reason.UNAVAILABLE for r in results):
-        return NOT_HERE  # lost while they waited: the forwarder resends them to the next owner
-    return {"results": [peers.result_fields(r) for r in results]}
+        answer["moved"] = True  # lost while they waited: the forwarder sends those on to the next owner
+    return answer
 
 
 def _ask(arena: Arena, frame: dict[str, Any]) -> dict[str, Any]:

@@ -345,11 +345,11 @@ class Connection:
         pending: list[tuple[Part, Awaitable[list[Result]]]] = []
         forwarded = False
         for part in parts.parts.values():
-            if forwarding.local(part.board):
+            if not forwarding.clustered:
                 pending.append((part, arena.boards[part.board].submit(part.events, received_at, server.id)))
-            else:
+            else:  # served here or not, a board may move while its events wait
                 pending.append((part, forwarding.submit(part.board, part.events, received_at, server.id)))
-                forwarded = True
+                forwarded = forwarded or not forwarding.local(part.board)
         if forwarded:
             forwarding.count("frames")
         self._spawn(self._ack(frame_id, parts, pending))

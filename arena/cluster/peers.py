@@ -5,7 +5,8 @@ the same ``id``, in any order, so that many requests share one connection at onc
 
 - ``{"op":"submit","board","source","received_at","events":[[member,value,occurred_at,key,meta],…]}``
   → ``{"results":[[key,status,reason|null],…]}``: one frame's events of one board, after their
-  COMMIT on the owner.
+  COMMIT on the owner; with ``"moved":true`` when the owner lost the board meanwhile: its events
+  answered ``unavailable`` go on to the next owner.
 - ``{"op":"ask","board","frame":{…}}`` → ``{"body":{…}}`` or ``{"error":{"code","message","status"}}``:
   a WebSocket query op, answered as the owner's own connection would.
 - ``{"op":"http","board","method","path","query","headers":[[name,value],…],"body"}`` →

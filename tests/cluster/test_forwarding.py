@@ -18,9 +18,11 @@ import websockets
 from websockets.exceptions import InvalidStatus
 
 from arena.api import forward
+from arena.api.forward import Forwarding
 from arena.cluster.directory import Owner
-from arena.cluster.peers import PATH
+from arena.cluster.peers import PATH, Peers
 from arena.config import ClusterSettings
+from arena.engine.events import Event, Status
 from support.faults import parse_metric
 from support.server import ADMIN_TOKEN, Client, InProcessServer, event, make_config, statuses, token_for, until
 
@@ -266,3 +268,25 @@ async def test_live_views_of_a_board_served_elsewhere_are_watched_once_and_fanne
     assert nodes.b.arena is not None and nodes.b.arena.live is not None
     b_live = nodes.b.arena.live
     await until(lambda: not b_live.views, "the owner to drop the watch once no one here subscribes")
+
+
+async def test_events_waiting_on_a_board_this_node_loses_go_on_to_the_next_owner(nodes: Nodes) -> None:
+    """a1 is fenced off node a (disowned) while a frame's events wait in its mailbox: they are
+    answered `unavailable` there, and sent on to b, which takes the board next."""
+    assert nodes.a.arena is not None and nodes.b.arena is not None
+    forwarding = Forwarding(nodes.a.arena, Peers(SECRET, 3))
+    events = [Event("a1", "m", 3, NOW, "mv1"), Event("a1", "n", 4, NOW, "mv2")]
+    answer = forwarding.submit("a1", events, NOW, "gs")
+    await asyncio.sleep(0)  # queued in a1's mailbox on node a
+    nodes.a.arena.directory.set("a1", Owner("node-b", nodes.b.url, 2))
+    await nodes.a.arena.supervisor.disown("a1")
+    await nodes.b.arena.supervisor.serve("a1")
+    nodes.b.arena.directory.set("a1", Owner("node-b", nodes.b.url, 2))
+    try:
+        assert [r.status for r in await asyncio.wait_for(answer, 10)] == [Status.ACCEPTED, Status.ACCEPTED]
+    finally:
+        await forwarding.close()
+    a_metrics = (await get(f"{nodes.a.url}/metrics")).text
+    assert parse_metric(a_metrics, "arena_events_total", board="a1", status="rejected", reason="unavailable") == 2
+    top = (await get(f"{nodes.b.url}/v1/boards/a1/alltime/top")).json()
+    assert {e["member"]: e["score"] for e in top["entries"]} == {"m": 3, "n": 4}
