@@ -177,15 +177,21 @@ async def test_a_sigkilled_owner_under_pipelined_ingest_through_every_node_loses
     writers = [Writer(three, n % 3, f"w{n}") for n in range(6)]
     stop = asyncio.Event()
     running = [asyncio.create_task(w.run(stop)) for w in writers]
+    survivors = [three[0], three[2]]
+    watchers = [await Client.connect(s.url.replace("http", "ws") + "/v1/live", "") for s in survivors]
     async with httpx.AsyncClient(timeout=5) as http:
         try:
             await until(lambda: sum(len(w.acked) for w in writers) > 500, "some ingest before the kill", 30)
             victim = three[1]
             lost = [b for b, o in (await owners(http, three[0])).items() if o == NODES[1]]
             assert lost
+            subs = {}  # (watcher, board) -> sub: live views of the victim's boards on the survivors
+            for watcher in watchers:
+                for board in lost:
+                    view = {"op": "top", "board": board, "period": "alltime", "limit": 100}
+                    subs[watcher, board] = (await watcher.request({"op": "subscribe", "view": view}))["sub"]
             victim.kill()
             killed_at = time.monotonic()
-            survivors = [three[0], three[2]]
 
             async def served_again() -> bool:
                 for board in lost:
@@ -214,3 +220,13 @@ async def test_a_sigkilled_owner_under_pipelined_ingest_through_every_node_loses
                 top = (await http.get(f"{server.url}/v1/boards/{board}/alltime/top?limit=100")).json()
                 assert {e["member"]: e["score"] for e in top["entries"]} == oracle[board], (server.url, board)
         assert sum(w.resent for w in writers) > 0  # the kill was felt
+
+        def final(watcher: Client, board: str) -> dict[str, int] | None:
+            updates = [f for f in watcher.unmatched if f.get("op") == "update" and f.get("sub") == subs[watcher, board]]
+            return {e["member"]: e["score"] for e in updates[-1]["entries"]} if updates else None
+        try:
+            for watcher, board in subs:  # the subscriptions survived the owner's death: they end on the standings
+                await until(lambda w=watcher, b=board: final(w, b) == oracle[b], f"{board}'s live view to converge", 15)  # type: ignore[misc]
+        finally:
+            for watcher in watchers:
+                await watcher.close()
