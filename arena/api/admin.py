@@ -15,6 +15,7 @@ from arena.api.forward import Forwarding, forward_request, forwarded
 from arena.api.http import error_response, int_param, json_object, json_response
 from arena.api.queries import MAX_AUDIT_LIMIT
 from arena.api.wire import Body
+from arena.cluster.peers import body_of
 from arena.config import Admin
 from arena.engine.records import StoredEvent
 from arena.engine.times import format_ms
@@ -57,7 +58,7 @@ async def _relay(forwarding: Forwarding, board: str, request: Request) -> Respon
         return error_response(exc)
     if answer is None:
         return None
-    response = Response(answer["body"].encode("latin-1"), answer["status"])
+    response = Response(body_of(answer), answer["status"])
     for name, value in answer["headers"]:
         response.headers[name] = value
     return response

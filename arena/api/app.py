@@ -35,7 +35,8 @@ def create_app(arena: Arena) -> http.QueryRoutes:
     app.state.arena = arena
     app.state.cors = Cors.of(arena.settings.cors_origins)  # once: every request and handshake reads it
     cluster = arena.config.cluster
-    app.state.forwarding = forwarding = Forwarding(arena, Peers(cluster.secret, cluster.lease_seconds) if cluster else None)
+    peers = Peers(cluster.secret, cluster.lease_seconds, arena.settings.max_frame_bytes) if cluster else None
+    app.state.forwarding = forwarding = Forwarding(arena, peers)
     arena.live = live.live_views(arena, ws.QUERY_OPS, forwarding)
     app.state.routes = query_routes = http.QueryRoutes(arena, app)  # what a forwarded HTTP request goes through
     return query_routes

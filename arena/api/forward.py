@@ -21,10 +21,10 @@ import orjson
 
 from arena.actor import unavailable_results
 from arena.cluster.directory import Owner
-from arena.cluster.peers import NotHere, Peer, PeerGone, Peers, event_fields, result_of
+from arena.cluster.peers import NotHere, Peer, PeerGone, Peers, TooLarge, body_fields, body_of, event_fields, result_of
 from arena.cluster.split import LOCAL, destination
 from arena.engine.events import Event, Reason, Result
-from arena.errors import QueryError
+from arena.errors import QueryError, invalid_request
 from arena.service import Arena
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ def forward_request(scope: Scope, body: bytes) -> dict[str, Any]:
         "op": "http", "method": scope["method"], "path": scope["path"],
         "query": scope["query_string"].decode("latin-1"),
         "headers": [[k.decode("latin-1"), v.decode("latin-1")] for k, v in scope["headers"] if k.lower() in _FORWARDED_HEADERS],
-        "body": body.decode("latin-1"),
+        **body_fields(body),
     }
 
 
@@ -113,10 +113,7 @@ class Forwarding:
                 moved = not directory.local(board)
             elif isinstance(where, Owner) and where.node_id != failed:
                 try:
-                    answer = await self.peer(where).request({"op": "submit", "board": board, "source": source,
-                                                              "received_at": received_at,
-                                                              "events": [event_fields(e) for e in batch]})
-                    answered, moved = [result_of(r) for r in answer["results"]], answer.get("moved", False)
+                    answered, moved = await self._deliver(self.peer(where), board, batch, received_at, source)
                 except NotHere:
                     failed = where.node_id
                 except PeerGone as exc:
@@ -143,6 +140,23 @@ class Forwarding:
                 await directory.owner_within(board, min(left, RETRY_SECONDS), not_node=failed)
                 failed = None
 
+    async def _deliver(self, peer: Peer, board: str, batch: Sequence[Event], received_at: int,
+                       source: str) -> tuple[list[Result], bool]:
+        """A submit to ``peer``: its results, and whether the peer lost the board meanwhile. A
+        batch too large for one peer message goes in halves, one after the other (in order: a
+        key sent twice in one frame is accepted once, then duplicate). Raises NotHere, PeerGone."""
+        try:
+            answer = await peer.request({"op": "submit", "board": board, "source": source, "received_at": received_at,
+                                         "events": [event_fields(e) for e in batch]})
+            return [result_of(r) for r in answer["results"]], answer.get("moved", False)
+        except TooLarge:
+            if len(batch) < 2:  # an event is at most a few KiB: a frame's limit is far above
+                raise
+            half = len(batch) // 2
+            first, moved = await self._deliver(peer, board, batch[:half], received_at, source)
+            second, moved_after = await self._deliver(peer, board, batch[half:], received_at, source)
+            return first + second, moved or moved_after
+
     async def ask(self, board: str, message: dict[str, Any]) -> dict[str, Any] | None:
         """A query's answer from the board's owner (``message``: an `ask` or `http` request of
         `arena.cluster.peers`); None when the board turned out to be served here. Raises
@@ -158,6 +172,8 @@ class Forwarding:
                 break
             try:
                 return await self.peer(where).request({**message, "board": board})
+            except TooLarge as exc:
+                raise invalid_request(f"the request is too large to forward to the board's owner: {exc}") from exc
             except NotHere:
                 failed = where.node_id
             except PeerGone as exc:
@@ -178,7 +194,7 @@ class Forwarding:
         if "status" in answer:  # an HTTP request's answer
             if answer["status"] < 400:
                 return None
-            error: dict[str, Any] | None = {**orjson.loads(answer["body"].encode("latin-1"))["error"], "status": answer["status"]}
+            error: dict[str, Any] | None = {**orjson.loads(body_of(answer))["error"], "status": answer["status"]}
         else:
             error = answer.get("error")
         return None if error is None else QueryError(error["code"], error["message"], error["status"])

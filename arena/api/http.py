@@ -30,6 +30,7 @@ from arena.api import live, openapi, queries, wire
 from arena.api.cors import Cors, live_allowed
 from arena.api.forward import Forwarding, forward_request, forwarded
 from arena.api.wire import Body
+from arena.cluster.peers import body_of
 from arena.errors import QueryError, invalid_request
 from arena.service import Arena
 
@@ -339,7 +340,7 @@ class QueryRoutes:
             answer = await self.forwarding.ask(board, forward_request(scope, sent))
             if answer is None:
                 return False
-            status, body = answer["status"], answer["body"].encode("latin-1")
+            status, body = answer["status"], body_of(answer)
             headers = [*((k.encode("latin-1"), v.encode("latin-1")) for k, v in answer["headers"]), *cors]
         except QueryError as exc:
             body, status = wire.dumps(wire.error(exc)), exc.status

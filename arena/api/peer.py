@@ -56,7 +56,7 @@ async def serve(websocket: WebSocket) -> None:
             log.exception("peer request %s failed", message.get("op"))
             reply = {"error": {"code": "unavailable", "message": "the owner failed to answer", "status": 503}}
         try:
-            await websocket.send_text(peers.dumps({**reply, "id": message.get("id")}))
+            await websocket.send_bytes(peers.dumps({**reply, "id": message.get("id")}))
         except Exception:  # the peer went away; what it asked is answered or journaled already
             pass
         finally:
@@ -109,9 +109,9 @@ class Watches:
             board, watch = message.get("board"), str(message.get("id"))
             outbox = self.outbox()
             if not isinstance(board, str) or board not in self.arena.boards or not self.arena.directory.local(board):
-                outbox.control(peers.dumps({**NOT_HERE, "id": message.get("id")}).encode())
+                outbox.control(peers.dumps({**NOT_HERE, "id": message.get("id")}))
                 return True
-            outbox.control(peers.dumps({"watching": True, "id": message.get("id")}).encode())
+            outbox.control(peers.dumps({"watching": True, "id": message.get("id")}))
             assert self.arena.live is not None
             self._subscriptions[watch] = self.arena.live.subscribe(watch, outbox, message["view"])
             return True
@@ -129,7 +129,7 @@ class Watches:
         return self._outbox
 
     async def _send(self, payload: bytes) -> None:
-        await self.websocket.send({"type": "websocket.send", "text": payload.decode()})
+        await self.websocket.send({"type": "websocket.send", "bytes": payload})
 
     def close(self) -> None:
         if self.arena.live is not None:
@@ -181,7 +181,7 @@ async def _http(websocket: WebSocket, message: dict[str, Any]) -> dict[str, Any]
         "client": websocket.scope.get("client"), "server": websocket.scope.get("server"),
         FORWARDED: True,
     }
-    body: bytes = message["body"].encode("latin-1")
+    body = peers.body_of(message)
     sent = False
 
     async def receive() -> Message:
@@ -205,4 +205,4 @@ async def _http(websocket: WebSocket, message: dict[str, Any]) -> dict[str, Any]
             chunks.append(m.get("body", b""))
 
     await websocket.app.state.routes(scope, receive, send)
-    return {"status": status, "headers": headers, "body": b"".join(chunks).decode("latin-1")}
+    return {"status": status, "headers": headers, **peers.body_fields(b"".join(chunks))}

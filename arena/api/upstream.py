@@ -18,7 +18,7 @@ import orjson
 
 from arena.api import wire
 from arena.api.forward import RETRY_SECONDS, Forwarding
-from arena.cluster.peers import NotHere, PeerGone
+from arena.cluster.peers import NotHere, PeerGone, TooLarge
 
 log = logging.getLogger("arena.cluster")
 
@@ -61,7 +61,7 @@ class Upstream:
             peer = self.forwarding.peer(owner)
             try:
                 watch = await peer.watch({"op": "watch", "board": self.board, "view": self.fields}, stream.deliver)
-            except (NotHere, PeerGone) as exc:
+            except (NotHere, PeerGone, TooLarge) as exc:
                 log.info("live view of %r not watched at %s: %s", self.board, owner.node_id, exc)
                 self.answer = None
                 failed = owner.node_id

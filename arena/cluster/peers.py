@@ -67,6 +67,11 @@ class NotHere(Exception):
     """The peer does not serve the request's board (any more)."""
 
 
+class TooLarge(Exception):
+    """The request is larger than a peer takes in one message (its ``max_frame_bytes``); nothing
+    was sent."""
+
+
 def secret_matches(secret: str, authorization: str | None) -> bool:
     """Whether a handshake's ``Authorization`` header carries the cluster secret; constant time
     in the secret's content. An empty secret (no ``[cluster]``) matches nothing."""
@@ -75,24 +80,38 @@ def secret_matches(secret: str, authorization: str | None) -> bool:
     return hmac.compare_digest(authorization.encode(), f"Bearer {secret}".encode())
 
 
-def dumps(message: dict[str, Any]) -> str:
-    """A peer message as JSON text: orjson, or json for what orjson refuses (integers beyond 64
-    bits, which an event's value or a query field may be)."""
+def dumps(message: dict[str, Any]) -> bytes:
+    """A peer message as JSON text (UTF-8): orjson, or json for what orjson refuses (integers
+    beyond 64 bits, which an event's value or a query field may be)."""
     try:
-        return orjson.dumps(message).decode()
+        return orjson.dumps(message)
     except TypeError:
-        return json.dumps(message, separators=(",", ":"), allow_nan=False)
+        return json.dumps(message, separators=(",", ":"), allow_nan=False).encode()
 
 
-_LONG_NUMBER = re.compile(r"\d{19}")
+_LONG_NUMBER = re.compile(rb"\d{19}")
 
 
-def loads(text: str | bytes) -> Any:
-    """A peer message. orjson reads an integer literal beyond 64 bits as a float: a text with a
-    19-digit run (rare) is read by json, exactly."""
-    if _LONG_NUMBER.search(text if isinstance(text, str) else text.decode()):
-        return json.loads(text)
-    return orjson.loads(text)
+def loads(data: str | bytes) -> Any:
+    """A peer message. orjson reads an integer literal beyond 64 bits as a float: a message with
+    a 19-digit run (rare) is read by json, exactly."""
+    if _LONG_NUMBER.search(data if isinstance(data, bytes) else data.encode()):
+        return json.loads(data)
+    return orjson.loads(data)
+
+
+def body_fields(body: bytes) -> dict[str, Any]:
+    """An HTTP body in a peer message: as text when it is UTF-8 (JSON bodies are), else byte
+    for byte as latin-1 (flagged). `body_of` reads it back."""
+    try:
+        return {"body": body.decode()}
+    except UnicodeDecodeError:
+        return {"body": body.decode("latin-1"), "latin1": True}
+
+
+def body_of(message: dict[str, Any]) -> bytes:
+    text: str = message["body"]
+    return text.encode("latin-1") if message.get("latin1") else text.encode()
 
 
 def event_fields(event: Event) -> list[Any]:
@@ -164,8 +183,9 @@ class _Link:
 class Peer:
     """One peer node, reached at ``url``, over one connection opened on first use."""
 
-    def __init__(self, node_id: str, url: str, secret: str, ping_timeout: float) -> None:
+    def __init__(self, node_id: str, url: str, secret: str, ping_timeout: float, limit: int) -> None:
         self.node_id = node_id
+        self.limit = limit
         self.url = url
         self._ws_url = re.sub(r"^http", "ws", url) + PATH
         self._secret = secret
@@ -178,13 +198,13 @@ class Peer:
 
     async def request(self, message: dict[str, Any]) -> dict[str, Any]:
         """Send a request and wait for its answer. Raises PeerGone (not connected, or the
-        connection dropped before the answer), NotHere."""
+        connection dropped before the answer), NotHere, TooLarge."""
         link = await self._connected()
         return await self._ask(link, next(self._ids), message)
 
     async def watch(self, message: dict[str, Any], deliver: Deliver) -> int:
         """Start a watch (``message``: its request); ``deliver`` gets its stream. Returns its id,
-        for `unwatch`. Raises PeerGone, NotHere."""
+        for `unwatch`. Raises PeerGone, NotHere, TooLarge."""
         link = await self._connected()
         watch = next(self._ids)
         link.watches[watch] = deliver
@@ -200,15 +220,18 @@ class Peer:
         link = self._link
         if link is not None and link.watches.pop(watch, None) is not None:
             try:
-                await link.socket.send(dumps({"op": "unwatch", "watch": watch}))
+                await link.socket.send(dumps({"op": "unwatch", "watch": watch}), text=True)
             except ConnectionClosed:
                 pass
 
     async def _ask(self, link: _Link, request_id: int, message: dict[str, Any]) -> dict[str, Any]:
+        data = dumps({**message, "id": request_id})
+        if len(data) > self.limit:  # the peer would close the connection (1009), failing every request on it
+            raise TooLarge(f"a request of {len(data)} bytes is over the {self.limit} a peer takes")
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         link.pending[request_id] = future
         try:
-            await link.socket.send(dumps({**message, "id": request_id}))
+            await link.socket.send(data, text=True)
         except ConnectionClosed as exc:
             link.pending.pop(request_id, None)
             raise PeerGone(f"the connection to peer {self.node_id} dropped") from exc
@@ -260,11 +283,13 @@ class Peer:
 
 class Peers:
     """The pool: one `Peer` per other node, made on first use. ``ping_timeout``: seconds an
-    unanswered ping waits before the connection is given up (the lease's length)."""
+    unanswered ping waits before the connection is given up (the lease's length); ``limit``: the
+    largest request a peer takes (`max_frame_bytes`, the same on every node)."""
 
-    def __init__(self, secret: str, ping_timeout: float) -> None:
+    def __init__(self, secret: str, ping_timeout: float, limit: int) -> None:
         self._secret = secret
         self._ping_timeout = ping_timeout
+        self._limit = limit
         self._peers: dict[str, Peer] = {}
         self._closing: set[asyncio.Task[None]] = set()
 
@@ -275,7 +300,7 @@ class Peers:
                 closing = asyncio.get_running_loop().create_task(peer.close())
                 self._closing.add(closing)
                 closing.add_done_callback(self._closing.discard)
-            peer = self._peers[node_id] = Peer(node_id, url, self._secret, self._ping_timeout)
+            peer = self._peers[node_id] = Peer(node_id, url, self._secret, self._ping_timeout, self._limit)
         return peer
 
     async def close(self) -> None:

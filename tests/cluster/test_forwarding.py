@@ -13,12 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 import websockets
 from websockets.exceptions import InvalidStatus
 
 from arena.api import forward
 from arena.api.forward import Forwarding
+from arena.cluster import peers
 from arena.cluster.directory import Owner
 from arena.cluster.peers import PATH, Peers
 from arena.config import ClusterSettings
@@ -29,6 +31,7 @@ from support.server import ADMIN_TOKEN, Client, InProcessServer, event, make_con
 SECRET = "a-cluster-secret-for-tests"
 BOARDS: dict[str, dict[str, Any]] = {"a1": {"aggregation": "sum"}, "a2": {}, "b1": {"aggregation": "sum"}, "lost": {}}
 NOW = int(time.time() * 1000)
+FRAME_BYTES = 32_768
 
 
 class Nodes:
@@ -67,7 +70,7 @@ def node_id(server: InProcessServer) -> str:
 async def nodes(tmp_path: Path) -> AsyncIterator[Nodes]:
     def config(name: str) -> Any:
         cluster = ClusterSettings(node_id=name, secret=SECRET, lease_seconds=3600)
-        return make_config(tmp_path / name, BOARDS, cluster=cluster)
+        return make_config(tmp_path / name, BOARDS, cluster=cluster, max_frame_bytes=FRAME_BYTES)
 
     async with InProcessServer(config("node-a"), wait_ready=False) as a, \
             InProcessServer(config("node-b"), wait_ready=False) as b:
@@ -274,7 +277,7 @@ async def test_events_waiting_on_a_board_this_node_loses_go_on_to_the_next_owner
     """a1 is fenced off node a (disowned) while a frame's events wait in its mailbox: they are
     answered `unavailable` there, and sent on to b, which takes the board next."""
     assert nodes.a.arena is not None and nodes.b.arena is not None
-    forwarding = Forwarding(nodes.a.arena, Peers(SECRET, 3))
+    forwarding = Forwarding(nodes.a.arena, Peers(SECRET, 3, 1 << 20))
     events = [Event("a1", "m", 3, NOW, "mv1"), Event("a1", "n", 4, NOW, "mv2")]
     answer = forwarding.submit("a1", events, NOW, "gs")
     await asyncio.sleep(0)  # queued in a1's mailbox on node a
@@ -290,3 +293,24 @@ async def test_events_waiting_on_a_board_this_node_loses_go_on_to_the_next_owner
     assert parse_metric(a_metrics, "arena_events_total", board="a1", status="rejected", reason="unavailable") == 2
     top = (await get(f"{nodes.b.url}/v1/boards/a1/alltime/top")).json()
     assert {e["member"]: e["score"] for e in top["entries"]} == {"m": 3, "n": 4}
+
+
+async def test_a_part_too_large_for_one_peer_message_goes_in_pieces_in_order(nodes: Nodes) -> None:
+    """Escaped once more inside a peer message, a frame's events of one board can outgrow the
+    frame limit that the owner's peer route enforces: they go in pieces, one after another."""
+    quotes = {"q": '"' * 450}  # each quote is 2 bytes in the frame, 4 in a peer message
+    frame = [event("b1", f"m{i}", 1, NOW, f"big{i}", meta=quotes) for i in range(25)]
+    frame.append(event("b1", "m0", 1, NOW, "big0"))  # the same key again, last: a duplicate
+    assert len(orjson.dumps({"op": "submit", "id": 1, "events": frame})) < FRAME_BYTES
+    fields = [[e["member"], 1, NOW, e["idempotency_key"], orjson.dumps(quotes).decode()] for e in frame]
+    assert len(peers.dumps({"op": "submit", "events": fields})) > FRAME_BYTES  # in one message, too large
+    client = await Client.connect(nodes.a.ws_url, token_for("gs"))
+    try:
+        assert statuses(await client.submit(frame)) == ["accepted"] * 25 + ["duplicate"]
+    finally:
+        await client.close()
+    async with httpx.AsyncClient(base_url=nodes.a.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}) as http:
+        audit = (await http.get("/v1/boards/b1/events", params={"member": "m3"})).json()
+        assert audit["events"][0]["meta"] == quotes
+        too_large = await http.post("/v1/boards/b1/alltime/members", json={"members": ['"' * 9000] * 3})
+        assert (too_large.status_code, too_large.json()["error"]["code"]) == (400, "invalid_request")

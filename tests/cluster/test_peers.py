@@ -69,7 +69,7 @@ async def node() -> AsyncIterator[FakeNode]:
 
 
 async def test_concurrent_requests_share_one_connection_and_get_their_own_answers(node: FakeNode) -> None:
-    pool = Peers(SECRET, 3)
+    pool = Peers(SECRET, 3, 1 << 20)
     try:
         peer = pool.peer("n", node.url)
         answers = await asyncio.wait_for(asyncio.gather(
@@ -83,7 +83,7 @@ async def test_concurrent_requests_share_one_connection_and_get_their_own_answer
 
 
 async def test_a_dropped_connection_fails_what_was_in_flight_and_the_next_request_reconnects(node: FakeNode) -> None:
-    pool = Peers(SECRET, 3)
+    pool = Peers(SECRET, 3, 1 << 20)
     try:
         peer = pool.peer("n", node.url)
         waiting = asyncio.ensure_future(peer.request({"op": "hang", "n": 1}))
@@ -101,7 +101,7 @@ async def test_a_dropped_connection_fails_what_was_in_flight_and_the_next_reques
 async def test_an_unreachable_peer_is_tried_again_after_a_backoff(node: FakeNode) -> None:
     port = node.port
     await node.stop()
-    pool = Peers(SECRET, 3)
+    pool = Peers(SECRET, 3, 1 << 20)
     try:
         peer = pool.peer("n", node.url)
         with pytest.raises(PeerGone) as first:
@@ -123,7 +123,7 @@ async def test_an_unreachable_peer_is_tried_again_after_a_backoff(node: FakeNode
 
 
 async def test_a_wrong_secret_is_refused(node: FakeNode) -> None:
-    pool = Peers("not-it", 3)
+    pool = Peers("not-it", 3, 1 << 20)
     try:
         with pytest.raises(PeerGone):
             await pool.peer("n", node.url).request({"op": "x", "n": 1})
