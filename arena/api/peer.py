@@ -74,6 +74,10 @@ async def serve(websocket: WebSocket) -> None:
             task.add_done_callback(tasks.discard)
     except (WebSocketDisconnect, RuntimeError):
         pass
+    except (ValueError, KeyError, AttributeError) as exc:  # not JSON text, not an object: another program
+        log.warning("peer connection from %s closed: a message that is not a peer request (%s)", websocket.client,
+                    type(exc).__name__)
+        await websocket.close(1003)
     finally:
         watches.close()
         if tasks:
@@ -151,7 +155,7 @@ async def _answer(websocket: WebSocket, arena: Arena, message: dict[str, Any]) -
         return _ask(arena, message["frame"])
     if op == "http":
         return await _http(websocket, message)
-    raise ValueError(f"unknown peer op {op!r}")
+    return {"error": {"code": "invalid_request", "message": f"unknown peer op {op!r}", "status": 400}}
 
 
 async def _submit(arena: Arena, board: str, message: dict[str, Any]) -> dict[str, Any]:

@@ -314,3 +314,16 @@ async def test_a_part_too_large_for_one_peer_message_goes_in_pieces_in_order(nod
         assert audit["events"][0]["meta"] == quotes
         too_large = await http.post("/v1/boards/b1/alltime/members", json={"members": ['"' * 9000] * 3})
         assert (too_large.status_code, too_large.json()["error"]["code"]) == (400, "invalid_request")
+
+
+async def test_a_peer_speaking_nonsense_is_let_go(nodes: Nodes) -> None:
+    url = nodes.a.url.replace("http", "ws") + PATH
+    async with websockets.connect(url, additional_headers={"Authorization": f"Bearer {SECRET}"}) as peer:
+        await peer.send("not json")
+        with pytest.raises(websockets.ConnectionClosed):
+            await asyncio.wait_for(peer.recv(), 5)
+    async with websockets.connect(url, additional_headers={"Authorization": f"Bearer {SECRET}"}) as peer:
+        await peer.send(orjson.dumps({"id": 7, "op": "submit", "board": "b1", "events": []}).decode())
+        assert orjson.loads(await asyncio.wait_for(peer.recv(), 5)) == {"id": 7, "not_here": True}  # b1 is on b
+        await peer.send(orjson.dumps({"id": 8, "op": "what", "board": "a1"}).decode())
+        assert orjson.loads(await asyncio.wait_for(peer.recv(), 5))["error"]["code"] == "invalid_request"
