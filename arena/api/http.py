@@ -24,7 +24,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from arena.api import live, openapi, queries, wire
 from arena.api.cors import Cors, live_allowed
@@ -306,8 +306,11 @@ class QueryRoutes:
                 await _send(send, 405, body, [*allow, *allowed] if allowed else allow, method)
             return
         if board is not None and not self.forwarding.local(board) and board in self.arena.boards and not forwarded(scope):
-            if not (route.name in _VIEWS and _wants_events(scope)) and await self._forward(board, scope, receive, send, allowed):
-                return
+            if not (route.name in _VIEWS and _wants_events(scope)):
+                here = await self._forward(board, scope, receive, send, allowed)
+                if here is None:
+                    return
+                receive = here
         started = time.perf_counter()
         if route.name in _VIEWS and _wants_events(scope):
             await self._events(route, Params(board, period, member, scope["query_string"]), scope, receive, send, allowed)
@@ -328,25 +331,26 @@ class QueryRoutes:
         await _send(send, status, body, headers, method)
 
     async def _forward(self, board: str, scope: Scope, receive: Receive, send: Send,
-                       cors: list[tuple[bytes, bytes]]) -> bool:
+                       cors: list[tuple[bytes, bytes]]) -> Receive | None:
         """Answer a request for a board served elsewhere with its owner's answer (and this
-        node's CORS headers); False when the board turned out to be served here."""
+        node's CORS headers): None. When the board turned out to be served here, the request's
+        `receive` to answer it here (its body replayed)."""
         method = scope["method"]
         try:
             sent = await _body(receive, self._max_body) if method == "POST" else b""
             if sent is None:  # the client left
-                return True
+                return None
             self.forwarding.count("queries")
             answer = await self.forwarding.ask(board, forward_request(scope, sent))
             if answer is None:
-                return False
+                return _replay(sent)
             status, body = answer["status"], body_of(answer)
             headers = [*((k.encode("latin-1"), v.encode("latin-1")) for k, v in answer["headers"]), *cors]
         except QueryError as exc:
             body, status = wire.dumps(wire.error(exc)), exc.status
             headers = [*_JSON_HEADERS, *cors, _RETRY]  # forwarding fails only with 503 unavailable
         await _send(send, status, body, headers, method)
-        return True
+        return None
 
     async def _events(
         self, route: QueryRoute, params: Params, scope: Scope, receive: Receive, send: Send, cors: list[tuple[bytes, bytes]]
@@ -387,6 +391,13 @@ async def _body(receive: Receive, limit: int) -> bytes | None:
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
+
+
+def _replay(body: bytes) -> Receive:
+    """A `receive` whose request body is ``body`` (already read)."""
+    async def receive() -> Message:
+        return {"type": "http.request", "body": body, "more_body": False}
+    return receive
 
 
 def _wants_events(scope: Scope) -> bool:
