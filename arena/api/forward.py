@@ -199,6 +199,26 @@ class Forwarding:
             error = answer.get("error")
         return None if error is None else QueryError(error["code"], error["message"], error["status"])
 
+    async def boards(self, listed: dict[str, Any]) -> dict[str, Any]:
+        """`GET /v1/boards` in a cluster: ``listed`` (this node's answer) with each board served
+        elsewhere as its owner lists it; one request per owner node, at once. A board whose
+        owner cannot be asked stays as listed here (its state, no tables)."""
+        by_owner: dict[str, list[str]] = {}
+        for name in self.arena.boards:
+            owner = self.directory.owner(name)
+            if owner is not None and not self.directory.local(name):
+                by_owner.setdefault(owner.node_id, []).append(name)
+        if not by_owner:
+            return listed
+        request = {"op": "http", "method": "GET", "path": "/v1/boards", "query": "", "headers": [], "body": ""}
+        answers = await asyncio.gather(*(self.ask(names[0], request) for names in by_owner.values()), return_exceptions=True)
+        entries = {entry["board"]: entry for entry in listed["boards"]}
+        for names, answer in zip(by_owner.values(), answers, strict=True):
+            if isinstance(answer, dict) and answer["status"] == 200:
+                theirs = {entry["board"]: entry for entry in orjson.loads(body_of(answer))["boards"]}
+                entries.update((name, theirs[name]) for name in names if name in theirs)
+        return {**listed, "boards": [entries[entry["board"]] for entry in listed["boards"]]}
+
     async def close(self) -> None:
         """Close the connections to other nodes."""
         if self.peers is not None:

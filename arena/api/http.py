@@ -322,6 +322,8 @@ class QueryRoutes:
             answered = route.answer(self.arena, Params(board, period, member, scope["query_string"], sent))
             if not isinstance(answered, dict):
                 answered = await answered
+            if route.name == "boards" and self.forwarding.clustered and not forwarded(scope):
+                answered = await self.forwarding.boards(answered)
             body, status = wire.dumps(answered), 200
         except QueryError as exc:
             body, status = wire.dumps(wire.error(exc)), exc.status

@@ -90,6 +90,7 @@ async def test_any_node_takes_a_frame_of_several_owners_and_answers_every_query_
                     asked.append((answer.status_code, answer.json()))
                 audit = await http.get(f"{server.url}/v1/boards/{board}/events", params={"member": "m1"}, headers=admin)
                 asked.append((audit.status_code, audit.json()))
+            asked.append((0, (await http.get(f"{server.url}/v1/boards")).json()))
             client = await Client.connect(server.ws_url, token_for("gs"))
             try:
                 ranked = await client.request({"op": "rank", "id": 1, "board": "b3", "period": "alltime", "member": "m3"})
