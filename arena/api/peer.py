@@ -69,12 +69,16 @@ async def serve(websocket: WebSocket) -> None:
             if watches.take(message):
                 slots.release()
                 continue
+            board = message.get("board")
+            handle = arena.boards.get(board) if message.get("op") == "submit" and isinstance(board, str) else None
+            if handle is not None and not handle.mailbox.has_room():
+                await handle.mailbox.wait_room()  # backpressure: read nothing more from this peer meanwhile
             task = asyncio.create_task(answer(message))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
     except (WebSocketDisconnect, RuntimeError):
         pass
-    except (ValueError, KeyError, AttributeError) as exc:  # not JSON text, not an object: another program
+    except (ValueError, KeyError, AttributeError, TypeError) as exc:  # not JSON text, not an object: another program
         log.warning("peer connection from %s closed: a message that is not a peer request (%s)", websocket.client,
                     type(exc).__name__)
         await websocket.close(1003)
