@@ -269,6 +269,7 @@ class QueryRoutes:
         self._max_body = arena.settings.max_frame_bytes  # a members body is a WebSocket frame's peer
         self._latency = {r.name: arena.metrics.query_latency_of(r.name) for r in QUERY_ROUTES}
         self.forwarding: Forwarding = app.state.forwarding
+        self._clustered = self.forwarding.clustered  # a single node's queries skip every forwarding test
 
     async def close(self) -> None:
         """Stop following the boards served elsewhere (once no request needs them)."""
@@ -305,7 +306,8 @@ class QueryRoutes:
                 body, allow = _NOT_ALLOWED[route.method]
                 await _send(send, 405, body, [*allow, *allowed] if allowed else allow, method)
             return
-        if board is not None and not self.forwarding.local(board) and board in self.arena.boards and not forwarded(scope):
+        if self._clustered and board is not None and not self.forwarding.local(board) and board in self.arena.boards \
+                and not forwarded(scope):
             if not (route.name in _VIEWS and _wants_events(scope)):
                 here = await self._forward(board, scope, receive, send, allowed)
                 if here is None:

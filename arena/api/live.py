@@ -43,12 +43,14 @@ class QuerySource:
         self.ops = ops
         self.forwarding = forwarding
         self.upstreams = Upstreams(forwarding)
+        self.clustered = forwarding.clustered
 
     def version(self, view: dict[str, Any]) -> Hashable | None:
-        if not self.forwarding.local(view["board"]):
-            return self.upstreams.of(view).version()
-        if self.upstreams:
-            self.upstreams.release(view)  # served here now
+        if self.clustered:
+            if not self.forwarding.local(view["board"]):
+                return self.upstreams.of(view).version()
+            if self.upstreams:
+                self.upstreams.release(view)  # served here now
         handle = self.arena.boards[view["board"]]
         engine = handle.engine
         if handle.state is not BoardState.READY or engine is None:

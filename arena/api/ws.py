@@ -210,6 +210,7 @@ class Connection:
         self.open = True
         self.views = views
         self.forwarding: Forwarding = websocket.app.state.forwarding
+        self.clustered = self.forwarding.clustered
         self.stall_seconds = arena.settings.ping_timeout_seconds
         self.stalled = False
         self._reader: asyncio.Task[None] | None = None
@@ -296,7 +297,7 @@ class Connection:
             if op == "subscribe":
                 view = frame.get("view")
                 board = view.get("board") if isinstance(view, dict) else None
-                if isinstance(board, str) and not self.forwarding.local(board) and board in self.arena.boards:
+                if self.clustered and isinstance(board, str) and not self.forwarding.local(board) and board in self.arena.boards:
                     self._spawn(self._subscribe_elsewhere(frame_id, frame, board))
                 else:
                     await self._subscribe(frame_id, frame)
@@ -308,10 +309,11 @@ class Connection:
             answer = QUERY_OPS.get(op) if isinstance(op, str) else None
             if answer is None:
                 raise FrameError("unknown_op", f"unknown op {op!r}")
-            board = frame.get("board")
-            if isinstance(board, str) and not self.forwarding.local(board) and board in self.arena.boards:
-                self._spawn(self._forwarded(frame_id, board, frame))
-                return
+            if self.clustered:
+                board = frame.get("board")
+                if isinstance(board, str) and not self.forwarding.local(board) and board in self.arena.boards:
+                    self._spawn(self._forwarded(frame_id, board, frame))
+                    return
             body = answer(self.arena, frame)
             await self._reply(wire.dumps({"op": "result", "id": frame_id, **body}))
         except FrameError as exc:
@@ -345,7 +347,7 @@ class Connection:
         pending: list[tuple[Part, Awaitable[list[Result]]]] = []
         forwarded = False
         for part in parts.parts.values():
-            if not forwarding.clustered:
+            if not self.clustered:
                 pending.append((part, arena.boards[part.board].submit(part.events, received_at, server.id)))
             else:  # served here or not, a board may move while its events wait
                 pending.append((part, forwarding.submit(part.board, part.events, received_at, server.id)))
