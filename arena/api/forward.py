@@ -52,10 +52,10 @@ _FORWARDED_HEADERS = {b"authorization", b"content-type"}
 
 
 def forward_request(scope: Scope, body: bytes) -> dict[str, Any]:
-    """The `http` peer request of an HTTP request: its method, path, query, body and the headers
-    the owner needs (an admin's token)."""
+    """The `http` peer request of an HTTP request: its method (HEAD as GET: the body's length is
+    answered here), path, query, body and the headers the owner needs (an admin's token)."""
     return {
-        "op": "http", "method": scope["method"], "path": scope["path"],
+        "op": "http", "method": "GET" if scope["method"] == "HEAD" else scope["method"], "path": scope["path"],
         "query": scope["query_string"].decode("latin-1"),
         "headers": [[k.decode("latin-1"), v.decode("latin-1")] for k, v in scope["headers"] if k.lower() in _FORWARDED_HEADERS],
         **body_fields(body),
