@@ -53,6 +53,10 @@ class Metrics:
             ["board"], registry=r,
         )
         self.connections = Gauge("arena_connections", "Open game-server WebSocket connections", registry=r)
+        self.forwarded = Counter(
+            "arena_forwarded", "Sent on to the board's owner (a cluster): frames, queries, subscriptions, admin",
+            ["kind"], registry=r,
+        )
 
     def count_results(self, board: str, results: Iterable[Result]) -> None:
         """Count a batch's results with one increment per outcome (cheap on the hot path)."""

@@ -17,6 +17,7 @@ from types import FrameType
 import uvicorn
 
 from arena.api.app import create_app
+from arena.api.http import QueryRoutes
 from arena.service import Arena
 
 log = logging.getLogger("arena.server")
@@ -69,7 +70,12 @@ class ArenaServer(uvicorn.Server):
             # delayed ACK (40 ms). Accepted connections inherit the option from the listener.
             if sock.family in (socket.AF_INET, socket.AF_INET6) and sock.type == socket.SOCK_STREAM:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        await super().serve(sockets)
+        try:
+            await super().serve(sockets)
+        finally:
+            app = self.config.app
+            if isinstance(app, QueryRoutes):  # its connections to other nodes, once no request needs them
+                await app.close()
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         # Called from a signal handler: hop onto the loop; never re-raise the signal afterwards.

@@ -11,9 +11,11 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from arena.actor import BoardActor, VoidOutcome
+from arena.api.forward import Forwarding, forward_request, forwarded
 from arena.api.http import error_response, int_param, json_object, json_response
 from arena.api.queries import MAX_AUDIT_LIMIT
 from arena.api.wire import Body
+from arena.cluster.peers import body_of
 from arena.config import Admin
 from arena.engine.records import StoredEvent
 from arena.engine.times import format_ms
@@ -30,6 +32,12 @@ def _admin_route(path: str, answer: AdminAnswer, method: str) -> Route:
         admin = arena.admin(request.headers.get("authorization"))
         if admin is None:
             return error_response(QueryError("unauthorized", "an admin bearer token is required", 401))
+        forwarding: Forwarding = request.app.state.forwarding
+        board = request.path_params["board"]
+        if board in arena.boards and not forwarding.local(board) and not forwarded(request.scope):
+            relayed = await _relay(forwarding, board, request)
+            if relayed is not None:
+                return relayed
         try:
             return json_response(await answer(arena, admin, request))
         except QueryError as exc:
@@ -38,6 +46,22 @@ def _admin_route(path: str, answer: AdminAnswer, method: str) -> Route:
             return error_response(unavailable(request.path_params["board"]))
 
     return Route(path, endpoint, methods=[method])
+
+
+async def _relay(forwarding: Forwarding, board: str, request: Request) -> Response | None:
+    """The owner's answer to an admin request for a board served elsewhere; None when it turned
+    out to be served here."""
+    forwarding.count("admin")
+    try:
+        answer = await forwarding.ask(board, forward_request(request.scope, await request.body()))
+    except QueryError as exc:
+        return error_response(exc)
+    if answer is None:
+        return None
+    response = Response(body_of(answer), answer["status"])
+    for name, value in answer["headers"]:
+        response.headers[name] = value
+    return response
 
 
 def _event(e: StoredEvent) -> Body:

@@ -8,9 +8,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, WebSocketRoute
 
-from arena.api import admin, console, http, live, testing, ws
+from arena.api import admin, console, http, live, peer, testing, ws
 from arena.api.cors import Cors
+from arena.api.forward import Forwarding
 from arena.api.http import json_response
+from arena.cluster.peers import PATH as PEER_PATH
+from arena.cluster.peers import Peers
 from arena.service import Arena
 
 
@@ -25,11 +28,15 @@ def create_app(arena: Arena) -> http.QueryRoutes:
     """Routes only; the caller starts and stops ``arena`` around the server (see arena.server).
     `QueryRoutes.routes` lists every HTTP route it serves."""
     routes: list[BaseRoute] = [*http.routes, *admin.routes, *console.routes, WebSocketRoute("/v1/ws", ws.ingest),
-                               WebSocketRoute("/v1/live", ws.live)]
+                               WebSocketRoute("/v1/live", ws.live), WebSocketRoute(PEER_PATH, peer.serve)]
     if arena.fault_injection:
         routes += testing.routes
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
     app.state.arena = arena
     app.state.cors = Cors.of(arena.settings.cors_origins)  # once: every request and handshake reads it
-    arena.live = live.live_views(arena, ws.QUERY_OPS)
-    return http.QueryRoutes(arena, app)
+    cluster = arena.config.cluster
+    peers = Peers(cluster.secret, cluster.lease_seconds, arena.settings.max_frame_bytes) if cluster else None
+    app.state.forwarding = forwarding = Forwarding(arena, peers)
+    arena.live = live.live_views(arena, ws.QUERY_OPS, forwarding)
+    app.state.routes = query_routes = http.QueryRoutes(arena, app)  # what a forwarded HTTP request goes through
+    return query_routes

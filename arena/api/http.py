@@ -24,11 +24,13 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from arena.api import live, openapi, queries, wire
 from arena.api.cors import Cors, live_allowed
+from arena.api.forward import Forwarding, forward_request, forwarded
 from arena.api.wire import Body
+from arena.cluster.peers import body_of
 from arena.errors import QueryError, invalid_request
 from arena.service import Arena
 
@@ -266,6 +268,14 @@ class QueryRoutes:
         self.cors: Cors | None = app.state.cors
         self._max_body = arena.settings.max_frame_bytes  # a members body is a WebSocket frame's peer
         self._latency = {r.name: arena.metrics.query_latency_of(r.name) for r in QUERY_ROUTES}
+        self.forwarding: Forwarding = app.state.forwarding
+        self._clustered = self.forwarding.clustered  # a single node's queries skip every forwarding test
+
+    async def close(self) -> None:
+        """Stop following the boards served elsewhere (once no request needs them)."""
+        if self.arena.live is not None and isinstance(self.arena.live.source, live.QuerySource):
+            self.arena.live.source.close()
+        await self.forwarding.close()
 
     def routes(self) -> list[tuple[str, str]]:
         """Every HTTP (path template, METHOD) served, these and ``app``'s; HEAD goes with GET."""
@@ -296,6 +306,13 @@ class QueryRoutes:
                 body, allow = _NOT_ALLOWED[route.method]
                 await _send(send, 405, body, [*allow, *allowed] if allowed else allow, method)
             return
+        if self._clustered and board is not None and not self.forwarding.local(board) and board in self.arena.boards \
+                and not forwarded(scope):
+            if not (route.name in _VIEWS and _wants_events(scope)):
+                here = await self._forward(board, scope, receive, send, allowed)
+                if here is None:
+                    return
+                receive = here
         started = time.perf_counter()
         if route.name in _VIEWS and _wants_events(scope):
             await self._events(route, Params(board, period, member, scope["query_string"]), scope, receive, send, allowed)
@@ -307,6 +324,8 @@ class QueryRoutes:
             answered = route.answer(self.arena, Params(board, period, member, scope["query_string"], sent))
             if not isinstance(answered, dict):
                 answered = await answered
+            if route.name == "boards" and self.forwarding.clustered and not forwarded(scope):
+                answered = await self.forwarding.boards(answered)
             body, status = wire.dumps(answered), 200
         except QueryError as exc:
             body, status = wire.dumps(wire.error(exc)), exc.status
@@ -315,6 +334,28 @@ class QueryRoutes:
         self._latency[route.name](time.perf_counter() - started)
         await _send(send, status, body, headers, method)
 
+    async def _forward(self, board: str, scope: Scope, receive: Receive, send: Send,
+                       cors: list[tuple[bytes, bytes]]) -> Receive | None:
+        """Answer a request for a board served elsewhere with its owner's answer (and this
+        node's CORS headers): None. When the board turned out to be served here, the request's
+        `receive` to answer it here (its body replayed)."""
+        method = scope["method"]
+        try:
+            sent = await _body(receive, self._max_body) if method == "POST" else b""
+            if sent is None:  # the client left
+                return None
+            self.forwarding.count("queries")
+            answer = await self.forwarding.ask(board, forward_request(scope, sent))
+            if answer is None:
+                return _replay(sent)
+            status, body = answer["status"], body_of(answer)
+            headers = [*((k.encode("latin-1"), v.encode("latin-1")) for k, v in answer["headers"]), *cors]
+        except QueryError as exc:
+            body, status = wire.dumps(wire.error(exc)), exc.status
+            headers = [*_JSON_HEADERS, *cors, _RETRY]  # forwarding fails only with 503 unavailable
+        await _send(send, status, body, headers, method)
+        return None
+
     async def _events(
         self, route: QueryRoute, params: Params, scope: Scope, receive: Receive, send: Send, cors: list[tuple[bytes, bytes]]
     ) -> None:
@@ -322,15 +363,20 @@ class QueryRoutes:
         the plain GET answers it; any other is streamed (not_ready, unavailable and an absent
         member are states of the stream)."""
         if not live_allowed(self.cors, scope):
-            refused = {"error": {"code": "forbidden", "message": "this origin may not open a live stream (cors_origins)"}}
-            await _send(send, 403, wire.dumps(refused), _JSON_HEADERS, "GET")
+            forbidden = {"error": {"code": "forbidden", "message": "this origin may not open a live stream (cors_origins)"}}
+            await _send(send, 403, wire.dumps(forbidden), _JSON_HEADERS, "GET")
             return
-        try:
-            route.answer(self.arena, params)
-        except QueryError as exc:
-            if exc.code in live.REFUSED:
-                await _send(send, exc.status, wire.dumps(wire.error(exc)), [*_JSON_HEADERS, *cors], "GET")
-                return
+        refused = None
+        if self.forwarding.local(params.board) or params.board not in self.arena.boards:
+            try:
+                route.answer(self.arena, params)
+            except QueryError as exc:
+                refused = exc
+        else:  # what the owner's query refuses
+            refused = await self.forwarding.error(params.board, forward_request({**scope, "method": "GET"}, b""))
+        if refused is not None and refused.code in live.REFUSED:
+            await _send(send, refused.status, wire.dumps(wire.error(refused)), [*_JSON_HEADERS, *cors], "GET")
+            return
         await live.event_stream(self.arena, scope, receive, send, _VIEWS[route.name](params), cors)
 
 
@@ -349,6 +395,13 @@ async def _body(receive: Receive, limit: int) -> bytes | None:
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
+
+
+def _replay(body: bytes) -> Receive:
+    """A `receive` whose request body is ``body`` (already read)."""
+    async def receive() -> Message:
+        return {"type": "http.request", "body": body, "more_body": False}
+    return receive
 
 
 def _wants_events(scope: Scope) -> bool:

@@ -17,6 +17,8 @@ from starlette.types import Receive, Scope, Send
 
 from arena.actor import BoardState
 from arena.api import queries, wire
+from arena.api.forward import Forwarding
+from arena.api.upstream import Upstreams
 from arena.api.wire import Body
 from arena.errors import QueryError, invalid_request
 from arena.live.outbox import EVENT_STREAM, Outbox
@@ -33,13 +35,22 @@ Answer = Callable[[Arena, dict[str, Any]], Body]
 
 
 class QuerySource:
-    """The live registry's `Source`: a view's answer is its query op's answer."""
+    """The live registry's `Source`: a view's answer is its query op's answer, here or (for a
+    board served elsewhere) at the board's owner."""
 
-    def __init__(self, arena: Arena, ops: dict[str, Answer]) -> None:
+    def __init__(self, arena: Arena, ops: dict[str, Answer], forwarding: Forwarding) -> None:
         self.arena = arena
         self.ops = ops
+        self.forwarding = forwarding
+        self.upstreams = Upstreams(forwarding)
+        self.clustered = forwarding.clustered
 
     def version(self, view: dict[str, Any]) -> Hashable | None:
+        if self.clustered:
+            if not self.forwarding.local(view["board"]):
+                return self.upstreams.of(view).version()
+            if self.upstreams:
+                self.upstreams.release(view)  # served here now
         handle = self.arena.boards[view["board"]]
         engine = handle.engine
         if handle.state is not BoardState.READY or engine is None:
@@ -50,6 +61,10 @@ class QuerySource:
         return (id(engine), engine.last_seq, current)
 
     def evaluate(self, view: dict[str, Any]) -> tuple[int, bytes] | str:
+        upstream = self.upstreams.get(view)
+        if upstream is not None:
+            assert upstream.answer is not None  # its version was not None
+            return upstream.answer
         engine = self.arena.boards[view["board"]].engine
         assert engine is not None
         try:
@@ -59,6 +74,13 @@ class QuerySource:
                 return exc.code
             body = absent(self.arena, view)
         return engine.last_seq, orjson.dumps(body)
+
+
+    def released(self, view: dict[str, Any]) -> None:
+        self.upstreams.release(view)
+
+    def close(self) -> None:
+        self.upstreams.close()
 
 
 def absent(arena: Arena, view: dict[str, Any]) -> Body:
@@ -74,8 +96,8 @@ def absent(arena: Arena, view: dict[str, Any]) -> Body:
     return body
 
 
-def live_views(arena: Arena, ops: dict[str, Answer]) -> LiveViews:
-    return LiveViews(QuerySource(arena, ops), arena.settings.push_interval_ms / 1000)
+def live_views(arena: Arena, ops: dict[str, Answer], forwarding: Forwarding) -> LiveViews:
+    return LiveViews(QuerySource(arena, ops, forwarding), arena.settings.push_interval_ms / 1000)
 
 
 class Subscriptions:

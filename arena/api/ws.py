@@ -11,7 +11,7 @@ import asyncio
 import json
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
@@ -20,11 +20,12 @@ import orjson
 from starlette.responses import Response
 from starlette.websockets import WebSocket
 
-from arena.actor import BoardHandle
 from arena.api import queries, wire
 from arena.api.cors import live_allowed
-from arena.api.live import Subscriptions
+from arena.api.forward import Forwarding
+from arena.api.live import REFUSED, Subscriptions
 from arena.api.wire import Body
+from arena.cluster.split import Part, Split, merge, split
 from arena.config import GameServer
 from arena.engine.events import Event, Result, parse_event
 from arena.errors import QueryError, invalid_request
@@ -208,6 +209,8 @@ class Connection:
         self.writable = [h for name, h in arena.boards.items() if server is not None and server.may_write(name)]
         self.open = True
         self.views = views
+        self.forwarding: Forwarding = websocket.app.state.forwarding
+        self.clustered = self.forwarding.clustered
         self.stall_seconds = arena.settings.ping_timeout_seconds
         self.stalled = False
         self._reader: asyncio.Task[None] | None = None
@@ -292,11 +295,12 @@ class Connection:
                 await self._reply(wire.dumps({"op": "pong", "id": frame_id}))
                 return
             if op == "subscribe":
-                refused = self.subscriptions().subscribe(frame_id, frame, QUERY_OPS)
-                if refused is not None:
-                    await self._reply(refused)
-                else:  # answered through the subscriptions' outbox
-                    self.slots.release()
+                view = frame.get("view")
+                board = view.get("board") if isinstance(view, dict) else None
+                if self.clustered and isinstance(board, str) and not self.forwarding.local(board) and board in self.arena.boards:
+                    self._spawn(self._subscribe_elsewhere(frame_id, frame, board))
+                else:
+                    await self._subscribe(frame_id, frame)
                 return
             if op == "unsubscribe":
                 self.subscriptions().unsubscribe(frame_id, frame)
@@ -305,6 +309,11 @@ class Connection:
             answer = QUERY_OPS.get(op) if isinstance(op, str) else None
             if answer is None:
                 raise FrameError("unknown_op", f"unknown op {op!r}")
+            if self.clustered:
+                board = frame.get("board")
+                if isinstance(board, str) and not self.forwarding.local(board) and board in self.arena.boards:
+                    self._spawn(self._forwarded(frame_id, board, frame))
+                    return
             body = answer(self.arena, frame)
             await self._reply(wire.dumps({"op": "result", "id": frame_id, **body}))
         except FrameError as exc:
@@ -319,39 +328,80 @@ class Connection:
         if len(events) > self.arena.settings.max_batch:
             raise FrameError("batch_too_large", f"at most {self.arena.settings.max_batch} events per frame")
         arena = self.arena
-        results: list[Result | None] = [None] * len(events)
-        by_board: dict[str, tuple[BoardHandle, list[int], list[Event]]] = {}
         may_write = server.may_write
-        rejected: dict[str, list[Result]] = {}
-        for index, raw in enumerate(events):
-            parsed = parse_event(raw, arena.boards, may_write)
-            if text is not None and _inexact(raw, parsed):
+        parsed: list[tuple[Event | Result, str | None]] = []
+        for raw in events:
+            event = parse_event(raw, arena.boards, may_write)
+            if text is not None and _inexact(raw, event):
                 # nothing is queued or counted yet: start over on the exact parse
                 return self._submit(server, frame_id, exact_frame(text, frame), received_at, None)
-            if isinstance(parsed, Result):
-                results[index] = parsed
+            if isinstance(event, Result):
                 board = raw.get("board") if isinstance(raw, dict) else None
-                rejected.setdefault(board if isinstance(board, str) and board in arena.boards else "", []).append(parsed)
-                continue
-            group = by_board.get(parsed.board)
-            if group is None:
-                group = by_board[parsed.board] = (arena.boards[parsed.board], [], [])
-            group[1].append(index)
-            group[2].append(parsed)
-        for board, answers in rejected.items():
+                parsed.append((event, board if isinstance(board, str) and board in arena.boards else None))
+            else:
+                parsed.append((event, None))
+        parts = split(parsed)
+        for board, answers in parts.rejected.items():
             arena.metrics.count_results(board, answers)
-        pending = [(indexes, handle.submit(evs, received_at, server.id)) for handle, indexes, evs in by_board.values()]
-        task = asyncio.create_task(self._ack(frame_id, results, pending))
+        forwarding = self.forwarding
+        pending: list[tuple[Part, Awaitable[list[Result]]]] = []
+        forwarded = False
+        for part in parts.parts.values():
+            if not self.clustered:
+                pending.append((part, arena.boards[part.board].submit(part.events, received_at, server.id)))
+            else:  # served here or not, a board may move while its events wait
+                pending.append((part, forwarding.submit(part.board, part.events, received_at, server.id)))
+                forwarded = forwarded or not forwarding.local(part.board)
+        if forwarded:
+            forwarding.count("frames")
+        self._spawn(self._ack(frame_id, parts, pending))
+
+    def _spawn(self, answer: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(answer)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
-    async def _ack(
-        self, frame_id: object, results: list[Result | None], pending: list[tuple[list[int], asyncio.Future[list[Result]]]]
-    ) -> None:
-        for indexes, future in pending:
-            for index, result in zip(indexes, await future, strict=True):  # futures always get results, never errors
-                results[index] = result
-        await self._reply(wire.dumps({"op": "ack", "id": frame_id, "results": [wire.result(r) for r in results]}))  # type: ignore[arg-type]
+    async def _ack(self, frame_id: object, parts: Split, pending: list[tuple[Part, Awaitable[list[Result]]]]) -> None:
+        # futures and forwardings always get results, never errors
+        results = merge(parts, [(part, await answer) for part, answer in pending])
+        await self._reply(wire.dumps({"op": "ack", "id": frame_id, "results": [wire.result(r) for r in results]}))
+
+    async def _subscribe(self, frame_id: object, frame: dict[str, Any]) -> None:
+        """Raises QueryError for a view the query refuses."""
+        refused = self.subscriptions().subscribe(frame_id, frame, QUERY_OPS)
+        if refused is not None:
+            await self._reply(refused)
+        else:  # answered through the subscriptions' outbox
+            self.slots.release()
+
+    async def _subscribe_elsewhere(self, frame_id: object, frame: dict[str, Any], board: str) -> None:
+        """A subscription to a view of a board served elsewhere: refused if its owner's query
+        refuses it (then watched there once for this node, see `arena.api.upstream`)."""
+        try:
+            view = {k: v for k, v in frame["view"].items() if k != "id"}
+            if view.get("op") in QUERY_OPS:
+                refused = await self.forwarding.error(board, {"op": "ask", "frame": view})
+                if refused is not None and refused.code in REFUSED:
+                    raise refused
+            await self._subscribe(frame_id, frame)
+        except QueryError as exc:
+            await self._reply(_error(frame_id, exc.code, exc.message))
+
+    async def _forwarded(self, frame_id: object, board: str, frame: dict[str, Any]) -> None:
+        """A query op for a board served elsewhere, answered by its owner."""
+        self.forwarding.count("queries")
+        try:
+            answer = await self.forwarding.ask(board, {"op": "ask", "frame": {k: v for k, v in frame.items() if k != "id"}})
+            if answer is None:  # served here after all
+                body = QUERY_OPS[frame["op"]](self.arena, frame)
+            elif "error" in answer:
+                error = answer["error"]
+                raise QueryError(error["code"], error["message"], error["status"])
+            else:
+                body = answer["body"]
+            await self._reply(wire.dumps({"op": "result", "id": frame_id, **body}))
+        except QueryError as exc:
+            await self._reply(_error(frame_id, exc.code, exc.message))
 
     async def _reply(self, payload: bytes) -> None:
         """Send one answer and free its frame's in-flight slot (even when the peer is gone)."""

@@ -39,6 +39,9 @@ class Source(Protocol):
         """The view's answer now: (the seq it reflects, its body as JSON), or the error code that
         ends its subscriptions (`period_not_retained`)."""
 
+    def released(self, view: dict[str, Any]) -> None:
+        """The view's last subscription ended."""
+
 
 @dataclass(eq=False, slots=True)
 class Subscription:
@@ -94,6 +97,7 @@ class LiveViews:
         subscription.outbox.drop(subscription.sub)
         if not view.subscriptions and self.views.get(view.key) is view:
             del self.views[view.key]
+            self.source.released(view.fields)
 
     async def _push(self) -> None:
         # Each round sleeps until the next round or until the earliest update held back by the

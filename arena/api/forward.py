@@ -1,0 +1,229 @@
+"""The edges' way to the boards served by other nodes of a cluster: a submit frame's part, a
+WebSocket query op, an HTTP query or admin route, sent to the board's owner over `Peers`.
+
+A part for an ownerless board waits up to `OWNERLESS_WAIT_SECONDS` from the frame's reading for
+the next owner, then is answered `unavailable` (clients resend with the same keys); a part in
+flight to an owner whose connection dropped is resent to the next owner, which answers the events
+already committed `duplicate`. A query for an ownerless board, or one whose owner cannot be
+reached, answers 503 `unavailable` at once. On a single node every board is served here and
+nothing of this runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from arena.actor import unavailable_results
+from arena.cluster.directory import Owner
+from arena.cluster.peers import NotHere, Peer, PeerGone, Peers, TooLarge, body_fields, body_of, event_fields, result_of
+from arena.cluster.split import LOCAL, destination
+from arena.engine.events import Event, Reason, Result
+from arena.errors import QueryError, invalid_request
+from arena.service import Arena
+
+if TYPE_CHECKING:
+    from starlette.types import Scope
+
+log = logging.getLogger("arena.cluster")
+
+OWNERLESS_WAIT_SECONDS = 5.0
+RETRY_SECONDS = 0.25
+"""After a peer could not be reached (and the directory names no other owner yet), wait this
+long before trying it again."""
+QUERY_TRIES = 3
+"""Owners a query is sent to before it is answered `unavailable` (each one said ``not_here``)."""
+
+
+FORWARDED = "arena.forwarded"
+"""Scope key of an HTTP request a peer forwarded: it is answered here, never forwarded again."""
+
+
+def forwarded(scope: Scope) -> bool:
+    return scope.get(FORWARDED, False) is True
+
+
+_FORWARDED_HEADERS = {b"authorization", b"content-type"}
+
+
+def forward_request(scope: Scope, body: bytes) -> dict[str, Any]:
+    """The `http` peer request of an HTTP request: its method (HEAD as GET: the body's length is
+    answered here), path, query, body and the headers the owner needs (an admin's token)."""
+    return {
+        "op": "http", "method": "GET" if scope["method"] == "HEAD" else scope["method"], "path": scope["path"],
+        "query": scope["query_string"].decode("latin-1"),
+        "headers": [[k.decode("latin-1"), v.decode("latin-1")] for k, v in scope["headers"] if k.lower() in _FORWARDED_HEADERS],
+        **body_fields(body),
+    }
+
+
+def unavailable_error(board: str) -> QueryError:
+    return QueryError("unavailable", f"board {board!r} has no reachable owner right now; retry", 503)
+
+
+class Forwarding:
+    """One node's forwarding, over its `Peers` (None on a single node)."""
+
+    def __init__(self, arena: Arena, peers: Peers | None) -> None:
+        self.arena = arena
+        self.peers = peers
+        self.directory = arena.directory
+        self._forwarded = arena.metrics.forwarded
+
+    @property
+    def clustered(self) -> bool:
+        return self.peers is not None
+
+    def local(self, board: str) -> bool:
+        """Whether ``board`` (a known one) is served here now: one dict read on a single node."""
+        return self.directory.local(board)
+
+    def count(self, kind: str) -> None:
+        """One more thing forwarded: frames, queries, subscriptions, admin."""
+        self._forwarded.labels(kind).inc()
+
+    def submit(self, board: str, events: Sequence[Event], received_at: int, source: str) -> asyncio.Task[list[Result]]:
+        """One frame's events of ``board``, just read, answered by whichever node serves it
+        (this one too, if it takes the board meanwhile). The task never fails: what cannot be
+        delivered in time is answered `unavailable`."""
+        return asyncio.create_task(self._submit(board, events, received_at, source, time.monotonic()))
+
+    async def _submit(self, board: str, events: Sequence[Event], received_at: int, source: str,
+                      read_at: float) -> list[Result]:
+        """`submit`'s work. ``read_at``: the monotonic time the frame was read. Events that the
+        serving node answered `unavailable` because it lost the board meanwhile go on to the
+        next owner; the others keep their answers (an event accepted stays accepted)."""
+        results: list[Result] = list(unavailable_results(events))
+        todo = list(range(len(events)))  # the events still to deliver
+        directory = self.directory
+        deadline = read_at + OWNERLESS_WAIT_SECONDS
+        failed: str | None = None  # a node that just could not answer
+        while True:
+            where = destination(directory, board)
+            batch = [events[i] for i in todo]
+            answered: list[Result] | None = None
+            moved = False
+            if where == LOCAL:
+                answered = await self.arena.boards[board].submit(batch, received_at, source)
+                moved = not directory.local(board)
+            elif isinstance(where, Owner) and where.node_id != failed:
+                try:
+                    answered, moved = await self._deliver(self.peer(where), board, batch, received_at, source)
+                except NotHere:
+                    failed = where.node_id
+                except PeerGone as exc:
+                    failed = where.node_id
+                    if exc.in_flight:  # the owner died with them: the next one gets the whole wait
+                        log.info("resending %d events of %r: %s", len(batch), board, exc)
+                        deadline = max(deadline, time.monotonic() + OWNERLESS_WAIT_SECONDS)
+            if answered is not None:
+                for i, result in zip(todo, answered, strict=True):
+                    results[i] = result
+                if moved:
+                    todo = [i for i in todo if results[i].reason is Reason.UNAVAILABLE]
+                if not moved or not todo:
+                    return results
+                failed = where.node_id if isinstance(where, Owner) else directory.node_id
+                continue
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.arena.metrics.count_results(board, [results[i] for i in todo])  # no owner decided them
+                return results
+            if failed is None:
+                await directory.owner_within(board, left)
+            else:  # another owner, or after a short wait the same one again
+                await directory.owner_within(board, min(left, RETRY_SECONDS), not_node=failed)
+                failed = None
+
+    async def _deliver(self, peer: Peer, board: str, batch: Sequence[Event], received_at: int,
+                       source: str) -> tuple[list[Result], bool]:
+        """A submit to ``peer``: its results, and whether the peer lost the board meanwhile. A
+        batch too large for one peer message goes in halves, one after the other (in order: a
+        key sent twice in one frame is accepted once, then duplicate). Raises NotHere, PeerGone."""
+        try:
+            answer = await peer.request({"op": "submit", "board": board, "source": source, "received_at": received_at,
+                                         "events": [event_fields(e) for e in batch]})
+            return [result_of(r) for r in answer["results"]], answer.get("moved", False)
+        except TooLarge:
+            if len(batch) < 2:  # an event is at most a few KiB: a frame's limit is far above
+                raise
+            half = len(batch) // 2
+            first, moved = await self._deliver(peer, board, batch[:half], received_at, source)
+            second, moved_after = await self._deliver(peer, board, batch[half:], received_at, source)
+            return first + second, moved or moved_after
+
+    async def ask(self, board: str, message: dict[str, Any]) -> dict[str, Any] | None:
+        """A query's answer from the board's owner (``message``: an `ask` or `http` request of
+        `arena.cluster.peers`); None when the board turned out to be served here. Raises
+        QueryError unavailable while it is ownerless or its owner cannot be reached."""
+        failed: str | None = None
+        for _ in range(QUERY_TRIES):
+            if failed is not None:
+                await self.directory.owner_within(board, RETRY_SECONDS, not_node=failed)
+            where = destination(self.directory, board)
+            if where == LOCAL:
+                return None
+            if not isinstance(where, Owner) or where.node_id == failed:
+                break
+            try:
+                return await self.peer(where).request({**message, "board": board})
+            except TooLarge as exc:
+                raise invalid_request(f"the request is too large to forward to the board's owner: {exc}") from exc
+            except NotHere:
+                failed = where.node_id
+            except PeerGone as exc:
+                log.info("query of %r not forwarded: %s", board, exc)
+                break
+        raise unavailable_error(board)
+
+    async def error(self, board: str, message: dict[str, Any]) -> QueryError | None:
+        """The error the board's owner answers a query with (``message`` as for `ask`); None when
+        it answers, when no owner can be reached, or when the board is served here now. What a
+        live view of a board served elsewhere asks first: a view the query refuses is refused."""
+        try:
+            answer = await self.ask(board, message)
+        except QueryError:
+            return None
+        if answer is None:
+            return None
+        if "status" in answer:  # an HTTP request's answer
+            if answer["status"] < 400:
+                return None
+            error: dict[str, Any] | None = {**orjson.loads(body_of(answer))["error"], "status": answer["status"]}
+        else:
+            error = answer.get("error")
+        return None if error is None else QueryError(error["code"], error["message"], error["status"])
+
+    async def boards(self, listed: dict[str, Any]) -> dict[str, Any]:
+        """`GET /v1/boards` in a cluster: ``listed`` (this node's answer) with each board served
+        elsewhere as its owner lists it; one request per owner node, at once. A board whose
+        owner cannot be asked stays as listed here (its state, no tables)."""
+        by_owner: dict[str, list[str]] = {}
+        for name in self.arena.boards:
+            owner = self.directory.owner(name)
+            if owner is not None and not self.directory.local(name):
+                by_owner.setdefault(owner.node_id, []).append(name)
+        if not by_owner:
+            return listed
+        request = {"op": "http", "method": "GET", "path": "/v1/boards", "query": "", "headers": [], "body": ""}
+        answers = await asyncio.gather(*(self.ask(names[0], request) for names in by_owner.values()), return_exceptions=True)
+        entries = {entry["board"]: entry for entry in listed["boards"]}
+        for names, answer in zip(by_owner.values(), answers, strict=True):
+            if isinstance(answer, dict) and answer["status"] == 200:
+                theirs = {entry["board"]: entry for entry in orjson.loads(body_of(answer))["boards"]}
+                entries.update((name, theirs[name]) for name in names if name in theirs)
+        return {**listed, "boards": [entries[entry["board"]] for entry in listed["boards"]]}
+
+    async def close(self) -> None:
+        """Close the connections to other nodes."""
+        if self.peers is not None:
+            await self.peers.close()
+
+    def peer(self, owner: Owner) -> Peer:
+        assert self.peers is not None  # only a cluster has boards served elsewhere
+        return self.peers.peer(owner.node_id, owner.url)

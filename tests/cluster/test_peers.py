@@ -1,0 +1,145 @@
+"""The peer pool alone, against a small fake node (a websockets server): one connection carries
+concurrent requests answered in any order; a dropped connection fails what was in flight; the
+next request connects again, after a backoff while the node stays away."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+import pytest
+from websockets.asyncio.server import Server, ServerConnection, serve
+
+from arena.cluster import peers
+from arena.cluster.peers import NotHere, PeerGone, Peers
+from arena.engine.events import Event, Reason, Result, Status
+
+SECRET = "s3cret"
+
+
+class FakeNode:
+    """Answers each request with its own op after ``delay`` seconds (the request's), in any order."""
+
+    def __init__(self) -> None:
+        self.connections: list[ServerConnection] = []
+        self.server: Server | None = None
+        self.port = 0
+
+    async def handle(self, connection: ServerConnection) -> None:
+        self.connections.append(connection)
+
+        async def answer(request: dict[str, Any]) -> None:
+            await asyncio.sleep(request.get("delay", 0))
+            if request.get("op") == "hang":
+                return
+            reply = {"not_here": True} if request.get("op") == "elsewhere" else {"echo": request["n"]}
+            await connection.send(orjson.dumps({**reply, "id": request["id"]}).decode())
+
+        async with asyncio.TaskGroup() as tasks:
+            async for text in connection:
+                tasks.create_task(answer(orjson.loads(text)))
+
+    async def start(self, port: int = 0) -> None:
+        def check(connection: ServerConnection, request: Any) -> Any:
+            if request.headers.get("Authorization") != f"Bearer {SECRET}":
+                return connection.respond(401, "no")
+            return None
+
+        self.server = await serve(self.handle, "127.0.0.1", port, process_request=check)
+        self.port = self.server.sockets[0].getsockname()[1] if not port else port
+
+    async def stop(self) -> None:
+        assert self.server is not None
+        self.server.close()
+        await self.server.wait_closed()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+@pytest.fixture
+async def node() -> AsyncIterator[FakeNode]:
+    fake = FakeNode()
+    await fake.start()
+    yield fake
+    await fake.stop()
+
+
+async def test_concurrent_requests_share_one_connection_and_get_their_own_answers(node: FakeNode) -> None:
+    pool = Peers(SECRET, 3, 1 << 20)
+    try:
+        peer = pool.peer("n", node.url)
+        answers = await asyncio.wait_for(asyncio.gather(
+            *(peer.request({"op": "x", "n": n, "delay": (20 - n) / 1000}) for n in range(20))), 5)
+        assert [a["echo"] for a in answers] == list(range(20))
+        assert len(node.connections) == 1
+        with pytest.raises(NotHere):
+            await peer.request({"op": "elsewhere", "board": "b"})
+    finally:
+        await pool.close()
+
+
+async def test_a_dropped_connection_fails_what_was_in_flight_and_the_next_request_reconnects(node: FakeNode) -> None:
+    pool = Peers(SECRET, 3, 1 << 20)
+    try:
+        peer = pool.peer("n", node.url)
+        waiting = asyncio.ensure_future(peer.request({"op": "hang", "n": 1}))
+        await asyncio.sleep(0.05)
+        await node.connections[0].close()
+        with pytest.raises(PeerGone) as gone:
+            await asyncio.wait_for(waiting, 5)
+        assert gone.value.in_flight
+        assert (await asyncio.wait_for(peer.request({"op": "x", "n": 2}), 5))["echo"] == 2
+        assert len(node.connections) == 2
+    finally:
+        await pool.close()
+
+
+async def test_an_unreachable_peer_is_tried_again_after_a_backoff(node: FakeNode) -> None:
+    port = node.port
+    await node.stop()
+    pool = Peers(SECRET, 3, 1 << 20)
+    try:
+        peer = pool.peer("n", node.url)
+        with pytest.raises(PeerGone) as first:
+            await peer.request({"op": "x", "n": 1})
+        assert not first.value.in_flight
+        await node.start(port)
+        with pytest.raises(PeerGone):  # within the backoff: not even tried
+            await peer.request({"op": "x", "n": 2})
+        deadline = asyncio.get_running_loop().time() + 5
+        while True:
+            try:
+                assert (await peer.request({"op": "x", "n": 3}))["echo"] == 3
+                break
+            except PeerGone:
+                assert asyncio.get_running_loop().time() < deadline
+                await asyncio.sleep(0.02)
+    finally:
+        await pool.close()
+
+
+async def test_a_wrong_secret_is_refused(node: FakeNode) -> None:
+    pool = Peers("not-it", 3, 1 << 20)
+    try:
+        with pytest.raises(PeerGone):
+            await pool.peer("n", node.url).request({"op": "x", "n": 1})
+    finally:
+        await pool.close()
+
+
+def test_events_and_results_travel_exactly() -> None:
+    event = Event("b", "m\u00e9", 10**30, 2**63 + 5, "k", '{"a":[1,2]}')
+    fields = peers.loads(peers.dumps({"events": [peers.event_fields(event)]}))["events"][0]
+    assert peers.event_of("b", fields) == event
+    for result in (Result("k", Status.ACCEPTED), Result(None, Status.REJECTED, Reason.UNAVAILABLE)):
+        assert peers.result_of(peers.loads(peers.dumps({"r": peers.result_fields(result)}))["r"]) == result
+
+
+def test_the_secret_check() -> None:
+    assert peers.secret_matches("s", "Bearer s")
+    assert not peers.secret_matches("s", "Bearer t") and not peers.secret_matches("s", None)
+    assert not peers.secret_matches("", "Bearer ")
