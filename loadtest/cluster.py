@@ -227,9 +227,11 @@ def print_cluster(out: dict[str, Any]) -> None:
         print(f"{name:<22}{fmt_int(r['events_per_s']):>12}{fmt_ms(lat.get('p50_ms')):>10}{fmt_ms(lat.get('p99_ms')):>10}  {cpu}")
     print(f"cluster / one node: {out['ratio']:.2f}")
     print(f"\ntakeover after SIGKILL of node-1 ({out['nodes']} nodes):")
-    print(f"{'events/board':>14}{'standbys':>10}{'boards':>8}{'median':>10}{'slowest':>10}  metric sum/count")
+    print(f"{'events/board':>14}{'standbys':>10}{'boards':>8}{'median':>10}{'slowest':>10}"
+          "  after the lease expired (arena_takeover_seconds, mean)")
     for t in out["takeover"]:
         metric = t["metric"]
+        mean = metric["sum"] / metric["count"] if metric["count"] else 0.0
         print(f"{fmt_int(t['events_per_board']):>14}{t['standbys']:>10}{t['served_again']:>5}/{t['boards']:<2}"
-              f"{t['median_s'] or 0:>9.2f}s{t['max_s'] or 0:>9.2f}s  {metric['sum']:.2f}s/{metric['count']:g}")
+              f"{t['median_s'] or 0:>9.2f}s{t['max_s'] or 0:>9.2f}s  {mean:.2f}s over {metric['count']:g} boards")
     print(f"ok: {out['ok']}")
