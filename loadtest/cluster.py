@@ -179,9 +179,8 @@ def takeover(servers: list[ArenaServe], victim_boards: list[str], timeout: float
             "ok": not waiting}
 
 
-def run_takeover(workdir: Path, token: str, url: str, boards: list[str], nodes: int, members: int,
+def run_takeover(workdir: Path, token: str, url: str, schema: str, boards: list[str], nodes: int, members: int,
                  events: int, standbys: int) -> dict[str, Any]:
-    schema = f"arena_takeover_{events}_{standbys}"
     victim_boards = [b for b in boards if preference(b, node_ids(nodes))[0] == "node-1"]
     writer = cluster_config(workdir, token, url, schema, boards, node_id=None)
     for board in victim_boards:
@@ -204,15 +203,41 @@ def cluster_benchmark(nodes: int, boards_n: int, members: int, seconds: float, b
     with postgres_url(pg) as url, tempfile.TemporaryDirectory(prefix="arena-cluster-") as tmp:
         workdir = Path(tmp)
         store_pid = postmaster_pid(url)
-        for phase, count in (("one_node", 1), ("cluster", nodes)):
-            with running_nodes(workdir, token, url, f"arena_{phase}", boards, count) as servers:
-                wait_until(lambda s=servers: placed(s, boards), "every board on its placement's node", 120.0, 0.2)  # type: ignore[misc]
-                out[phase] = asyncio.run(ingest(servers, token, boards, members, seconds, batch, inflight, store_pid))
-            progress(f"{phase}: {fmt_int(out[phase]['events_per_s'])} events/s")
-        out["ratio"] = round(out["cluster"]["events_per_s"] / max(1.0, out["one_node"]["events_per_s"]), 3)
-        out["takeover"] = [run_takeover(workdir, token, url, boards, nodes, members, events, s)
-                           for events in takeover_events for s in standbys]
+        run = secrets.token_hex(4)  # schemas of this run only, dropped at its end
+        schemas = [f"arena_bench_{run}_{i}" for i in range(2 + len(takeover_events) * len(standbys))]
+        try:
+            out.update(_phases(workdir, token, url, schemas, boards, nodes, members, seconds, batch, inflight,
+                               takeover_events, standbys, store_pid))
+        finally:
+            asyncio.run(_drop(url, schemas))
     out["ok"] = out["one_node"]["ok"] and out["cluster"]["ok"] and all(t["ok"] for t in out["takeover"])
+    return out
+
+
+async def _drop(url: str, schemas: list[str]) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect(url)
+    try:
+        for schema in schemas:
+            await conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+    finally:
+        await conn.close()
+
+
+def _phases(workdir: Path, token: str, url: str, schemas: list[str], boards: list[str], nodes: int, members: int,
+            seconds: float, batch: int, inflight: int, takeover_events: list[int], standbys: list[int],
+            store_pid: int | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for schema, (phase, count) in zip(schemas, (("one_node", 1), ("cluster", nodes)), strict=False):
+        with running_nodes(workdir, token, url, schema, boards, count) as servers:
+            wait_until(lambda s=servers: placed(s, boards), "every board on its placement's node", 120.0, 0.2)  # type: ignore[misc]
+            out[phase] = asyncio.run(ingest(servers, token, boards, members, seconds, batch, inflight, store_pid))
+        progress(f"{phase}: {fmt_int(out[phase]['events_per_s'])} events/s")
+    out["ratio"] = round(out["cluster"]["events_per_s"] / max(1.0, out["one_node"]["events_per_s"]), 3)
+    runs = [(events, s) for events in takeover_events for s in standbys]
+    out["takeover"] = [run_takeover(workdir, token, url, schema, boards, nodes, members, events, s)
+                       for schema, (events, s) in zip(schemas[2:], runs, strict=True)]
     return out
 
 

@@ -29,6 +29,7 @@ from loadtest.stats import percentile
 from loadtest.workload import DUPLICATE, Event, Workload, WorkloadSpec
 from loadtest.wrk import INSTALL_HINT as WRK_INSTALL_HINT
 from loadtest.wrk import wrk_binary
+from support.postgres import run_sql
 from support.server import make_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -272,3 +273,20 @@ def test_the_live_benchmark_runs_end_to_end_on_tiny_numbers(tmp_path: Path) -> N
     assert {"ingest_ratio", "marker_p50_ms", "marker_p99_ms", "updates_per_s", "server_us_per_update",
             "idle_bytes_per_subscriber", "cpu", "targets"} <= set(summary)
     assert live["with"]["updates"] > 0 and live["idle"]["idle"] == 8
+
+
+def test_the_cluster_benchmark_runs_end_to_end(postgres: str, tmp_path: Path) -> None:
+    """`loadtest cluster` at a tiny size on the tests' PostgreSQL: both ingest phases exact, the
+    killed node's boards served again, its schemas dropped."""
+    out = tmp_path / "cluster.json"
+    cmd = [sys.executable, "-m", "loadtest", "cluster", "--boards", "4", "--members", "200", "--seconds", "1",
+           "--takeover-events", "500", "--standbys", "1", "--postgresql-url", postgres, "--json", str(out)]
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, f"cluster failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr[-4000:]}"
+    doc = json.loads(out.read_text())
+    for phase in ("one_node", "cluster"):
+        _assert_exact_ingest(doc[phase])
+    [takeover] = doc["takeover"]
+    assert takeover["served_again"] == takeover["boards"]
+    assert "arena_bench_" not in run_sql(postgres, "SELECT string_agg(nspname, ',') FROM pg_namespace")
