@@ -233,9 +233,11 @@ class PostgresStore:
     the next one waits (`RETRY_FIRST_SECONDS`, doubling to `RETRY_MAX_SECONDS`): a stopped server
     is not asked again by every batch of every board."""
 
-    def __init__(self, settings: JournalSettings, durability: str) -> None:
+    def __init__(self, settings: JournalSettings, durability: str, application_name: str = "arena") -> None:
         assert settings.url is not None
         self.url = settings.url
+        self.application_name = application_name
+        """What `pg_stat_activity` shows of its sessions: which node they belong to."""
         self.schema = settings.schema
         self.durability = durability
         self.where, self._secrets = _describe(settings.url, settings.schema)
@@ -271,7 +273,7 @@ class PostgresStore:
                         command_timeout=COMMAND_TIMEOUT_SECONDS,
                         init=_init_connection,
                         server_settings={
-                            "application_name": "arena",
+                            "application_name": self.application_name,
                             "synchronous_commit": "on" if self.durability == "full" else "off",
                         },
                     )
@@ -360,7 +362,8 @@ class PostgresStore:
             if payload == self.schema:
                 hint()
         try:
-            conn = await asyncpg.connect(self.url, timeout=CONNECT_TIMEOUT_SECONDS, server_settings={"application_name": "arena"})
+            conn = await asyncpg.connect(self.url, timeout=CONNECT_TIMEOUT_SECONDS,
+                                         server_settings={"application_name": self.application_name})
             await conn.add_listener(channel, notified)
         except (*STORE_ERRORS, ValueError) as exc:
             raise JournalUnavailable(self.redact(f"cannot listen at {self.where}: {exc}")) from exc
@@ -679,8 +682,8 @@ class PostgresBackend:
 
     def __init__(self, settings: JournalSettings, durability: str = "full", node_id: str | None = None,
                  *, clustered: bool = False) -> None:
-        self.store = PostgresStore(settings, durability)
         self.node_id = node_id or socket.gethostname()
+        self.store = PostgresStore(settings, durability, f"arena {self.node_id}")
         self.clustered = clustered
         self.instance = uuid.uuid4().hex
         """This process: a node started again under the same id is another instance."""

@@ -56,9 +56,12 @@ async def owner_urls(http: httpx.AsyncClient, nodes: list[ChildServer]) -> dict[
         if not node.alive():
             continue
         try:
-            view = (await http.get(f"{node.url}/v1/cluster", timeout=0.5)).json()  # a paused node: ask the next
-        except (httpx.HTTPError, ValueError):
+            answer = await http.get(f"{node.url}/v1/cluster", timeout=0.5)  # a paused node: ask the next
+        except httpx.HTTPError:
             continue
+        if answer.status_code != 200:  # its store connection is being made again: ask the next
+            continue
+        view = answer.json()
         urls = {n["node_id"]: n["url"] for n in view["nodes"] if n["alive"]}
         return {b: urls[v["owner"]] for b, v in view["boards"].items() if v["owner"] in urls}
     return {}
