@@ -1,11 +1,14 @@
 """Taking a board's snapshot in the background, and starting a board from one (DESIGN.md,
 "Snapshots: a fast start"); the format and the validity rules are `arena.snapshot`'s.
 
-Taking one never stops the board: every table is frozen at one seq (`arena.engine.table.Freeze`),
-each table's entries are copied in one turn of the event loop and its keys in another, and the
-rest (rewinding the changes made meanwhile, encoding, the checksum, the write) runs in a thread
-or in the store. A start loads the snapshot's tables, then replays only the journal's records
-after its seq; a snapshot that may not serve is logged with the reason and ignored.
+Taking one never stops the board: every table is frozen at one seq (`arena.engine.table.Freeze`,
+O(1)); reading the frozen standings and encoding them run on the event loop in steps of at most
+`TURN` seconds a turn, and the checksum and the write in a thread (hashing and writing release
+the GIL). Encoding in a thread stalled the loop for tens of ms (its C calls hold the GIL, and
+the OS pauses a thread holding it), and so did a copy of a table's entries (one C call, and a
+young list of 10**6 entries for the garbage collector to walk). A start loads the snapshot's tables, then replays only the
+journal's records after its seq; a snapshot that may not serve is logged with the reason and
+ignored.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from arena.clock import Clock
 from arena.engine.board import BoardEngine
@@ -26,9 +29,11 @@ from arena.journal import Journal, ScoreRow
 from arena.journal.interface import definition_text
 from arena.journal.snapshots import SnapshotStore
 from arena.replay import ReplayReport, TableReport
-from arena.snapshot import Snapshot, SnapshotInvalid, TableImage, decode, encode, record_identity, rejection
+from arena.snapshot import Snapshot, SnapshotInvalid, decode, encode, record_identity, rejection, seal
 
 log = logging.getLogger("arena.snapshot")
+TURN = 0.002
+"""Seconds of snapshot work per turn of the event loop: about what taking one adds to an ack."""
 
 
 async def record_at(journal: Journal, seq: int) -> str | None:
@@ -90,32 +95,35 @@ class Snapshotter:
         now = self.clock.now()
         floors = {kind.value: engine.retention_floor(kind, now) for kind in engine.kinds}
         disputes = dict(engine.disputes)
-        freezes = [Freeze(table) for table in engine.tables.values()]  # all as of `seq`: no await since
+        freezes = [Freeze(table) for table in engine.tables.values()]  # all as of `seq`
         try:
-            for freeze in freezes:  # each copy is a turn of its own: about 45 ms at 10**6 entries
-                freeze.copy_entries()
-                await asyncio.sleep(0)
-                freeze.copy_keys()
-                await asyncio.sleep(0)
-            record = await record_at(self.journal, seq)
-            if record is None:
-                raise JournalError(f"{self.journal.path}: no record at seq {seq}")
+            try:
+                record = await record_at(self.journal, seq)
+                if record is None:
+                    raise JournalError(f"{self.journal.path}: no record at seq {seq}")
 
-            def build() -> bytes:
-                images = [TableImage(f.table.window, *f.standings()) for f in freezes]
-                return encode(Snapshot(board, definition_text(engine.spec), seq, record, floors, disputes, images))
-
-            data = await asyncio.to_thread(build)
-            await self.store.save(board, seq, data)
+                body: list[bytes] = []
+                await _in_turns(encode(Snapshot(board, definition_text(engine.spec), seq, record, floors, disputes, freezes), body))
+            finally:
+                for freeze in freezes:
+                    freeze.end()
+            pieces = await asyncio.to_thread(seal, body)
+            await self.store.save(board, seq, pieces)
         except JournalError as exc:
             log.warning("board %s: snapshot at seq %d not written: %s", board, seq, exc)
             return
-        finally:
-            for freeze in freezes:
-                freeze.end()
         self.seq = seq
         log.info("board %s: snapshot at seq %d written to %s (%d tables, %d bytes) in %.3fs",
-                 board, seq, self.store.where(board), len(freezes), len(data), time.perf_counter() - started)
+                 board, seq, self.store.where(board), len(freezes), sum(map(len, pieces)), time.perf_counter() - started)
+
+
+async def _in_turns(steps: Iterator[None]) -> None:
+    """Run ``steps`` on the event loop, `TURN` seconds of them at a time."""
+    until = time.perf_counter() + TURN
+    for _ in steps:
+        if time.perf_counter() >= until:
+            await asyncio.sleep(0)
+            until = time.perf_counter() + TURN
 
 
 async def start_from_snapshot(
@@ -148,7 +156,7 @@ async def start_from_snapshot(
 
     for image in snapshot.tables:  # one table a turn: each is O(n), about 0.3 s at 10**6 entries
         window = image.window
-        if include(window):
+        if include(window) and image.entries:  # as a full replay: no table for a window without events
             engine.tables[(window.kind, window.period_id)] = RankedTable.from_entries(engine.rule, window, image.entries, image.keys)
             await asyncio.sleep(0)
     engine.disputes = dict(snapshot.disputes)

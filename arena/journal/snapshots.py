@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -23,9 +24,9 @@ class SnapshotStore(Protocol):
     def where(self, board: str) -> str:
         """Names a board's snapshot in messages."""
 
-    async def save(self, board: str, seq: int, data: bytes) -> None:
-        """Keep ``data`` as ``board``'s newest snapshot, in place of the one before. Raises
-        JournalError (the old one is then still there)."""
+    async def save(self, board: str, seq: int, pieces: Sequence[bytes]) -> None:
+        """Keep ``pieces`` (one after another) as ``board``'s newest snapshot, in place of the
+        one before. Raises JournalError (the old one is then still there)."""
 
     async def load(self, board: str) -> bytes | None:
         """``board``'s newest snapshot, or None. Raises JournalError when it cannot be read."""
@@ -41,9 +42,9 @@ class SqliteSnapshots:
     def where(self, board: str) -> str:
         return str(self.path(board))
 
-    async def save(self, board: str, seq: int, data: bytes) -> None:
+    async def save(self, board: str, seq: int, pieces: Sequence[bytes]) -> None:
         try:
-            await asyncio.to_thread(_replace, self.path(board), data)
+            await asyncio.to_thread(_replace, self.path(board), pieces)
         except OSError as exc:
             raise JournalError(f"{self.where(board)}: cannot write snapshot: {exc}") from exc
 
@@ -56,10 +57,11 @@ class SqliteSnapshots:
             raise JournalError(f"{self.where(board)}: cannot read snapshot: {exc}") from exc
 
 
-def _replace(path: Path, data: bytes) -> None:
+def _replace(path: Path, pieces: Sequence[bytes]) -> None:
     temporary = path.with_name(path.name + ".tmp")
     with open(temporary, "wb") as f:
-        f.write(data)
+        for piece in pieces:  # each write releases the GIL; one join of the whole would not
+            f.write(piece)
         f.flush()
         os.fsync(f.fileno())
     os.replace(temporary, path)
@@ -84,16 +86,16 @@ class PostgresSnapshots:
     def where(self, board: str) -> str:
         return f"{self._backend.store.where}, board {board}'s snapshot"
 
-    async def save(self, board: str, seq: int, data: bytes) -> None:
+    async def save(self, board: str, seq: int, pieces: Sequence[bytes]) -> None:
         store = self._backend.store
-        text = await asyncio.to_thread(base64.b64encode, data)
+        text = await asyncio.to_thread(lambda: base64.b64encode(b"".join(pieces)).decode())
         try:
             await store.prepare(readonly=False)
             async with store.connection() as conn:
                 await conn.execute(
                     store.sql("INSERT INTO {s}.board_snapshot VALUES ($1, $2, decode($3, 'base64'))"
                               " ON CONFLICT (board) DO UPDATE SET seq = EXCLUDED.seq, data = EXCLUDED.data"),
-                    board, seq, text.decode(),
+                    board, seq, text,
                 )
         except (*self._errors, JournalError) as exc:
             raise JournalError(store.redact(f"{self.where(board)}: cannot write snapshot: {exc}")) from exc

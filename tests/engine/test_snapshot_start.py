@@ -1,5 +1,5 @@
 """A start from a snapshot equals a full replay, digest for digest (voids, close markers and closed
-tables included), on sqlite and PostgreSQL; a snapshot that may not serve (corrupt, truncated,
+tables included), on sqlite and PostgreSQL, also when batches land while it is taken; a snapshot that may not serve (corrupt, truncated,
 foreign, future, another record at its seq, another definition, a larger keep_closed) is ignored
 with a log line naming why, and the board replays in full."""
 
@@ -11,6 +11,7 @@ import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
+from unittest.mock import patch
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -18,14 +19,15 @@ from hypothesis import strategies as st
 
 from arena.clock import Clock
 from arena.engine.board import BoardEngine
-from arena.engine.periods import PeriodKind
+from arena.engine.periods import PeriodKind, Window
 from arena.engine.records import ScoreRecord, VoidRecord
 from arena.engine.spec import BoardSpec
+from arena.engine.table import Freeze, RankedTable
 from arena.engine.times import parse_rfc3339_ms
 from arena.journal import Journal
 from arena.journal.snapshots import SnapshotStore, snapshot_store
 from arena.replay import replay
-from arena.snapshot import FORMAT, MAGIC
+from arena.snapshot import FORMAT, MAGIC, decode
 from arena.snapshotter import Snapshotter, start_from_snapshot
 from support.engine_harness import EngineHarness
 from support.journals import BackendKind, Store, journal_store
@@ -120,6 +122,71 @@ def test_a_start_from_a_snapshot_equals_a_full_replay(
     asyncio.run(run())
 
 
+@STORED_PROPERTY
+@given(boards_and_frames(), st.data())
+def test_a_snapshot_taken_while_batches_land_holds_the_tables_at_its_seq(
+    backend_kind: BackendKind, case: tuple[OBoard, list[Frame]], data: st.DataObject
+) -> None:
+    """The live engine runs some frames, a snapshot begins, and the rest of the frames (and
+    voids) land between its steps (a run of one entry a step, a step a turn); the snapshot then
+    holds exactly the tables of a replay of the journal up to its seq."""
+    board, frames = case
+    spec = spec_of(board)
+    cut = data.draw(st.integers(1, len(frames)), label="snapshot after frame")
+    harness = EngineHarness({"b": spec})
+    live = harness.engines["b"]
+
+    async def run() -> None:
+        async with journal_store(*backend_kind) as store:
+            journal = await store.open(spec)
+            try:
+                await body(store, journal)
+            finally:
+                await journal.close()
+
+    async def body(store: Store, journal: Journal) -> None:
+        snapshots = snapshot_store(store.backend())
+
+        async def play(part: list[Frame]) -> None:
+            for frame in part:
+                if frame.tick:
+                    harness.tick("b", frame.now)
+                else:
+                    harness.submit("gs", [e.raw("b") for e in frame.events], frame.now)
+                await journal.append([r for r in harness.journals["b"] if r.seq > journal.last_seq])
+                await asyncio.sleep(0)  # a turn of the snapshot's
+                scores = harness.score_records("b")
+                for target in data.draw(st.lists(st.sampled_from(scores), max_size=1), label="voided") if scores else []:
+                    await void(live, journal, target, frame.now)
+
+        await play(frames[:cut])
+        seq, taken_at = live.last_seq, frames[cut - 1].now
+        if seq == 0:
+            return
+        taking = asyncio.create_task(Snapshotter(live, journal, snapshots, 1, pinned(taken_at)).take())
+        await asyncio.sleep(0)  # the freeze begins
+        await play(frames[cut:])
+        await taking
+        data_ = await snapshots.load("b")
+        assert data_ is not None
+        snapshot = decode(data_)
+        assert snapshot.seq == seq
+        replayed = BoardEngine(spec)
+        await replay(replayed, journal, taken_at, upto_seq=seq)
+        def retained(window: Window) -> bool:  # a replay leaves out tables past the retention
+            floor = snapshot.floors[window.kind.value]
+            return floor is None or window.start_ms is None or window.start_ms >= floor
+
+        tables = {(t.window.kind, t.window.period_id): RankedTable.from_entries(replayed.rule, t.window, t.entries, t.keys)
+                  for t in snapshot.tables if retained(t.window)}
+        assert {k: t.digest() for k, t in tables.items() if len(t)} == \
+            {k: t.digest() for k, t in replayed.tables.items() if len(t)}
+        assert snapshot.disputes == replayed.disputes
+
+    with patch("arena.snapshotter.TURN", 0), patch.object(Freeze, "step", 1):
+        asyncio.run(run())
+
+
 # -- invalid snapshots --------------------------------------------------------------------------------
 
 
@@ -150,19 +217,19 @@ async def journal_with_snapshot(store: Store, spec: BoardSpec = SPEC) -> tuple[J
 async def corrupt(store: Store, snapshots: SnapshotStore) -> None:
     data = await snapshots.load("b")
     assert data is not None
-    await snapshots.save("b", 0, data[:100] + bytes([data[100] ^ 1]) + data[101:])
+    await snapshots.save("b", 0, [data[:100], bytes([data[100] ^ 1]), data[101:]])
 
 
 async def truncated(store: Store, snapshots: SnapshotStore) -> None:
     data = await snapshots.load("b")
     assert data is not None
-    await snapshots.save("b", 0, data[: len(data) // 2])
+    await snapshots.save("b", 0, [data[: len(data) // 2]])
 
 
 async def future(store: Store, snapshots: SnapshotStore) -> None:
     data = await snapshots.load("b")
     assert data is not None
-    await snapshots.save("b", 0, MAGIC + struct.pack("<I", FORMAT + 1) + data[len(MAGIC) + 4 :])
+    await snapshots.save("b", 0, [MAGIC, struct.pack("<I", FORMAT + 1), data[len(MAGIC) + 4 :]])
 
 
 async def foreign(store: Store, snapshots: SnapshotStore) -> None:
@@ -170,7 +237,7 @@ async def foreign(store: Store, snapshots: SnapshotStore) -> None:
     await other.close()
     data = await other_snapshots.load("c")
     assert data is not None
-    await snapshots.save("b", 0, data)
+    await snapshots.save("b", 0, [data])
 
 
 async def journal_replaced(store: Store, snapshots: SnapshotStore) -> None:
