@@ -16,13 +16,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from arena.clock import Clock
 from arena.engine.board import BoardEngine
 from arena.engine.periods import Window
-from arena.engine.routing import TableKey
-from arena.engine.scoring import Update
 from arena.engine.table import Freeze, RankedTable
 from arena.errors import JournalError
 from arena.journal import Journal, ScoreRow
@@ -168,7 +166,7 @@ async def start_from_snapshot(
 
     events = 0
     async for rows in journal.scan(upto, min_seq=snapshot.seq + 1):
-        events += _fold(engine, rows, include, voided)
+        events += engine.fold(engine.router.routed(rows, voided), include)
     for key, table in engine.tables.items():  # a table the tail opened may be closed already
         closing = engine.markers.get(key)
         if closing is not None:
@@ -189,35 +187,3 @@ async def start_from_snapshot(
     seconds = time.perf_counter() - started
     log.info("board %s: started from the snapshot at seq %d and %d records after it", board, snapshot.seq, upto - snapshot.seq)
     return ReplayReport(board, events, seconds, [TableReport(t, 0, seconds) for t in engine.tables.values()]), snapshot.seq
-
-
-def _fold(engine: BoardEngine, rows: list[ScoreRow], include: Callable[[Window], bool], voided: set[int]) -> int:
-    """Apply journaled score rows to the loaded tables, as the live path applies a batch (one
-    `RankedTable.apply_updates` per table). Returns the rows applied. O(rows * kinds + changed
-    members * log n)."""
-    route_of, update_of = engine.router.route, engine.rule.update
-    shares: dict[TableKey, list[tuple[str, Update]]] = {}
-    windows: dict[TableKey, Window] = {}
-    applied = 0
-    route = route_of(0)
-    for seq, member, value, occurred_at, key in rows:
-        if seq in voided:
-            continue
-        applied += 1
-        update = None
-        if not route.start <= occurred_at < route.end:
-            route = route_of(occurred_at)
-        for window in route.windows(seq):
-            if not include(window):
-                continue
-            if update is None:
-                update = (member, update_of(member, value, occurred_at, key))
-            table_key = (window.kind, window.period_id)
-            windows[table_key] = window
-            shares.setdefault(table_key, []).append(update)
-    for table_key, share in shares.items():
-        table = engine.tables.get(table_key)
-        if table is None:
-            table = engine.tables[table_key] = RankedTable(engine.rule, windows[table_key])
-        table.apply_updates(share)
-    return applied
