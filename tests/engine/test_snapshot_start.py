@@ -72,6 +72,53 @@ async def void(engine: BoardEngine, journal: Journal, target: ScoreRecord, now: 
     engine.void([record], [stored], remaining)
 
 
+class Live:
+    """A live engine fed frames through an EngineHarness, each frame's records journaled, and
+    voids of its events (drawn by hypothesis) journaled and applied."""
+
+    def __init__(self, spec: BoardSpec, journal: Journal, data: st.DataObject) -> None:
+        self.harness = EngineHarness({"b": spec})
+        self.engine = self.harness.engines["b"]
+        self.journal = journal
+        self.data = data
+
+    async def play(self, part: list[Frame], *, turns: bool = False) -> None:
+        """Run ``part``, then void up to two events; ``turns``: give a turn to other tasks after
+        each frame, and void up to one event there instead."""
+        harness, journal = self.harness, self.journal
+        for frame in part:
+            if frame.tick:
+                harness.tick("b", frame.now)
+            else:
+                harness.submit("gs", [e.raw("b") for e in frame.events], frame.now)
+            await journal.append([r for r in harness.journals["b"] if r.seq > journal.last_seq])
+            if turns:
+                await asyncio.sleep(0)
+                await self.voids(frame.now, 1)
+        if part and not turns:
+            await self.voids(part[-1].now, 2)
+
+    async def voids(self, now: int, most: int) -> None:
+        scores = self.harness.score_records("b")
+        if scores:
+            for target in self.data.draw(st.lists(st.sampled_from(scores), max_size=most), label="voided"):
+                await void(self.engine, self.journal, target, now)
+
+
+def on_a_journal(backend_kind: BackendKind, spec: BoardSpec, data: st.DataObject,
+                 body: Callable[[Live, SnapshotStore], Awaitable[None]]) -> None:
+    """Run ``body`` with a `Live` engine on a fresh journal of the backend, and its snapshot store."""
+    async def run() -> None:
+        async with journal_store(*backend_kind) as store:
+            journal = await store.open(spec)
+            try:
+                await body(Live(spec, journal, data), snapshot_store(store.backend()))
+            finally:
+                await journal.close()
+
+    asyncio.run(run())
+
+
 @STORED_PROPERTY
 @given(boards_and_frames(), st.data())
 def test_a_start_from_a_snapshot_equals_a_full_replay(
@@ -83,43 +130,20 @@ def test_a_start_from_a_snapshot_equals_a_full_replay(
     board, frames = case
     spec = spec_of(board)
     cut = data.draw(st.integers(0, len(frames)), label="snapshot after frame")
-    harness = EngineHarness({"b": spec})
-    live = harness.engines["b"]
 
-    async def run() -> None:
-        async with journal_store(*backend_kind) as store:
-            journal = await store.open(spec)
-            try:
-                await body(store, journal)
-            finally:
-                await journal.close()
-
-    async def body(store: Store, journal: Journal) -> None:
-        snapshots = snapshot_store(store.backend())
-
-        async def play(part: list[Frame]) -> None:
-            for frame in part:
-                if frame.tick:
-                    harness.tick("b", frame.now)
-                else:
-                    harness.submit("gs", [e.raw("b") for e in frame.events], frame.now)
-                await journal.append([r for r in harness.journals["b"] if r.seq > journal.last_seq])
-            scores = harness.score_records("b")
-            if scores and part:
-                for target in data.draw(st.lists(st.sampled_from(scores), max_size=2), label="voided"):
-                    await void(live, journal, target, part[-1].now)
-
-        await play(frames[:cut])
+    async def body(live: Live, snapshots: SnapshotStore) -> None:
+        journal = live.journal
+        await live.play(frames[:cut])
         taken_at = frames[cut - 1].now if cut else frames[0].now
-        await Snapshotter(live, journal, snapshots, 1, pinned(taken_at)).take()
-        await play(frames[cut:])
+        await Snapshotter(live.engine, journal, snapshots, 1, pinned(taken_at)).take()
+        await live.play(frames[cut:])
         now = frames[-1].now + data.draw(st.sampled_from([0, DAY, 40 * DAY]), label="start later by")
         started = BoardEngine(spec)
         loaded = await start_from_snapshot(started, journal, snapshots, now)
         full = await full_replay(journal, spec, now)
         assert state(started if loaded is not None else full) == state(full)
 
-    asyncio.run(run())
+    on_a_journal(backend_kind, spec, data, body)
 
 
 @STORED_PROPERTY
@@ -133,46 +157,24 @@ def test_a_snapshot_taken_while_batches_land_holds_the_tables_at_its_seq(
     board, frames = case
     spec = spec_of(board)
     cut = data.draw(st.integers(1, len(frames)), label="snapshot after frame")
-    harness = EngineHarness({"b": spec})
-    live = harness.engines["b"]
 
-    async def run() -> None:
-        async with journal_store(*backend_kind) as store:
-            journal = await store.open(spec)
-            try:
-                await body(store, journal)
-            finally:
-                await journal.close()
-
-    async def body(store: Store, journal: Journal) -> None:
-        snapshots = snapshot_store(store.backend())
-
-        async def play(part: list[Frame]) -> None:
-            for frame in part:
-                if frame.tick:
-                    harness.tick("b", frame.now)
-                else:
-                    harness.submit("gs", [e.raw("b") for e in frame.events], frame.now)
-                await journal.append([r for r in harness.journals["b"] if r.seq > journal.last_seq])
-                await asyncio.sleep(0)  # a turn of the snapshot's
-                scores = harness.score_records("b")
-                for target in data.draw(st.lists(st.sampled_from(scores), max_size=1), label="voided") if scores else []:
-                    await void(live, journal, target, frame.now)
-
-        await play(frames[:cut])
-        seq, taken_at = live.last_seq, frames[cut - 1].now
+    async def body(live: Live, snapshots: SnapshotStore) -> None:
+        journal = live.journal
+        await live.play(frames[:cut], turns=True)
+        seq, taken_at = live.engine.last_seq, frames[cut - 1].now
         if seq == 0:
             return
-        taking = asyncio.create_task(Snapshotter(live, journal, snapshots, 1, pinned(taken_at)).take())
+        taking = asyncio.create_task(Snapshotter(live.engine, journal, snapshots, 1, pinned(taken_at)).take())
         await asyncio.sleep(0)  # the freeze begins
-        await play(frames[cut:])
+        await live.play(frames[cut:], turns=True)
         await taking
-        data_ = await snapshots.load("b")
-        assert data_ is not None
-        snapshot = decode(data_)
+        stored = await snapshots.load("b")
+        assert stored is not None
+        snapshot = decode(stored)
         assert snapshot.seq == seq
         replayed = BoardEngine(spec)
         await replay(replayed, journal, taken_at, upto_seq=seq)
+
         def retained(window: Window) -> bool:  # a replay leaves out tables past the retention
             floor = snapshot.floors[window.kind.value]
             return floor is None or window.start_ms is None or window.start_ms >= floor
@@ -184,7 +186,7 @@ def test_a_snapshot_taken_while_batches_land_holds_the_tables_at_its_seq(
         assert snapshot.disputes == replayed.disputes
 
     with patch("arena.snapshotter.TURN", 0), patch.object(Freeze, "step", 1):
-        asyncio.run(run())
+        on_a_journal(backend_kind, spec, data, body)
 
 
 # -- invalid snapshots --------------------------------------------------------------------------------
