@@ -6,9 +6,10 @@ O(1)); reading the frozen standings and encoding them run on the event loop in s
 `TURN` seconds a turn, and the checksum and the write in a thread (hashing and writing release
 the GIL). Encoding in a thread stalled the loop for tens of ms (its C calls hold the GIL, and
 the OS pauses a thread holding it), and so did a copy of a table's entries (one C call, and a
-young list of 10**6 entries for the garbage collector to walk). A start loads the snapshot's tables, then replays only the
-journal's records after its seq; a snapshot that may not serve is logged with the reason and
-ignored.
+young list of 10**6 entries for the garbage collector to walk).
+
+A start loads the snapshot's tables, then replays only the journal's records after its seq; a
+snapshot that may not serve is logged with the reason and ignored.
 """
 
 from __future__ import annotations
