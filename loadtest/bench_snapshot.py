@@ -3,24 +3,29 @@ to the event loop while ingest goes on (what it adds to an ack at most): the loo
 ticker that sleeps 1 ms, beside batches of 100 updates a ms) during a snapshot and, as the
 control, during as long a time without one; then the snapshot's size and the time to decode and
 load it. One table of the board's rule (``--aggregation``); the journal is a stub that knows the
-record at the snapshot's seq. A warm-up, then ``--repeat`` runs (fixed seeds); a shared
-machine's noise shows in the control."""
+record at the snapshot's seq; the snapshot goes to a file, or with ``--postgres`` to an embedded
+PostgreSQL. A warm-up, then ``--repeat`` runs (fixed seeds); a shared machine's noise shows in
+the control."""
 import argparse
 import asyncio
 import random
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from arena.clock import Clock
+from arena.config import JournalSettings
 from arena.engine.board import BoardEngine
 from arena.engine.periods import ALLTIME_WINDOW, PeriodKind
 from arena.engine.scoring import Aggregation
 from arena.engine.spec import BoardSpec
 from arena.engine.table import RankedTable
-from arena.journal.snapshots import SqliteSnapshots
+from arena.journal import journal_backend
+from arena.journal.snapshots import SnapshotStore, snapshot_store
 from arena.snapshot import decode
 from arena.snapshotter import Snapshotter
+from loadtest.arena_client import bench_config
 
 MEMBERS = 1_000_000
 
@@ -35,7 +40,7 @@ def _ms(values: list[float], q: float) -> str:
     return f"{values[min(int(len(values) * q), len(values) - 1)] * 1000:.1f}"
 
 
-async def run(engine: BoardEngine, tmp: Path, seed: int) -> tuple[float, list[float], list[float]]:
+async def run(engine: BoardEngine, store: SnapshotStore, seed: int) -> tuple[float, list[float], list[float]]:
     rng = random.Random(seed)
     table = engine.tables[(PeriodKind.ALLTIME, "alltime")]
     update = engine.rule.update
@@ -60,7 +65,7 @@ async def run(engine: BoardEngine, tmp: Path, seed: int) -> tuple[float, list[fl
     tasks = [asyncio.create_task(ticker()), asyncio.create_task(ingest())]
     await asyncio.sleep(0.2)
     engine.last_seq += 1
-    snapshotter = Snapshotter(engine, _OneRecord(), SqliteSnapshots(tmp), 1, Clock())  # type: ignore[arg-type]
+    snapshotter = Snapshotter(engine, _OneRecord(), store, 1, Clock())  # type: ignore[arg-type]
     gaps.clear()
     started = time.perf_counter()
     await snapshotter.take()
@@ -73,7 +78,7 @@ async def run(engine: BoardEngine, tmp: Path, seed: int) -> tuple[float, list[fl
     return took, during, gaps
 
 
-async def main(aggregation: str, repeat: int) -> None:
+async def main(aggregation: str, repeat: int, postgres: str | None) -> None:
     spec = BoardSpec("b", aggregation=Aggregation(aggregation))
     engine = BoardEngine(spec)
     rng = random.Random(1)
@@ -81,15 +86,24 @@ async def main(aggregation: str, repeat: int) -> None:
     table.apply_updates([(f"member-{i}", engine.rule.update(f"member-{i}", rng.randrange(10**9), 1000, f"k{i}"))
                          for i in range(MEMBERS)])
     engine.tables[(PeriodKind.ALLTIME, "alltime")] = table
-    tmp = Path(tempfile.mkdtemp())
-    print(f"10**6 members, 1 table ({aggregation}), ingest 100 events a ms at most (after a warm-up run):")
-    await run(engine, tmp, 0)
+    backend = journal_backend(replace(bench_config(Path(tempfile.mkdtemp()), "-"), journal=JournalSettings(
+        "postgresql", postgres, "arena_snapshot_bench")) if postgres else bench_config(Path(tempfile.mkdtemp()), "-"))
+    await (await backend.open(spec)).close()  # PostgreSQL: the schema
+    store = snapshot_store(backend)
+    print(f"10**6 members, 1 table ({aggregation}), ingest 100 events a ms at most, to {store.where('b')}"
+          " (after a warm-up run):")
+    await run(engine, store, 0)
+    data = None
     for i in range(1, repeat + 1):
-        took, during, control = await run(engine, tmp, i)
-        data = (tmp / "b.snapshot").read_bytes()
+        took, during, control = await run(engine, store, i)
+        data = await store.load("b")
+        assert data is not None
         print(f"  run {i}: snapshot in {took:.3f}s, {len(data) / 1e6:.1f} MB; loop stall max {_ms(during, 1)} ms,"
               f" p99 {_ms(during, 0.99)} ms ({len(during)} ticks); control max {_ms(control, 1)} ms,"
               f" p99 {_ms(control, 0.99)} ms ({len(control)} ticks)")
+    await backend.close()
+    if data is None:
+        return
     started = time.perf_counter()
     image = decode(data).tables[0]
     decoded = time.perf_counter()
@@ -101,5 +115,12 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--aggregation", default="best", choices=[a.value for a in Aggregation])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--postgres", action="store_true", help="store the snapshot in an embedded PostgreSQL")
     args = parser.parse_args()
-    asyncio.run(main(args.aggregation, args.repeat))
+    if args.postgres:
+        from loadtest.postgres import postgres_url
+
+        with postgres_url() as url:
+            asyncio.run(main(args.aggregation, args.repeat, url))
+    else:
+        asyncio.run(main(args.aggregation, args.repeat, None))

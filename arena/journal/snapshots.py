@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -74,7 +74,14 @@ def _replace(path: Path, pieces: Sequence[bytes]) -> None:
 
 class PostgresSnapshots:
     """Snapshots as ``bytea`` rows, sent and read as base64 text: the connections' ``bytea``
-    codec turns values into ``str`` (the journal's keys), which a snapshot is not."""
+    codec turns values into ``str`` (the journal's keys), which a snapshot is not.
+
+    A snapshot is sent in chunks of about `CHUNK` bytes, appended to a large object in one
+    transaction and copied into the row from there: asyncpg builds each statement on the event
+    loop, and a statement carrying the whole snapshot (about 100 MB at 10**6 members in three
+    tables) would stop the loop for as long as its copy and its base64 take."""
+
+    CHUNK = 1 << 20
 
     def __init__(self, backend: JournalBackend) -> None:
         from arena.journal.postgresql import STORE_ERRORS, PostgresBackend
@@ -88,15 +95,20 @@ class PostgresSnapshots:
 
     async def save(self, board: str, seq: int, pieces: Sequence[bytes]) -> None:
         store = self._backend.store
-        text = await asyncio.to_thread(lambda: base64.b64encode(b"".join(pieces)).decode())
         try:
             await store.prepare(readonly=False)
-            async with store.connection() as conn:
+            async with store.connection() as conn, conn.transaction():
+                large = await conn.fetchval("SELECT lo_create(0)")
+                at = 0
+                for chunk in _chunks(pieces, self.CHUNK):
+                    await conn.execute("SELECT lo_put($1, $2, decode($3, 'base64'))", large, at, base64.b64encode(chunk).decode())
+                    at += len(chunk)
                 await conn.execute(
-                    store.sql("INSERT INTO {s}.board_snapshot VALUES ($1, $2, decode($3, 'base64'))"
+                    store.sql("INSERT INTO {s}.board_snapshot VALUES ($1, $2, lo_get($3))"
                               " ON CONFLICT (board) DO UPDATE SET seq = EXCLUDED.seq, data = EXCLUDED.data"),
-                    board, seq, text,
+                    board, seq, large,
                 )
+                await conn.execute("SELECT lo_unlink($1)", large)
         except (*self._errors, JournalError) as exc:
             raise JournalError(store.redact(f"{self.where(board)}: cannot write snapshot: {exc}")) from exc
 
@@ -111,6 +123,20 @@ class PostgresSnapshots:
         except (*self._errors, JournalError) as exc:
             raise JournalError(store.redact(f"{self.where(board)}: cannot read snapshot: {exc}")) from exc
         return None if text is None else await asyncio.to_thread(base64.b64decode, text)
+
+
+def _chunks(pieces: Sequence[bytes], size: int) -> Iterator[bytes]:
+    """``pieces`` regrouped into chunks of at least ``size`` bytes (the last one less)."""
+    group: list[bytes] = []
+    held = 0
+    for piece in pieces:
+        group.append(piece)
+        held += len(piece)
+        if held >= size:
+            yield b"".join(group)
+            group, held = [], 0
+    if group:
+        yield b"".join(group)
 
 
 def snapshot_store(backend: JournalBackend) -> SnapshotStore:
