@@ -1,11 +1,15 @@
 """Taking a board's snapshot in the background, and starting a board from one (DESIGN.md,
 "Snapshots: a fast start"); the format and the validity rules are `arena.snapshot`'s.
 
-Taking one never stops the board: every table is frozen at one seq (`arena.engine.table.Freeze`),
-each table's entries are copied in one turn of the event loop and its keys in another, and the
-rest (rewinding the changes made meanwhile, encoding, the checksum, the write) runs in a thread
-or in the store. A start loads the snapshot's tables, then replays only the journal's records
-after its seq; a snapshot that may not serve is logged with the reason and ignored.
+Taking one never stops the board: every table is frozen at one seq (`arena.engine.table.Freeze`,
+O(1)); reading the frozen standings and encoding them run on the event loop in steps of at most
+`TURN` seconds a turn, and the checksum and the write in a thread (hashing and writing release
+the GIL). Encoding in a thread stalled the loop for tens of ms (its C calls hold the GIL, and
+the OS pauses a thread holding it), and so did a copy of a table's entries (one C call, and a
+young list of 10**6 entries for the garbage collector to walk).
+
+A start loads the snapshot's tables, then replays only the journal's records after its seq; a
+snapshot that may not serve is logged with the reason and ignored.
 """
 
 from __future__ import annotations
@@ -13,22 +17,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
 
 from arena.clock import Clock
 from arena.engine.board import BoardEngine
 from arena.engine.periods import Window
-from arena.engine.routing import TableKey
-from arena.engine.scoring import Update
 from arena.engine.table import Freeze, RankedTable
 from arena.errors import JournalError
 from arena.journal import Journal, ScoreRow
 from arena.journal.interface import definition_text
 from arena.journal.snapshots import SnapshotStore
 from arena.replay import ReplayReport, TableReport
-from arena.snapshot import Snapshot, SnapshotInvalid, TableImage, decode, encode, record_identity, rejection
+from arena.snapshot import Snapshot, SnapshotInvalid, decode, encode, record_identity, rejection, seal
 
 log = logging.getLogger("arena.snapshot")
+TURN = 0.002
+"""Seconds of snapshot work per turn of the event loop: about what taking one adds to an ack."""
 
 
 async def record_at(journal: Journal, seq: int) -> str | None:
@@ -90,32 +94,35 @@ class Snapshotter:
         now = self.clock.now()
         floors = {kind.value: engine.retention_floor(kind, now) for kind in engine.kinds}
         disputes = dict(engine.disputes)
-        freezes = [Freeze(table) for table in engine.tables.values()]  # all as of `seq`: no await since
+        freezes = [Freeze(table) for table in engine.tables.values()]  # all as of `seq`
         try:
-            for freeze in freezes:  # each copy is a turn of its own: about 45 ms at 10**6 entries
-                freeze.copy_entries()
-                await asyncio.sleep(0)
-                freeze.copy_keys()
-                await asyncio.sleep(0)
-            record = await record_at(self.journal, seq)
-            if record is None:
-                raise JournalError(f"{self.journal.path}: no record at seq {seq}")
+            try:
+                record = await record_at(self.journal, seq)
+                if record is None:
+                    raise JournalError(f"{self.journal.path}: no record at seq {seq}")
 
-            def build() -> bytes:
-                images = [TableImage(f.table.window, *f.standings()) for f in freezes]
-                return encode(Snapshot(board, definition_text(engine.spec), seq, record, floors, disputes, images))
-
-            data = await asyncio.to_thread(build)
-            await self.store.save(board, seq, data)
+                body: list[bytes] = []
+                await _in_turns(encode(Snapshot(board, definition_text(engine.spec), seq, record, floors, disputes, freezes), body))
+            finally:
+                for freeze in freezes:
+                    freeze.end()
+            pieces = await asyncio.to_thread(seal, body)
+            await self.store.save(board, seq, pieces)
         except JournalError as exc:
             log.warning("board %s: snapshot at seq %d not written: %s", board, seq, exc)
             return
-        finally:
-            for freeze in freezes:
-                freeze.end()
         self.seq = seq
         log.info("board %s: snapshot at seq %d written to %s (%d tables, %d bytes) in %.3fs",
-                 board, seq, self.store.where(board), len(freezes), len(data), time.perf_counter() - started)
+                 board, seq, self.store.where(board), len(freezes), sum(map(len, pieces)), time.perf_counter() - started)
+
+
+async def _in_turns(steps: Iterator[None]) -> None:
+    """Run ``steps`` on the event loop, `TURN` seconds of them at a time."""
+    until = time.perf_counter() + TURN
+    for _ in steps:
+        if time.perf_counter() >= until:
+            await asyncio.sleep(0)
+            until = time.perf_counter() + TURN
 
 
 async def start_from_snapshot(
@@ -148,7 +155,7 @@ async def start_from_snapshot(
 
     for image in snapshot.tables:  # one table a turn: each is O(n), about 0.3 s at 10**6 entries
         window = image.window
-        if include(window):
+        if include(window) and image.entries:  # as a full replay: no table for a window without events
             engine.tables[(window.kind, window.period_id)] = RankedTable.from_entries(engine.rule, window, image.entries, image.keys)
             await asyncio.sleep(0)
     engine.disputes = dict(snapshot.disputes)
@@ -160,7 +167,7 @@ async def start_from_snapshot(
 
     events = 0
     async for rows in journal.scan(upto, min_seq=snapshot.seq + 1):
-        events += _fold(engine, rows, include, voided)
+        events += engine.fold(engine.router.routed(rows, voided), include)
     for key, table in engine.tables.items():  # a table the tail opened may be closed already
         closing = engine.markers.get(key)
         if closing is not None:
@@ -181,35 +188,3 @@ async def start_from_snapshot(
     seconds = time.perf_counter() - started
     log.info("board %s: started from the snapshot at seq %d and %d records after it", board, snapshot.seq, upto - snapshot.seq)
     return ReplayReport(board, events, seconds, [TableReport(t, 0, seconds) for t in engine.tables.values()]), snapshot.seq
-
-
-def _fold(engine: BoardEngine, rows: list[ScoreRow], include: Callable[[Window], bool], voided: set[int]) -> int:
-    """Apply journaled score rows to the loaded tables, as the live path applies a batch (one
-    `RankedTable.apply_updates` per table). Returns the rows applied. O(rows * kinds + changed
-    members * log n)."""
-    route_of, update_of = engine.router.route, engine.rule.update
-    shares: dict[TableKey, list[tuple[str, Update]]] = {}
-    windows: dict[TableKey, Window] = {}
-    applied = 0
-    route = route_of(0)
-    for seq, member, value, occurred_at, key in rows:
-        if seq in voided:
-            continue
-        applied += 1
-        update = None
-        if not route.start <= occurred_at < route.end:
-            route = route_of(occurred_at)
-        for window in route.windows(seq):
-            if not include(window):
-                continue
-            if update is None:
-                update = (member, update_of(member, value, occurred_at, key))
-            table_key = (window.kind, window.period_id)
-            windows[table_key] = window
-            shares.setdefault(table_key, []).append(update)
-    for table_key, share in shares.items():
-        table = engine.tables.get(table_key)
-        if table is None:
-            table = engine.tables[table_key] = RankedTable(engine.rule, windows[table_key])
-        table.apply_updates(share)
-    return applied

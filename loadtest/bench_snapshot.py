@@ -1,21 +1,33 @@
-"""``python -m loadtest.bench_snapshot``: the longest event-loop stall while a snapshot of a board
-of 10**6 members is taken with ingest going on (what taking one adds to an ack at most), the
-snapshot's size, and the time to decode and load it. One alltime table; the journal is a stub
-that knows the record at the snapshot's seq."""
+"""``python -m loadtest.bench_snapshot``: what taking a snapshot of a board of 10**6 members adds
+to the event loop while ingest goes on (what it adds to an ack at most): the loop's stalls (a
+ticker that sleeps 1 ms, beside batches of 100 updates a ms) during a snapshot and, as the
+control, during as long a time without one; then the snapshot's size and the time to decode and
+load it. One table of the board's rule (``--aggregation``); the journal is a stub that knows the
+record at the snapshot's seq; the snapshot goes to a file, or with ``--postgres`` to an embedded
+PostgreSQL. A warm-up, then ``--repeat`` runs (fixed seeds); a shared machine's noise shows in
+the control."""
+import argparse
 import asyncio
 import random
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from arena.clock import Clock
+from arena.config import JournalSettings
 from arena.engine.board import BoardEngine
 from arena.engine.periods import ALLTIME_WINDOW, PeriodKind
+from arena.engine.scoring import Aggregation
 from arena.engine.spec import BoardSpec
 from arena.engine.table import RankedTable
-from arena.journal.snapshots import SqliteSnapshots
+from arena.journal import journal_backend
+from arena.journal.snapshots import SnapshotStore, snapshot_store
 from arena.snapshot import decode
 from arena.snapshotter import Snapshotter
+from loadtest.arena_client import bench_config
+
+MEMBERS = 1_000_000
 
 
 class _OneRecord:
@@ -23,20 +35,17 @@ class _OneRecord:
         yield [(upto_seq, "m", 0, 0, "k")]
 
 
-async def main() -> None:
-    spec = BoardSpec("b")
-    engine = BoardEngine(spec)
-    rng = random.Random(1)
-    states = {f"member-{i}": engine.rule.update(f"member-{i}", rng.randrange(10**9), 1000, f"k{i}") for i in range(1_000_000)}
-    engine.tables[(PeriodKind.ALLTIME, "alltime")] = RankedTable.from_states(engine.rule, ALLTIME_WINDOW, states)
-    engine.last_seq = 5
-    tmp = tempfile.mkdtemp()
-    snap = Snapshotter(engine, _OneRecord(),  # type: ignore[arg-type]
-                        SqliteSnapshots(Path(tmp)), 1, Clock())
-    gaps: list[float] = []
-    done = False
+def _ms(values: list[float], q: float) -> str:
+    values = sorted(values)
+    return f"{values[min(int(len(values) * q), len(values) - 1)] * 1000:.1f}"
+
+
+async def run(engine: BoardEngine, store: SnapshotStore, seed: int) -> tuple[float, list[float], list[float]]:
+    rng = random.Random(seed)
     table = engine.tables[(PeriodKind.ALLTIME, "alltime")]
     update = engine.rule.update
+    gaps: list[float] = []
+    done = False
 
     async def ticker() -> None:
         last = time.perf_counter()
@@ -48,28 +57,70 @@ async def main() -> None:
 
     async def ingest() -> None:  # 100 events a millisecond at most, as batches would apply them
         while not done:
-            table.apply_updates([(f"member-{rng.randrange(10**6)}", update("x", rng.randrange(10**9), 2000, "k"))
-                                 for _ in range(100)])
+            batch = [(f"member-{rng.randrange(MEMBERS)}", update("x", rng.randrange(10**9), 2000, f"k{rng.random()}"))
+                     for _ in range(100)]
+            table.apply_updates(batch)
             await asyncio.sleep(0.001)
 
     tasks = [asyncio.create_task(ticker()), asyncio.create_task(ingest())]
     await asyncio.sleep(0.2)
+    engine.last_seq += 1
+    snapshotter = Snapshotter(engine, _OneRecord(), store, 1, Clock())  # type: ignore[arg-type]
     gaps.clear()
     started = time.perf_counter()
-    await snap.take()
+    await snapshotter.take()
     took = time.perf_counter() - started
+    during = gaps[:]
+    gaps.clear()
+    await asyncio.sleep(took)
     done = True
     await asyncio.gather(*tasks)
-    data = (Path(tmp) / "b.snapshot").read_bytes()
-    gaps.sort()
-    print(f"10**6 members, 1 table: snapshot {took:.3f}s, {len(data) / 1e6:.1f} MB; loop stall max"
-          f" {gaps[-1] * 1000:.1f} ms, p99 {gaps[int(len(gaps) * 0.99)] * 1000:.1f} ms over {len(gaps)} ticks")
+    return took, during, gaps
+
+
+async def main(aggregation: str, repeat: int, postgres: str | None) -> None:
+    spec = BoardSpec("b", aggregation=Aggregation(aggregation))
+    engine = BoardEngine(spec)
+    rng = random.Random(1)
+    table = RankedTable(engine.rule, ALLTIME_WINDOW)
+    table.apply_updates([(f"member-{i}", engine.rule.update(f"member-{i}", rng.randrange(10**9), 1000, f"k{i}"))
+                         for i in range(MEMBERS)])
+    engine.tables[(PeriodKind.ALLTIME, "alltime")] = table
+    backend = journal_backend(replace(bench_config(Path(tempfile.mkdtemp()), "-"), journal=JournalSettings(
+        "postgresql", postgres, "arena_snapshot_bench")) if postgres else bench_config(Path(tempfile.mkdtemp()), "-"))
+    await (await backend.open(spec)).close()  # PostgreSQL: the schema
+    store = snapshot_store(backend)
+    print(f"10**6 members, 1 table ({aggregation}), ingest 100 events a ms at most, to {store.where('b')}"
+          " (after a warm-up run):")
+    await run(engine, store, 0)
+    data = None
+    for i in range(1, repeat + 1):
+        took, during, control = await run(engine, store, i)
+        data = await store.load("b")
+        assert data is not None
+        print(f"  run {i}: snapshot in {took:.3f}s, {len(data) / 1e6:.1f} MB; loop stall max {_ms(during, 1)} ms,"
+              f" p99 {_ms(during, 0.99)} ms ({len(during)} ticks); control max {_ms(control, 1)} ms,"
+              f" p99 {_ms(control, 0.99)} ms ({len(control)} ticks)")
+    await backend.close()
+    if data is None:
+        return
     started = time.perf_counter()
     image = decode(data).tables[0]
     decoded = time.perf_counter()
-    RankedTable.from_entries(engine.rule, ALLTIME_WINDOW, image.entries, None)
+    RankedTable.from_entries(engine.rule, ALLTIME_WINDOW, image.entries, image.keys)
     print(f"decode {decoded - started:.3f}s, load the table {time.perf_counter() - decoded:.3f}s")
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--aggregation", default="best", choices=[a.value for a in Aggregation])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--postgres", action="store_true", help="store the snapshot in an embedded PostgreSQL")
+    args = parser.parse_args()
+    if args.postgres:
+        from loadtest.postgres import postgres_url
+
+        with postgres_url() as url:
+            asyncio.run(main(args.aggregation, args.repeat, url))
+    else:
+        asyncio.run(main(args.aggregation, args.repeat, None))

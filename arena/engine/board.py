@@ -12,14 +12,13 @@ is in flight: it is decided as if that plan were committed, and is void if that 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from arena.engine.events import Fingerprint
 from arena.engine.periods import Calendar, PeriodKind, UnknownPeriod, Window
-from arena.engine.records import CloseRecord, ScoreRecord, StoredEvent, VoidRecord
-from arena.engine.routing import NO_MARKER, Intake, Plan, Router, TableKey, decide
-from arena.engine.scoring import ScoringRule, State
+from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
+from arena.engine.routing import NO_MARKER, Intake, Plan, Routed, Router, TableKey, decide
+from arena.engine.scoring import ScoringRule, State, Update
 from arena.engine.spec import BoardSpec
 from arena.engine.table import RankedTable
 from arena.errors import not_found, not_ready
@@ -100,34 +99,55 @@ class BoardEngine:
         (yielding) in between. At each pause the tables hold exactly the records up to
         ``last_seq``, so a query (a digest) may run there. Each event is turned into its
         `ScoringRule.update` once for all its tables; each table merges its share of a step in
-        one pass (`RankedTable.apply_updates`)."""
+        one pass (`fold`)."""
         assert self._in_flight and self._in_flight[0] is plan, "plans are committed in the order they were decided"
-        routes = plan.routes
         records = plan.records
-        update_of = self.rule.update
         step = max(step, 1)
         for begin in range(0, len(records), step):
-            shares: dict[RankedTable, list[Any]] = {}
-            by_window: dict[int, list[Any]] = {}  # id(window): windows repeat, hashing one is slow
             chunk = records[begin : begin + step]
-            for record in chunk:
-                if isinstance(record, ScoreRecord):
-                    event = record.event
-                    update = (event.member, update_of(event.member, event.value, event.occurred_at, event.idempotency_key))
-                    for window in routes[record.seq]:
-                        share = by_window.get(id(window))
-                        if share is None:
-                            share = by_window[id(window)] = shares.setdefault(self._table(window), [])
-                        share.append(update)
-                elif isinstance(record, CloseRecord):
-                    self.close(record)
-            for table, share in shares.items():
-                table.apply_updates(share)
+            self.fold(self._routed(chunk, plan.routes))
             self.last_seq = chunk[-1].seq
             if begin + step < len(records):
                 yield
         self.last_seq = plan.last_seq
         self._in_flight.pop(0)
+
+    def _routed(self, records: Sequence[Record], routes: Mapping[int, tuple[Window, ...]]) -> Iterator[Routed]:
+        """The score records of a plan's ``records`` with the windows it decided for them,
+        installing its close markers on the way."""
+        for record in records:
+            if isinstance(record, ScoreRecord):
+                event = record.event
+                yield routes[record.seq], event.member, event.value, event.occurred_at, event.idempotency_key
+            elif isinstance(record, CloseRecord):
+                self.close(record)
+
+    def fold(self, events: Iterable[Routed], include: Callable[[Window], bool] | None = None) -> int:
+        """Apply score events to the tables of the windows each applies to (made when missing;
+        ``include`` leaves windows out): an event's `ScoringRule.update` is made once for all
+        its tables, and each table merges its share in one pass (`RankedTable.apply_updates`).
+        Returns the events. O(events * kinds + changed members * log n)."""
+        update_of = self.rule.update
+        shares: dict[RankedTable, list[tuple[str, Update]]] = {}
+        # id(window) -> (window, its table's share or None when left out): windows repeat, and
+        # hashing one is slow; the window is kept so that its id is not reused meanwhile
+        by_window: dict[int, tuple[Window, list[tuple[str, Update]] | None]] = {}
+        count = 0
+        for windows, member, value, occurred_at, key in events:
+            count += 1
+            update = None
+            for window in windows:
+                known = by_window.get(id(window))
+                if known is None:
+                    share = shares.setdefault(self._table(window), []) if include is None or include(window) else None
+                    known = by_window[id(window)] = (window, share)
+                if known[1] is not None:
+                    if update is None:
+                        update = (member, update_of(member, value, occurred_at, key))
+                    known[1].append(update)
+        for table, share in shares.items():
+            table.apply_updates(share)
+        return count
 
     def _table(self, window: Window) -> RankedTable:
         key = (window.kind, window.period_id)

@@ -12,12 +12,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from arena.engine.board import BoardEngine
 from arena.engine.periods import Window
-from arena.engine.routing import Route, TableKey
+from arena.engine.routing import ScoreRow, TableKey
 from arena.engine.scoring import FoldRow, State
 from arena.engine.table import RankedTable
-
-_NOWHERE = Route(0, -1, ())
-"""A route holding no instant: the first row looks its route up."""
 
 _Target = tuple[dict[str, State], list[int]] | None
 """Where a window's records go in one pass: its member states and its count of records applied;
@@ -37,7 +34,6 @@ class Loader:
         self.applied: dict[TableKey, list[int]] = {}
         # id(window) -> (window, target); the window is kept so that its id is not reused
         self._targets: dict[int, tuple[Window, _Target]] = {}
-        self._route = _NOWHERE
 
     def _target(self, window: Window) -> _Target:
         target: _Target = None
@@ -48,23 +44,16 @@ class Loader:
         self._targets[id(window)] = (window, target)
         return target
 
-    def feed(self, rows: Iterable[tuple[int, str, int, int, str]]) -> None:
+    def feed(self, rows: Iterable[ScoreRow]) -> None:
         """Apply rows (seq, member, value, occurred_at, key), in any order: merges commute, and
         a close marker excludes by seq. O(rows * kinds)."""
-        route_of = self.engine.router.route
         update_of, merge = self.engine.rule.update, self.engine.rule.merge
         targets = self._targets
-        route = self._route
-        voided = self.voided
         count = 0
-        for seq, member, value, occurred_at, key in rows:
-            if seq in voided:
-                continue
+        for windows, member, value, occurred_at, key in self.engine.router.routed(rows, self.voided):
             count += 1
-            if not route.start <= occurred_at < route.end:
-                route = route_of(occurred_at)
             update = None
-            for window in route.windows(seq):
+            for window in windows:
                 known = targets.get(id(window))
                 target = known[1] if known is not None else self._target(window)
                 if target is None:
@@ -76,7 +65,6 @@ class Loader:
                 new = merge(states.get(member), update)
                 if new is not None:
                     states[member] = new
-        self._route = route
         self.events += count
 
     def bucket(self, windows: Sequence[Window]) -> BucketFold:
@@ -94,7 +82,6 @@ class Loader:
             self._windows.setdefault(key, window)
             self._states.setdefault(key, {})
         self._targets.clear()  # a later row looks its windows up again (and finds no states)
-        self._route = _NOWHERE
         built: RankedTable | None = None
         for key in [k for k in self._states if only is None or only(self._windows[k])]:
             states = self._states.pop(key)

@@ -9,7 +9,6 @@ is exactly rank order with the member string as the last tie-breaker.
 from __future__ import annotations
 
 import hashlib
-from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple
 
@@ -30,7 +29,7 @@ class Entry(NamedTuple):
 class RankedTable:
     """Standings of one window. Every query is O(log n) plus the entries it returns."""
 
-    __slots__ = ("rule", "window", "closed_at", "closed_seq", "disputes", "_items", "_sorted", "_keys", "_undo")
+    __slots__ = ("rule", "window", "closed_at", "closed_seq", "disputes", "_items", "_sorted", "_keys", "_freeze")
 
     def __init__(self, rule: ScoringRule, window: Window) -> None:
         self.rule = rule
@@ -42,9 +41,8 @@ class RankedTable:
         self._sorted: SortedList = SortedList()  # its default load (1000) suits ~10**6 entries
         # Only the latest aggregation needs each member's deciding key (ties on occurred_at).
         self._keys: dict[str, str] | None = {} if rule.aggregation is Aggregation.LATEST else None
-        self._undo: dict[str, tuple[bytes | None, str]] | None = None
-        """While a `Freeze` is under way: each member changed since it began, with its entry and
-        deciding key from before its first change (None: the member had no entry)."""
+        self._freeze: Freeze | None = None
+        """The freeze under way: told of each member's change before it is made."""
 
     @classmethod
     def from_standings(cls, rule: ScoringRule, window: Window, standings: dict[str, Standing]) -> RankedTable:
@@ -81,7 +79,7 @@ class RankedTable:
 
     @classmethod
     def from_entries(cls, rule: ScoringRule, window: Window, entries: Sequence[bytes], keys: Sequence[str] | None) -> RankedTable:
-        """A table holding ``entries`` (packed, in rank order, as `Freeze.standings` gives them)
+        """A table holding ``entries`` (packed, in rank order, as `Freeze.runs` gives them)
         and, for the latest aggregation, each entry's deciding key. O(n)."""
         table = cls(rule, window)
         members = [member_of(item) for item in entries]
@@ -134,11 +132,11 @@ class RankedTable:
             for member, standing in pending.items():
                 self.set_standing(member, standing)
             return len(pending)
-        items, add, remove, undo = self._items, self._sorted.add, self._sorted.remove, self._undo
+        items, add, remove, freeze = self._items, self._sorted.add, self._sorted.remove, self._freeze
         for member, entry in pending.items():
             old = before[member]
-            if undo is not None and member not in undo:
-                undo[member] = (old, "")
+            if freeze is not None:
+                freeze.change(member, old, entry)
             if old is not None:
                 remove(old)
             items[member] = entry
@@ -152,7 +150,8 @@ class RankedTable:
             self.set_standing(member, state)
             return
         old = self._items.get(member)
-        self._remember(member, old)
+        if self._freeze is not None:
+            self._freeze.change(member, old, state)
         if old is not None:
             self._sorted.remove(old)
         self._items[member] = state
@@ -161,7 +160,9 @@ class RankedTable:
     def set_standing(self, member: str, standing: Standing | None) -> None:
         """Replace a member's standing (None removes the member). O(log n)."""
         old = self._items.get(member)
-        self._remember(member, old)
+        item = None if standing is None else pack(self.rule.sort_key(standing[0], standing[1]), member)
+        if self._freeze is not None:
+            self._freeze.change(member, old, item)
         if old is not None:
             self._sorted.remove(old)
         if standing is None:
@@ -170,17 +171,11 @@ class RankedTable:
                 if self._keys is not None:
                     del self._keys[member]
             return
-        item = pack(self.rule.sort_key(standing[0], standing[1]), member)
+        assert item is not None
         self._items[member] = item
         self._sorted.add(item)
         if self._keys is not None:
             self._keys[member] = standing[2]
-
-    def _remember(self, member: str, old: bytes | None) -> None:
-        """Keep a member's entry from before its first change while a `Freeze` is under way."""
-        undo = self._undo
-        if undo is not None and member not in undo:
-            undo[member] = (old, self._keys.get(member, "") if self._keys is not None else "")
 
     def _entry(self, index: int, item: bytes) -> Entry:
         sort_key, member = unpack(item)
@@ -284,79 +279,73 @@ class RankedTable:
 
 
 class Freeze:
-    """A table's standings as of the moment the freeze began, taken while the table goes on
-    changing: the table remembers the entry (and deciding key) each member had before its first
-    change since then, so that the entries can be copied in one turn of the event loop and the
-    keys in another (each about 45 ms at 10**6 entries: one incref per entry, scattered in memory), and the rest (`standings`) can run in a
-    thread. Call `copy_entries`, then `copy_keys` (which ends the freeze) from the loop."""
+    """A table's standings as of the moment the freeze began, read a run of entries at a time
+    while the table goes on changing. Beginning one is O(1); the table tells it of each change
+    before making it (`change`, O(log changes)); `end` stops it. One freeze of a table at a time.
+
+    `runs` reads the live table in consecutive ranges of entries, each in one step: a range's
+    entries as of the start are its live entries less those put in since the start, plus the
+    entries members had at the start and have left since. Only changes above what was read are
+    kept, and no copy of the table is made: a copy in one turn of the event loop stalled it
+    45-86 ms at 10**6 entries, and copies of its sublists (copy-on-write) left young lists of
+    entries for the garbage collector to walk, 20-80 ms a collection."""
+
+    step = 1024
+    """Entries a run: 1024 take about 1 ms with their encoding (`arena.snapshot.encode`)."""
 
     def __init__(self, table: RankedTable) -> None:
+        assert table._freeze is None, "one freeze of a table at a time"
         self.table = table
-        self._changed: dict[str, tuple[bytes | None, str]] = {}
-        table._undo = self._changed
-        self._entries: list[bytes] = []
-        self._rewind: list[tuple[bytes | None, bytes | None]] = []  # (entry at the copy, entry at the start)
-        self._keys: dict[str, str] | None = None
+        self.window = table.window
+        self._read_to: bytes | None = None  # the last entry read; None: nothing read yet
+        self._changed: dict[str, None] = {}  # members changed since the start
+        self._put: dict[bytes, None] = {}  # entries put in since the start above what was read
+        self._left = SortedList()  # entries at the start since left, above what was read then
+        self._keys: dict[str, str] = {}  # latest aggregation: deciding keys at the start of changed members
+        table._freeze = self
 
-    def copy_entries(self) -> None:
-        """Copy the entries as they are now, and how the members changed so far differ. O(n)."""
-        table = self.table
-        self._entries = list(table._sorted)
-        self._rewind = [(table._items.get(member), old) for member, (old, _key) in self._changed.items()]
+    def change(self, member: str, old: bytes | None, new: bytes | None) -> None:
+        """The table is about to replace ``member``'s entry ``old`` by ``new`` (None: none)."""
+        read_to = self._read_to
+        if new is not None and (read_to is None or new > read_to):
+            self._put[new] = None
+        if member in self._changed:
+            return
+        self._changed[member] = None
+        if old is not None and (read_to is None or old > read_to):
+            self._left.add(old)
+            if self.table._keys is not None:
+                self._keys[member] = self.table._keys[member]
 
-    def copy_keys(self) -> None:
-        """Copy the deciding keys (latest aggregation) and end the freeze. O(n) or O(1)."""
+    def runs(self) -> Iterator[tuple[list[bytes], list[str] | None]]:
+        """The entries as of the start in rank order, a run of about `step` at a time, each with
+        (latest aggregation) its entries' deciding keys. The table may change between two runs.
+        O(n + changes * log n) in all."""
         table = self.table
-        if table._keys is not None:
-            self._keys = dict(table._keys)
-            for member, (old, key) in self._changed.items():
-                if old is None:
-                    self._keys.pop(member, None)
-                else:
-                    self._keys[member] = key
-        self.end()
+        sorted_, left, put = table._sorted, self._left, self._put
+        while True:
+            read_to = self._read_to
+            start = 0 if read_to is None else sorted_.bisect_right(read_to)
+            live = list(sorted_.islice(start, start + self.step))
+            last = start + self.step >= len(sorted_)
+            high = None if last else live[-1]
+            gone = list(left.irange(read_to, high, inclusive=(False, True)))
+            run = [entry for entry in live if entry not in put] if put else live
+            if gone:
+                run = sorted(run + gone)  # two sorted runs: one merge
+            self._read_to = high
+            yield run, self._keys_of(run)
+            if last:
+                return
+
+    def _keys_of(self, run: list[bytes]) -> list[str] | None:
+        now = self.table._keys
+        if now is None:
+            return None
+        before = self._keys  # else the key has not changed since the start
+        return [before[member] if member in before else now[member] for member in map(member_of, run)]
 
     def end(self) -> None:
-        """Stop remembering changes (also when the freeze is abandoned). O(1)."""
-        if self.table._undo is self._changed:
-            self.table._undo = None
-
-    def standings(self) -> tuple[list[bytes], list[str] | None]:
-        """The entries in rank order as of the start, and (latest aggregation) each one's
-        deciding key. Touches no live state: may run in a thread. O(n + changed * log n)."""
-        drop = sorted(now for now, _old in self._rewind if now is not None)
-        add = sorted(old for _now, old in self._rewind if old is not None)
-        entries = _with(_without(self._entries, drop), add)
-        if self._keys is None:
-            return entries, None
-        keys = self._keys
-        return entries, [keys[member_of(item)] for item in entries]
-
-
-def _without(entries: list[bytes], drop: list[bytes]) -> list[bytes]:
-    """``entries`` (sorted) less ``drop`` (sorted, each in it), in slices. O(n + k log n)."""
-    if not drop:
-        return entries
-    out: list[bytes] = []
-    start = 0
-    for item in drop:
-        index = bisect_left(entries, item, start)
-        out += entries[start:index]
-        start = index + 1
-    out += entries[start:]
-    return out
-
-
-def _with(entries: list[bytes], add: list[bytes]) -> list[bytes]:
-    """``entries`` (sorted) and ``add`` (sorted) merged, in slices. O(n + k log n)."""
-    if not add:
-        return entries
-    out: list[bytes] = []
-    start = 0
-    for item in add:
-        index = bisect_left(entries, item, start)
-        out += entries[start:index]
-        out.append(item)
-        start = index
-    out += entries[start:]
-    return out
+        """Stop (also when the freeze is abandoned). O(1)."""
+        if self.table._freeze is self:
+            self.table._freeze = None

@@ -18,13 +18,10 @@ from prometheus_client import CollectorRegistry
 from arena.engine.events import Event, Fingerprint
 from arena.engine.periods import PeriodKind, Window
 from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
+from arena.engine.routing import ScoreRow as ScoreRow  # re-exported: the journals scan these
 from arena.engine.scoring import Aggregation, FoldRow, Order, Tie
 from arena.engine.spec import BoardSpec
 from arena.errors import BoardDefinitionChanged
-
-ScoreRow = tuple[int, str, int, int, str]
-"""(seq, member, value, occurred_at, idempotency_key): what replay needs of a score event."""
-
 
 
 class Journal(Protocol):

@@ -1,10 +1,12 @@
 """The snapshot format (`arena.snapshot`): what is written reads back the same, a damaged, foreign
 or future snapshot is refused with a reason, the validity rules; and `Freeze`: a table's
-standings as of the moment a freeze began, however the table changes while it is copied."""
+standings as of the moment a freeze began, however the table changes between its runs."""
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -13,7 +15,7 @@ from hypothesis import strategies as st
 from arena.engine.periods import ALLTIME_WINDOW, Calendar, PeriodKind
 from arena.engine.scoring import Aggregation, Order, ScoringRule, Standing, Tie
 from arena.engine.table import Freeze, RankedTable
-from arena.snapshot import FORMAT, MAGIC, Snapshot, SnapshotInvalid, TableImage, decode, encode, rejection
+from arena.snapshot import FORMAT, MAGIC, Snapshot, SnapshotInvalid, TableImage, decode, encode, rejection, seal
 
 BEST = ScoringRule.for_board(Aggregation.BEST, Order.DESC, Tie.EARLIEST)
 LATEST = ScoringRule.for_board(Aggregation.LATEST, Order.DESC, Tie.EARLIEST)
@@ -32,15 +34,31 @@ def table_with(rule: ScoringRule, standings: dict[str, Standing]) -> RankedTable
     return table
 
 
+def read(freeze: Freeze, between: Callable[[], None] = lambda: None) -> tuple[list[bytes], list[str] | None]:
+    """A freeze's runs joined, calling ``between`` after each."""
+    entries: list[bytes] = []
+    keys: list[str] | None = None
+    for run, run_keys in freeze.runs():
+        entries += run
+        if run_keys is not None:
+            keys = (keys or []) + run_keys
+        between()
+    freeze.end()
+    return entries, keys
+
+
 def image_of(table: RankedTable) -> TableImage:
-    freeze = Freeze(table)
-    freeze.copy_entries()
-    freeze.copy_keys()
-    entries, keys = freeze.standings()
-    return TableImage(table.window, entries, keys)
+    return TableImage(table.window, *read(Freeze(table)))
 
 
-def snapshot_of(*tables: RankedTable) -> Snapshot:
+def encoded(snapshot: Snapshot[TableImage]) -> bytes:
+    body: list[bytes] = []
+    for _ in encode(snapshot, body):
+        pass
+    return b"".join(seal(body))
+
+
+def snapshot_of(*tables: RankedTable) -> Snapshot[TableImage]:
     return Snapshot("b", '{"x":1}', 42, "event k42", {"alltime": None, "daily": DAY.start_ms},
                     {(PeriodKind.DAILY, DAY.period_id): 3}, [image_of(t) for t in tables])
 
@@ -53,7 +71,7 @@ def rows(table: RankedTable) -> list[tuple[str, Standing | None]]:
 @given(st.sampled_from(RULES), standings)
 def test_a_snapshot_reads_back_to_the_same_tables(rule: ScoringRule, given_standings: dict[str, Standing]) -> None:
     table = table_with(rule, given_standings)
-    back = decode(encode(snapshot_of(table, RankedTable(rule, DAY))))
+    back = decode(encoded(snapshot_of(table, RankedTable(rule, DAY))))
     assert (back.board, back.seq, back.record, back.floors) == ("b", 42, "event k42", {"alltime": None, "daily": DAY.start_ms})
     assert back.disputes == {(PeriodKind.DAILY, DAY.period_id): 3}
     assert [image.window for image in back.tables] == [ALLTIME_WINDOW, DAY]
@@ -62,38 +80,51 @@ def test_a_snapshot_reads_back_to_the_same_tables(rule: ScoringRule, given_stand
     assert loaded.digest() == table.digest()
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.sampled_from(RULES), standings, standings, st.lists(members, max_size=5))
-def test_a_freeze_sees_the_table_as_it_began_whatever_changes_meanwhile(
-    rule: ScoringRule, before: dict[str, Standing], during: dict[str, Standing], removed: list[str]
+# Few names, so that changes mostly hit members the table holds.
+names = st.one_of(st.sampled_from("abcdefgh"), members)
+few = st.dictionaries(names, st.tuples(st.integers(-(10**6), 10**6), st.integers(0, 10**6), st.text(max_size=2)))
+# One change to a table: set a standing, remove a member, merge events in, or set a merged state.
+changes = st.one_of(
+    st.tuples(st.just("set"), names, st.tuples(st.integers(-(10**6), 10**6), st.integers(0, 10**6), st.text(max_size=2))),
+    st.tuples(st.just("remove"), names, st.none()),
+    st.tuples(st.just("merge"), st.lists(st.tuples(names, st.integers(-(10**6), 10**6), st.integers(0, 10**6)), max_size=6), st.none()),
+    st.tuples(st.just("state"), names, st.tuples(st.integers(-(10**6), 10**6), st.integers(0, 10**6))),
+)
+
+
+def change(table: RankedTable, what: tuple[str, Any, Any]) -> None:
+    kind, first, second = what
+    rule = table.rule
+    if kind == "set":
+        table.set_standing(first, second)
+    elif kind == "remove":
+        table.set_standing(first, None)
+    elif kind == "merge":
+        table.apply_updates([(m, rule.update(m, value, at, f"k{at}")) for m, value, at in first])
+    else:
+        table.set_state(first, rule.merge(None, rule.update(first, second[0], second[1], "k")))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(RULES), few, st.integers(1, 4), st.lists(st.lists(changes, max_size=4), max_size=12))
+def test_a_freeze_sees_the_table_as_it_began_whatever_changes_between_its_runs(
+    rule: ScoringRule, before: dict[str, Standing], step: int, batches: list[list[tuple[str, Any, Any]]]
 ) -> None:
     table = table_with(rule, before)
     expected = rows(table)
     freeze = Freeze(table)
-    half = dict(list(during.items())[: len(during) // 2])
-    for member, standing in half.items():
-        table.set_standing(member, standing)
-    freeze.copy_entries()
-    for member, standing in during.items():
-        table.set_standing(member, standing)
-    for member in removed:
-        table.set_standing(member, None)
-    freeze.copy_keys()
-    table.set_standing("after the freeze", (1, 1, "k"))
-    entries, keys = freeze.standings()
+    freeze.step = step
+    pending = iter(batches)
+    for what in next(pending, []):  # changes before the first run too
+        change(table, what)
+
+    def between() -> None:
+        for what in next(pending, []):
+            change(table, what)
+
+    entries, keys = read(freeze, between)
     assert rows(RankedTable.from_entries(rule, ALLTIME_WINDOW, entries, keys)) == expected
-
-
-def test_a_freeze_sees_merged_updates_as_they_were() -> None:
-    table = RankedTable(BEST, ALLTIME_WINDOW)
-    table.apply_updates([("a", BEST.update("a", 5, 1, "k1")), ("b", BEST.update("b", 3, 1, "k2"))])
-    expected = rows(table)
-    freeze = Freeze(table)
-    table.apply_updates([("a", BEST.update("a", 9, 2, "k3")), ("c", BEST.update("c", 1, 2, "k4"))])
-    freeze.copy_entries()
-    freeze.copy_keys()
-    entries, _keys = freeze.standings()
-    assert rows(RankedTable.from_entries(BEST, ALLTIME_WINDOW, entries, None)) == expected
+    table.set_standing("after the freeze", (1, 1, "k"))  # the freeze has ended: no longer told
 
 
 def damaged(data: bytes) -> bytes:
@@ -109,7 +140,7 @@ def damaged(data: bytes) -> bytes:
     (lambda data: MAGIC + struct.pack("<I", FORMAT + 1) + data[len(MAGIC) + 4 :], f"format {FORMAT + 1}"),
 ])
 def test_a_damaged_or_future_snapshot_is_refused_with_its_reason(change: object, reason: str) -> None:
-    data = encode(snapshot_of(table_with(BEST, {"a": (1, 2, ""), "b": (3, 4, "")})))
+    data = encoded(snapshot_of(table_with(BEST, {"a": (1, 2, ""), "b": (3, 4, "")})))
     with pytest.raises(SnapshotInvalid, match=reason):
         decode(change(data))  # type: ignore[operator]
 

@@ -1,5 +1,5 @@
 """A start from a snapshot equals a full replay, digest for digest (voids, close markers and closed
-tables included), on sqlite and PostgreSQL; a snapshot that may not serve (corrupt, truncated,
+tables included), on sqlite and PostgreSQL, also when batches land while it is taken; a snapshot that may not serve (corrupt, truncated,
 foreign, future, another record at its seq, another definition, a larger keep_closed) is ignored
 with a log line naming why, and the board replays in full."""
 
@@ -11,6 +11,7 @@ import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
+from unittest.mock import patch
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -18,14 +19,15 @@ from hypothesis import strategies as st
 
 from arena.clock import Clock
 from arena.engine.board import BoardEngine
-from arena.engine.periods import PeriodKind
+from arena.engine.periods import PeriodKind, Window
 from arena.engine.records import ScoreRecord, VoidRecord
 from arena.engine.spec import BoardSpec
+from arena.engine.table import Freeze, RankedTable
 from arena.engine.times import parse_rfc3339_ms
 from arena.journal import Journal
 from arena.journal.snapshots import SnapshotStore, snapshot_store
 from arena.replay import replay
-from arena.snapshot import FORMAT, MAGIC
+from arena.snapshot import FORMAT, MAGIC, decode
 from arena.snapshotter import Snapshotter, start_from_snapshot
 from support.engine_harness import EngineHarness
 from support.journals import BackendKind, Store, journal_store
@@ -70,6 +72,53 @@ async def void(engine: BoardEngine, journal: Journal, target: ScoreRecord, now: 
     engine.void([record], [stored], remaining)
 
 
+class Live:
+    """A live engine fed frames through an EngineHarness, each frame's records journaled, and
+    voids of its events (drawn by hypothesis) journaled and applied."""
+
+    def __init__(self, spec: BoardSpec, journal: Journal, data: st.DataObject) -> None:
+        self.harness = EngineHarness({"b": spec})
+        self.engine = self.harness.engines["b"]
+        self.journal = journal
+        self.data = data
+
+    async def play(self, part: list[Frame], *, turns: bool = False) -> None:
+        """Run ``part``, then void up to two events; ``turns``: give a turn to other tasks after
+        each frame, and void up to one event there instead."""
+        harness, journal = self.harness, self.journal
+        for frame in part:
+            if frame.tick:
+                harness.tick("b", frame.now)
+            else:
+                harness.submit("gs", [e.raw("b") for e in frame.events], frame.now)
+            await journal.append([r for r in harness.journals["b"] if r.seq > journal.last_seq])
+            if turns:
+                await asyncio.sleep(0)
+                await self.voids(frame.now, 1)
+        if part and not turns:
+            await self.voids(part[-1].now, 2)
+
+    async def voids(self, now: int, most: int) -> None:
+        scores = self.harness.score_records("b")
+        if scores:
+            for target in self.data.draw(st.lists(st.sampled_from(scores), max_size=most), label="voided"):
+                await void(self.engine, self.journal, target, now)
+
+
+def on_a_journal(backend_kind: BackendKind, spec: BoardSpec, data: st.DataObject,
+                 body: Callable[[Live, SnapshotStore], Awaitable[None]]) -> None:
+    """Run ``body`` with a `Live` engine on a fresh journal of the backend, and its snapshot store."""
+    async def run() -> None:
+        async with journal_store(*backend_kind) as store:
+            journal = await store.open(spec)
+            try:
+                await body(Live(spec, journal, data), snapshot_store(store.backend()))
+            finally:
+                await journal.close()
+
+    asyncio.run(run())
+
+
 @STORED_PROPERTY
 @given(boards_and_frames(), st.data())
 def test_a_start_from_a_snapshot_equals_a_full_replay(
@@ -81,43 +130,63 @@ def test_a_start_from_a_snapshot_equals_a_full_replay(
     board, frames = case
     spec = spec_of(board)
     cut = data.draw(st.integers(0, len(frames)), label="snapshot after frame")
-    harness = EngineHarness({"b": spec})
-    live = harness.engines["b"]
 
-    async def run() -> None:
-        async with journal_store(*backend_kind) as store:
-            journal = await store.open(spec)
-            try:
-                await body(store, journal)
-            finally:
-                await journal.close()
-
-    async def body(store: Store, journal: Journal) -> None:
-        snapshots = snapshot_store(store.backend())
-
-        async def play(part: list[Frame]) -> None:
-            for frame in part:
-                if frame.tick:
-                    harness.tick("b", frame.now)
-                else:
-                    harness.submit("gs", [e.raw("b") for e in frame.events], frame.now)
-                await journal.append([r for r in harness.journals["b"] if r.seq > journal.last_seq])
-            scores = harness.score_records("b")
-            if scores and part:
-                for target in data.draw(st.lists(st.sampled_from(scores), max_size=2), label="voided"):
-                    await void(live, journal, target, part[-1].now)
-
-        await play(frames[:cut])
+    async def body(live: Live, snapshots: SnapshotStore) -> None:
+        journal = live.journal
+        await live.play(frames[:cut])
         taken_at = frames[cut - 1].now if cut else frames[0].now
-        await Snapshotter(live, journal, snapshots, 1, pinned(taken_at)).take()
-        await play(frames[cut:])
+        await Snapshotter(live.engine, journal, snapshots, 1, pinned(taken_at)).take()
+        await live.play(frames[cut:])
         now = frames[-1].now + data.draw(st.sampled_from([0, DAY, 40 * DAY]), label="start later by")
         started = BoardEngine(spec)
         loaded = await start_from_snapshot(started, journal, snapshots, now)
         full = await full_replay(journal, spec, now)
         assert state(started if loaded is not None else full) == state(full)
 
-    asyncio.run(run())
+    on_a_journal(backend_kind, spec, data, body)
+
+
+@STORED_PROPERTY
+@given(boards_and_frames(), st.data())
+def test_a_snapshot_taken_while_batches_land_holds_the_tables_at_its_seq(
+    backend_kind: BackendKind, case: tuple[OBoard, list[Frame]], data: st.DataObject
+) -> None:
+    """The live engine runs some frames, a snapshot begins, and the rest of the frames (and
+    voids) land between its steps (a run of one entry a step, a step a turn); the snapshot then
+    holds exactly the tables of a replay of the journal up to its seq."""
+    board, frames = case
+    spec = spec_of(board)
+    cut = data.draw(st.integers(1, len(frames)), label="snapshot after frame")
+
+    async def body(live: Live, snapshots: SnapshotStore) -> None:
+        journal = live.journal
+        await live.play(frames[:cut], turns=True)
+        seq, taken_at = live.engine.last_seq, frames[cut - 1].now
+        if seq == 0:
+            return
+        taking = asyncio.create_task(Snapshotter(live.engine, journal, snapshots, 1, pinned(taken_at)).take())
+        await asyncio.sleep(0)  # the freeze begins
+        await live.play(frames[cut:], turns=True)
+        await taking
+        stored = await snapshots.load("b")
+        assert stored is not None
+        snapshot = decode(stored)
+        assert snapshot.seq == seq
+        replayed = BoardEngine(spec)
+        await replay(replayed, journal, taken_at, upto_seq=seq)
+
+        def retained(window: Window) -> bool:  # a replay leaves out tables past the retention
+            floor = snapshot.floors[window.kind.value]
+            return floor is None or window.start_ms is None or window.start_ms >= floor
+
+        tables = {(t.window.kind, t.window.period_id): RankedTable.from_entries(replayed.rule, t.window, t.entries, t.keys)
+                  for t in snapshot.tables if retained(t.window)}
+        assert {k: t.digest() for k, t in tables.items() if len(t)} == \
+            {k: t.digest() for k, t in replayed.tables.items() if len(t)}
+        assert snapshot.disputes == replayed.disputes
+
+    with patch("arena.snapshotter.TURN", 0), patch.object(Freeze, "step", 1):
+        on_a_journal(backend_kind, spec, data, body)
 
 
 # -- invalid snapshots --------------------------------------------------------------------------------
@@ -150,19 +219,19 @@ async def journal_with_snapshot(store: Store, spec: BoardSpec = SPEC) -> tuple[J
 async def corrupt(store: Store, snapshots: SnapshotStore) -> None:
     data = await snapshots.load("b")
     assert data is not None
-    await snapshots.save("b", 0, data[:100] + bytes([data[100] ^ 1]) + data[101:])
+    await snapshots.save("b", 0, [data[:100], bytes([data[100] ^ 1]), data[101:]])
 
 
 async def truncated(store: Store, snapshots: SnapshotStore) -> None:
     data = await snapshots.load("b")
     assert data is not None
-    await snapshots.save("b", 0, data[: len(data) // 2])
+    await snapshots.save("b", 0, [data[: len(data) // 2]])
 
 
 async def future(store: Store, snapshots: SnapshotStore) -> None:
     data = await snapshots.load("b")
     assert data is not None
-    await snapshots.save("b", 0, MAGIC + struct.pack("<I", FORMAT + 1) + data[len(MAGIC) + 4 :])
+    await snapshots.save("b", 0, [MAGIC, struct.pack("<I", FORMAT + 1), data[len(MAGIC) + 4 :]])
 
 
 async def foreign(store: Store, snapshots: SnapshotStore) -> None:
@@ -170,7 +239,7 @@ async def foreign(store: Store, snapshots: SnapshotStore) -> None:
     await other.close()
     data = await other_snapshots.load("c")
     assert data is not None
-    await snapshots.save("b", 0, data)
+    await snapshots.save("b", 0, [data])
 
 
 async def journal_replaced(store: Store, snapshots: SnapshotStore) -> None:

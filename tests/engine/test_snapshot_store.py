@@ -15,9 +15,9 @@ async def test_a_board_keeps_its_newest_snapshot(store: Store) -> None:
     snapshots = snapshot_store(backend)
     assert await snapshots.load("b") is None
     data = os.urandom(3_000_000) + b"\0\xff"
-    await snapshots.save("b", 10, b"older")
-    await snapshots.save("b", 20, data)
-    await snapshots.save("c", 5, b"another board's")
+    await snapshots.save("b", 10, [b"older"])
+    await snapshots.save("b", 20, [data[:1000], data[1000:]])
+    await snapshots.save("c", 5, [b"another board's"])
     assert await snapshots.load("b") == data
     assert await snapshots.load("c") == b"another board's"
     assert "b" in snapshots.where("b")
@@ -27,5 +27,5 @@ async def test_a_sqlite_snapshot_sits_beside_the_journal_and_leaves_no_temporary
     snapshots = snapshot_store(store.backend())
     if not isinstance(snapshots, SqliteSnapshots):
         return
-    await snapshots.save("b", 1, b"x")
+    await snapshots.save("b", 1, [b"x"])
     assert sorted(p.name for p in snapshots.data_dir.iterdir() if "snapshot" in p.name) == ["b.snapshot"]
