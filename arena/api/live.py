@@ -85,8 +85,7 @@ class QuerySource:
 
 def absent(arena: Arena, view: dict[str, Any]) -> Body:
     """The answer of a member view while the member has no entry: a state, not an error."""
-    table = arena.board(view["board"]).view(queries.period_kind(view["period"]), view.get("period_id"), arena.clock.now())
-    body = wire.table_fields(view["board"], table)
+    _, body = queries.view(arena, view["board"], view["period"], view.get("period_id"))
     if view["op"] == "around":
         body["entries"] = []
     else:

@@ -33,8 +33,19 @@ def period_kind(period: str) -> PeriodKind:
         raise not_found("unknown_period", f"{period!r} is not a period (alltime, hourly, daily, weekly, monthly)") from None
 
 
-def _table(arena: Arena, board: str, period: str, period_id: str | None) -> RankedTable:
-    return arena.board(board).view(period_kind(period), period_id, arena.clock.now())
+def view(arena: Arena, board: str, period: str, period_id: str | None) -> tuple[RankedTable, Body]:
+    """The table a query names and its fields (`table_fields`): the one way a query views a table."""
+    now = arena.clock.now()
+    table = arena.board(board).view(period_kind(period), period_id, now)
+    return table, table_fields(arena, board, table, now)
+
+
+def table_fields(arena: Arena, board: str, table: RankedTable, now: int) -> Body:
+    """A viewed table's fields, closed by the rule of the periods route: from the close moment
+    on, before the actor journals the marker too."""
+    engine = arena.board(board).engine
+    assert engine is not None  # the table was viewed
+    return wire.table_fields(board, table, engine.window_closed(table.window, now))
 
 
 def _member_missing(member: str, table: RankedTable) -> Exception:
@@ -51,18 +62,16 @@ def check_range(name: str, value: int, low: int, high: int | None = None) -> int
 def top(arena: Arena, board: str, period: str, period_id: str | None, limit: int, offset: int) -> Body:
     check_range("limit", limit, 1, MAX_LIMIT)
     check_range("offset", offset, 0)
-    table = _table(arena, board, period, period_id)
-    body = wire.table_fields(board, table)
+    table, body = view(arena, board, period, period_id)
     body["entries"] = [wire.entry(e) for e in table.top(limit, offset)]
     return body
 
 
 def member(arena: Arena, board: str, period: str, period_id: str | None, name: str) -> Body:
-    table = _table(arena, board, period, period_id)
+    table, body = view(arena, board, period, period_id)
     found = table.entry(name)
     if found is None:
         raise _member_missing(name, table)
-    body = wire.table_fields(board, table)
     body["entry"] = wire.entry(found)
     return body
 
@@ -73,7 +82,7 @@ def around(
     check_range("radius", radius, 0, MAX_RADIUS)
     if (name is None) == (rank is None):
         raise invalid_request("around needs exactly one of member or rank")
-    table = _table(arena, board, period, period_id)
+    table, body = view(arena, board, period, period_id)
     if name is not None:
         entries = table.around_member(name, radius)
         if entries is None:
@@ -81,7 +90,6 @@ def around(
     else:
         assert rank is not None
         entries = table.around_rank(check_range("rank", rank, 1), radius)
-    body = wire.table_fields(board, table)
     body["entries"] = [wire.entry(e) for e in entries]
     return body
 
@@ -94,9 +102,8 @@ def members(arena: Arena, board: str, period: str, period_id: str | None, names:
         raise invalid_request("members must be a list of strings")
     if not 1 <= len(names) <= MAX_MEMBERS:
         raise invalid_request(f"members must hold between 1 and {MAX_MEMBERS} strings")
-    table = _table(arena, board, period, period_id)
+    table, body = view(arena, board, period, period_id)
     found, missing = table.entries_of(names)
-    body = wire.table_fields(board, table)
     body["entries"] = [wire.entry(e) for e in found]
     body["missing"] = missing
     return body
@@ -112,8 +119,7 @@ def score_at_percentile(arena: Arena, board: str, period: str, period_id: str | 
     """The entry at rank ceil(p / 100 * size); ``entry`` is null on an empty table."""
     if not 0 < p <= 100:
         raise invalid_request("p must be > 0 and <= 100")
-    table = _table(arena, board, period, period_id)
-    body = wire.table_fields(board, table)
+    table, body = view(arena, board, period, period_id)
     found = table.at_rank(math.ceil(p * len(table) / 100))
     body["p"] = float(p)
     body["entry"] = wire.entry(found) if found is not None else None
@@ -129,11 +135,10 @@ async def digest(arena: Arena, board: str, period: str, period_id: str | None) -
     """The table's digest at ``seq``, hashed in steps from a snapshot while the table moves on;
     one digest at a time per server, so that concurrent ones cannot crowd out everything else."""
     async with arena.digest_turn:
-        handle = arena.board(board)
-        table = handle.view(period_kind(period), period_id, arena.clock.now())
-        assert handle.engine is not None
-        body = wire.table_fields(board, table)
-        seq = handle.engine.last_seq
+        table, body = view(arena, board, period, period_id)
+        engine = arena.board(board).engine
+        assert engine is not None
+        seq = engine.last_seq
         h = hashlib.sha256()
         for piece in table.canonical_text(table.snapshot(), DIGEST_STEP):
             h.update(piece)
@@ -178,7 +183,7 @@ def boards(arena: Arena) -> Body:
                 table = handle.view(kind, None, now)
             except QueryError:  # loading or failed: list the board, not its tables
                 continue
-            fields = wire.table_fields(name, table)
+            fields = table_fields(arena, name, table, now)
             del fields["board"]
             tables.append(fields)
         listed.append({

@@ -19,7 +19,9 @@ def entry(e: Entry) -> Body:
     return {"rank": e.rank, "member": e.member, "score": e.score, "reached_at": format_ms(e.reached_at)}
 
 
-def table_fields(board: str, table: RankedTable) -> Body:
+def table_fields(board: str, table: RankedTable, closed: bool) -> Body:
+    """A table's fields; ``closed`` by the clock (`BoardEngine.window_closed`), as the periods
+    route says it, not by whether the actor has journaled the close marker yet."""
     window = table.window
     return {
         "board": board,
@@ -27,7 +29,7 @@ def table_fields(board: str, table: RankedTable) -> Body:
         "period_id": window.period_id,
         "start": format_optional_ms(window.start_ms),
         "end": format_optional_ms(window.end_ms),
-        "closed": table.closed,
+        "closed": closed,
         "size": len(table),
     }
 

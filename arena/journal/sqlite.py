@@ -107,6 +107,26 @@ _FOLDS = {
               " FROM (SELECT member, max(printf('%016d', occurred_at) || idempotency_key) AS t, value, count(*) AS n"
               " FROM {rows} GROUP BY member)",
 }
+# A best in one integer when the board's bounds and the bucket's span of instants fit in 62 bits
+# (the common case: 30 bits of default bounds leave a 49-day span): sqlite's max() of an integer
+# instead of a formatted text made the fold's query about 25 % cheaper at 10M events. {gain}: how
+# far a value is from the worst bound; {last}: the bucket's last instant; {factor}: 2**{width},
+# the span of its instants. Bounds may change while older events stay journaled: a value worse
+# than the bounds packs below 0 and loses to the member's in-bounds ones, as it should; a member
+# whose best is such a value, or a value better than the bounds by more than the 62 bits hold,
+# packs outside 0..2**62 (a product past 2**63 turns into a real number, still past it). Those
+# members come first, and the first row tells (`_packed_best`).
+_PACKED_BEST = (
+    "SELECT member, {score} AS score, {last} - (k & {mask}) AS reached_at, '', n FROM (SELECT member,"
+    " max(({gain}) * {factor} + {last} - occurred_at) AS k, count(*) AS n FROM {{rows}} GROUP BY member)"
+)
+_PACKED_OUTSIDE = "(k < 0 OR k >= 4611686018427387904)"
+_INSTANTS = "SELECT (SELECT min(occurred_at) FROM score_event), (SELECT max(occurred_at) FROM score_event)"
+_CACHE_KIB = 65536
+_FOLD_CACHE_KIB = 4096
+"""sqlite's page cache while a fold's query runs: its GROUP BY sorts in runs of the cache's size,
+and runs of a few MB (that stay in the CPU's caches) then merged cost about 25 % less CPU than
+runs of 64 MB at 10M events."""
 _WAL_HEADER_BYTES = 32
 _LOOKUP_CHUNK = 500
 _SCAN_CHUNK = 2_000
@@ -152,7 +172,7 @@ class SqliteJournal:
                 await db.execute("PRAGMA journal_mode=WAL")
                 await db.execute(f"PRAGMA synchronous={'FULL' if durability == 'full' else 'NORMAL'}")
                 await db.executescript(_SCHEMA)
-            await db.execute("PRAGMA cache_size=-65536")
+            await db.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
             # Every page's structure, in C: about 5% of a replay's time, and it catches a torn or
             # overwritten page (an index one included) before a replay or a lookup trusts it.
             problems = [row[0] for row in await db.execute_fetchall("PRAGMA quick_check")]
@@ -340,19 +360,42 @@ class SqliteJournal:
         return None if value is None else int(value)
 
     async def fold(self, start: int, end: int | None, below_seq: int, upto_seq: int) -> AsyncIterator[list[FoldRow]]:
-        kind = fold_kind(self._spec)
-        rows = "score_event e WHERE occurred_at >= ? AND seq < ? AND seq <= ?"
-        params: list[int] = [start, below_seq, upto_seq]
-        if end is not None:
-            rows += " AND occurred_at < ?"
-            params.append(end)
+        spec = self._spec
+        kind = fold_kind(spec)
+        first, last = (await self._read(_INSTANTS, ()))[0]
+        instants = ""
+        bounds: list[int] = []
+        if first is not None and (start > first or (end is not None and end <= last)):
+            # a bucket of some instants only: read through the occurred_at index (otherwise the
+            # table in seq order, which is cheaper than the index for all of it)
+            instants, bounds = " AND occurred_at >= ?", [start]
+            if end is not None:
+                instants += " AND occurred_at < ?"
+                bounds.append(end)
+            last = (await self._read("SELECT max(occurred_at) FROM score_event WHERE true" + instants, bounds))[0][0]
+        rows = "score_event e WHERE seq < ? AND seq <= ?" + instants
+        params = [below_seq, upto_seq, *bounds]
         if (await self._read("SELECT EXISTS (SELECT 1 FROM score_void WHERE seq <= ?)", (upto_seq,)))[0][0]:
             rows += " AND NOT EXISTS (SELECT 1 FROM score_void v WHERE v.target_seq = e.seq AND v.seq <= ?)"
             params.append(upto_seq)
+        packed = None if last is None else _packed_best(spec, kind, start, last)
         try:
-            async with self._db.execute(_FOLDS[kind].format(rows=rows) + fold_order(self._spec), params) as cursor:
-                while chunk := await cursor.fetchmany(_SCAN_CHUNK):
-                    yield _sums(chunk) if kind == "sum" else chunk  # type: ignore[misc]  # rows of FoldRow's columns
+            await self._db.execute(f"PRAGMA cache_size=-{_FOLD_CACHE_KIB}")
+            try:
+                if packed is not None:
+                    sql, scores = packed
+                    async with self._db.execute(sql.format(rows=rows), params) as cursor:
+                        chunk = await cursor.fetchmany(_SCAN_CHUNK)
+                        if not chunk or next(iter(chunk))[1] in scores:
+                            while chunk:
+                                yield chunk  # type: ignore[misc]  # rows of FoldRow's columns
+                                chunk = await cursor.fetchmany(_SCAN_CHUNK)
+                            return
+                async with self._db.execute(_FOLDS[kind].format(rows=rows) + fold_order(spec), params) as cursor:
+                    while folded := await cursor.fetchmany(_SCAN_CHUNK):
+                        yield _sums(folded) if kind == "sum" else folded  # type: ignore[misc]  # rows of FoldRow's columns
+            finally:
+                await self._db.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
         except sqlite3.Error as exc:
             raise JournalCorrupt(f"{self.path}: journal unreadable: {exc}") from exc
 
@@ -479,6 +522,26 @@ def _file_size(path: Path) -> float:
         return float(path.stat().st_size)
     except FileNotFoundError:  # before the journal's first write, and after a clean close
         return 0.0
+
+
+def _packed_best(spec: BoardSpec, kind: str, start: int, last: int) -> tuple[str, range] | None:
+    """The query folding a best as one integer a member (`_PACKED_BEST`) in `fold_order` with
+    the members it cannot pack first, and the scores it packs: if the first row's score is not
+    one of them, the fold needs the text form. None when it cannot be used: not a best, or the
+    bounds and the span are too wide."""
+    if kind not in ("best_desc", "best_asc"):
+        return None
+    lo, hi = spec.min_value, spec.max_value
+    width = max(0, last - start).bit_length()
+    if (hi - lo).bit_length() + width > 62:
+        return None
+    room = 1 << (62 - width)
+    if kind == "best_desc":
+        gain, score, scores = f"value - {lo}", f"{lo} + (k >> {width})", range(lo, lo + room)
+    else:
+        gain, score, scores = f"{hi} - value", f"{hi} - (k >> {width})", range(hi - room + 1, hi + 1)
+    sql = _PACKED_BEST.format(score=score, gain=gain, factor=1 << width, last=last, mask=(1 << width) - 1)
+    return sql + fold_order(spec).replace(" ORDER BY ", f" ORDER BY {_PACKED_OUTSIDE} DESC, ", 1), scores
 
 
 def _sums(rows: Iterable[Any]) -> list[FoldRow]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -114,6 +115,37 @@ def test_sums_past_two_to_the_63_are_exact_on_both_backends(backend_kind: Backen
         assert [(e.rank, e.member, e.score, e.reached_at) for e in table.entries()] == want
     assert folded.tables[(PeriodKind.ALLTIME, "alltime")].standing("big") == (1100 * LIMIT, start + 4397, "")
     assert 1100 * LIMIT > 2**63
+
+
+@pytest.mark.parametrize("order", list(Order))
+def test_values_outside_todays_bounds_fold_exactly(backend_kind: BackendKind, order: Order) -> None:
+    """Bounds may change while events journaled under the old ones stay (DESIGN.md "Period
+    close"): a best folds exactly whatever the journaled values (up to ±(2**53 - 1)), also where
+    today's bounds let sqlite pack a standing into one integer. Buckets of one hour, and of all
+    the instants."""
+    start = 1_780_000_000_000 // HOUR * HOUR
+    events = [("in", 3, 5), ("in", 3, 2), ("out", 12, 9), ("out", -4, 1), ("edge", 10, 4), ("edge", 0, 3), ("tie", 7, 8),
+              ("tie", 7, 6), ("later", 2, HOUR + 7), ("later", 11, HOUR + 3), ("huge", LIMIT, 2), ("huge", 5, 3),
+              ("huge", -LIMIT, 4), ("low", -7, 4)]
+    records = [ScoreRecord(seq, Event("b", member, value, start + at, f"k{seq}"), start + at, "gs")
+               for seq, (member, value, at) in enumerate(events, start=1)]
+    now = start + HOUR + 10 * 60_000
+    for periods in [(PeriodKind.ALLTIME,), (PeriodKind.ALLTIME, PeriodKind.HOURLY)]:
+        spec = BoardSpec("b", aggregation=Aggregation.BEST, order=order, periods=periods, min_value=0, max_value=10)
+
+        async def run(spec: BoardSpec = spec) -> tuple[BoardEngine, BoardEngine]:
+            async with journal_store(*backend_kind) as store:
+                await write_journal(store, spec, [records])
+                return await both_replays(store, spec, now)
+
+        folded, eager = asyncio.run(run())
+        assert_same(folded, eager)
+        best = max if order is Order.DESC else min
+        alltime = folded.tables[(PeriodKind.ALLTIME, "alltime")]
+        assert alltime.standing("out") == (best(12, -4), start + (9 if order is Order.DESC else 1), "")
+        assert alltime.standing("tie") == (7, start + 6, "")
+        assert alltime.standing("huge") == (best(LIMIT, -LIMIT), start + (2 if order is Order.DESC else 4), "")
+        assert alltime.standing("low") == (-7, start + 4, "")
 
 
 @given(st.sampled_from(list(Aggregation)), st.sampled_from(list(Order)), st.sampled_from(list(Tie)),
