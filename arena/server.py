@@ -18,6 +18,7 @@ import uvicorn
 
 from arena.api.app import create_app
 from arena.api.http import QueryRoutes
+from arena.api.transport import HttpProtocol
 from arena.service import Arena
 
 log = logging.getLogger("arena.server")
@@ -31,7 +32,7 @@ def uvicorn_config(arena: Arena, host: str, port: int, access_log: bool = False)
         create_app(arena),
         host=host,
         port=port,
-        http="httptools",
+        http=HttpProtocol,  # httptools, one write per connection and turn of the loop
         ws="websockets-sansio",
         ws_max_size=s.max_frame_bytes,
         ws_per_message_deflate=False,  # loopback/LAN game servers: compression costs more CPU than it saves

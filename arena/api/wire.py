@@ -34,10 +34,13 @@ def table_fields(board: str, table: RankedTable, closed: bool) -> Body:
     }
 
 
-def result(r: Result) -> Body:
-    if r.reason is None:
-        return {"idempotency_key": r.idempotency_key, "status": r.status.value}
-    return {"idempotency_key": r.idempotency_key, "status": r.status.value, "reason": r.reason.value}
+def results(answers: list[Result]) -> list[Body]:
+    """An ack's results. Status and Reason are str enums, which orjson writes as their values."""
+    return [
+        {"idempotency_key": key, "status": status} if reason is None
+        else {"idempotency_key": key, "status": status, "reason": reason}
+        for key, status, reason in answers
+    ]
 
 
 def error(exc: QueryError) -> Body:

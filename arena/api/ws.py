@@ -364,7 +364,7 @@ class Connection:
     async def _ack(self, frame_id: object, parts: Split, pending: list[tuple[Part, Awaitable[list[Result]]]]) -> None:
         # futures and forwardings always get results, never errors
         results = merge(parts, [(part, await answer) for part, answer in pending])
-        await self._reply(wire.dumps({"op": "ack", "id": frame_id, "results": [wire.result(r) for r in results]}))
+        await self._reply(wire.dumps({"op": "ack", "id": frame_id, "results": wire.results(results)}))
 
     async def _subscribe(self, frame_id: object, frame: dict[str, Any]) -> None:
         """Raises QueryError for a view the query refuses."""

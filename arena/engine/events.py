@@ -126,6 +126,10 @@ def _meta_text(raw: dict[str, object]) -> str | None:
     return encoded.decode()
 
 
+def _invalid(key: str | None) -> Result:
+    return Result(key, Status.REJECTED, Reason.INVALID_EVENT)
+
+
 def parse_event(
     raw: object,
     boards: Container[str],
@@ -140,20 +144,21 @@ def parse_event(
         return Result(key, Status.REJECTED, Reason.UNKNOWN_BOARD)
     if not may_write(board):
         return Result(key, Status.REJECTED, Reason.FORBIDDEN)
-    invalid = Result(key, Status.REJECTED, Reason.INVALID_EVENT)
     if key is None or not 1 <= len(key) <= MAX_KEY_CHARS or not valid_text(key):
-        return invalid
+        return _invalid(key)
     member = raw.get("member")
     if not isinstance(member, str) or not 1 <= len(member) <= MAX_MEMBER_CHARS or _CONTROL_OR_SURROGATE.search(member):
-        return invalid
+        return _invalid(key)
     value = raw.get("value")
     if type(value) is not int:  # bool is an int subclass and is invalid, like floats
-        return invalid
+        return _invalid(key)
     occurred_at = _occurred_at_ms(raw.get("occurred_at"))
     if occurred_at is None:
-        return invalid
+        return _invalid(key)
+    if "meta" not in raw:  # the common event: no meta to encode
+        return Event(board, member, value, occurred_at, key)
     try:
         meta = _meta_text(raw)
     except ValueError:
-        return invalid
+        return _invalid(key)
     return Event(board, member, value, occurred_at, key, meta)
