@@ -31,7 +31,9 @@ events = st.one_of(
 )
 
 
-@given(st.lists(events, min_size=1, max_size=60), st.randoms())
+# a seed, not st.randoms(): that strategy imports a module lazily, and CPython 3.11.7's AST
+# parser (pytest rewrites the import) failed with "recursion depth mismatch" in a full run
+@given(st.lists(events, min_size=1, max_size=60), st.integers(0, 2**32).map(random.Random))
 def test_the_merged_ack_is_each_events_answer_in_event_order(frame: list[tuple[Event | Result, str | None]],
                                                               rnd: random.Random) -> None:
     parts = split(frame)
