@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
 from arena.clock import Clock
+from arena.cluster.standby import follow
 from arena.engine.board import BoardEngine
 from arena.engine.events import Event, Fingerprint, Reason, Result, Status
 from arena.engine.periods import PeriodKind
@@ -27,7 +29,7 @@ from arena.journal import Journal
 from arena.journal.snapshots import SnapshotStore
 from arena.mailbox import Command, Mailbox, Submission
 from arena.metrics import Metrics
-from arena.replay import replay
+from arena.replay import ReplayReport, replay
 from arena.snapshotter import Snapshotter, start_from_snapshot
 
 log = logging.getLogger("arena.actor")
@@ -301,8 +303,11 @@ class BoardActor:
     """One life of a board's actor: replay, then serve batches until stopped or crashed."""
 
     def __init__(self, handle: BoardHandle, journal: Journal, clock: Clock, snapshots: SnapshotStore | None = None,
-                 snapshot_every: int = 0) -> None:
+                 snapshot_every: int = 0, engine: BoardEngine | None = None) -> None:
         self.handle = handle
+        self.followed = engine
+        """A standby's engine of the board, loaded up to its last_seq (`arena.cluster.standby`):
+        the actor starts from it and applies only the journal's records after it."""
         self.journal = journal
         self.clock = clock
         self.metrics = handle.metrics
@@ -322,13 +327,19 @@ class BoardActor:
         propagate to the supervisor; `unanswered` then holds the submissions to fail."""
         handle = self.handle
         board = handle.name
-        engine = BoardEngine(handle.spec)
-        handle.engine = engine
+        engine = self.followed or BoardEngine(handle.spec)
+        self.followed = None
+        handle.engine = None if engine.ready else engine  # a followed engine serves once caught up
         handle.state = BoardState.LOADING
         handle.loaded.clear()
         self.metrics.board_state.labels(board).set(0)
         started = None
-        if self.snapshots is not None:
+        if engine.ready:
+            began = time.perf_counter()
+            events = await follow(engine, self.journal, self.journal.last_seq, self.clock.now())
+            started = ReplayReport(board, events, time.perf_counter() - began, []), engine.last_seq
+            handle.engine = engine
+        elif self.snapshots is not None:
             started = await start_from_snapshot(engine, self.journal, self.snapshots, self.clock.now())
         report, snapshot_seq = started or (await replay(engine, self.journal, self.clock.now()), 0)
         self.metrics.snapshot_start.labels(board).set(snapshot_seq)

@@ -62,7 +62,7 @@ class Arena:
         if cluster is not None and self.lease is not None:
             from arena.cluster.ownership import Ownership
 
-            self.ownership = Ownership(self.lease, self.directory, self.supervisor, self.metrics)
+            self.ownership = Ownership(self.lease, self.directory, self.supervisor, self.metrics, cluster.standbys)
         self.fault_injection = fault_injection
         self.connections = 0
         self.live_connections = 0  # /v1/live (and, later, SSE streams): bounded by max_live_connections

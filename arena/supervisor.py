@@ -16,10 +16,12 @@ import asyncio
 import logging
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
 
 from arena.actor import BoardActor, BoardHandle, BoardState, unavailable_results
 from arena.clock import Clock
 from arena.config import Config
+from arena.engine.board import BoardEngine
 from arena.errors import BoardDefinitionChanged, JournalCorrupt, JournalError, JournalUnavailable, OwnedElsewhere
 from arena.journal import Journal, JournalBackend
 from arena.journal.snapshots import SnapshotStore
@@ -87,16 +89,18 @@ class Supervisor:
         task = self._tasks.get(name)
         return task is not None and not task.done()
 
-    async def serve(self, name: str) -> None:
+    async def serve(self, name: str, followed: Callable[[], Awaitable[BoardEngine | None]] | None = None) -> None:
         """In a cluster: open ``name``'s journal, which grants it to this node, and start its
-        actor (it replays in the background: ``handle.loaded`` is set once it serves). Raises
+        actor (it replays in the background: ``handle.loaded`` is set once it serves), from the
+        engine ``followed`` gives once granted (a standby's: only the tail is replayed). Raises
         OwnedElsewhere (another live node owns it), JournalError."""
         assert not self.serving(name), f"board {name} is served already"
         handle = self.handles[name]
         journal = await self.backend.open(handle.spec)
+        engine = None if followed is None else await followed()
         handle.state = BoardState.LOADING
         self.metrics.board_state.labels(name).set(0)
-        self._tasks[name] = asyncio.create_task(self._supervise(handle, journal), name=f"board:{name}")
+        self._tasks[name] = asyncio.create_task(self._supervise(handle, journal, engine), name=f"board:{name}")
 
     async def until_loaded(self, name: str) -> bool:
         """Wait until ``name``'s actor serves (True), or ends first: failed or disowned (False)."""
@@ -153,12 +157,13 @@ class Supervisor:
         handle.fail(message)
         self.metrics.board_state.labels(handle.name).set(-1)
 
-    async def _supervise(self, handle: BoardHandle, journal: Journal) -> None:
+    async def _supervise(self, handle: BoardHandle, journal: Journal, engine: BoardEngine | None = None) -> None:
         settings = self.config.server
         crashes: deque[float] = deque()
         try:
             while True:
-                actor = BoardActor(handle, journal, self.clock, self.snapshots, settings.snapshot_every_events)
+                actor = BoardActor(handle, journal, self.clock, self.snapshots, settings.snapshot_every_events, engine)
+                engine = None  # a restart replays
                 self.actors[handle.name] = actor
                 if handle.name in self._leaving:
                     actor.stop()

@@ -94,6 +94,9 @@ class NodeLease:
                 await conn.execute(backend.store.sql(_GIVE_UP), backend.node_id, backend.instance)
         except (*STORE_ERRORS, JournalUnavailable) as exc:
             log.warning("node %s: lease not given up (it expires by itself): %s", backend.node_id, exc)
+            return
+        if backend.clustered:  # the others place its boards without it now
+            await backend.hint()
 
     async def hold(self, conn: asyncpg.Connection) -> tuple[str, float] | None:
         """Inside a transaction: the other node holding a live lease (and its seconds left),

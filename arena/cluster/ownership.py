@@ -29,12 +29,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
-from prometheus_client import Histogram
+from prometheus_client import Gauge, Histogram
 
 from arena.cluster.directory import Directory, Owner
 from arena.cluster.lease import NodeLease
 from arena.cluster.membership import ClusterRead, read_cluster
 from arena.cluster.placement import preference
+from arena.cluster.standby import Follower
 from arena.errors import JournalError, JournalUnavailable, OwnedElsewhere
 from arena.journal.postgresql import OWNERSHIP_CHANNEL, STORE_ERRORS
 from arena.metrics import Metrics
@@ -58,6 +59,11 @@ class Plan:
     with their epochs."""
 
 
+def standing_by(node_id: str, alive: list[str], boards: Iterable[str], standbys: int) -> set[str]:
+    """The boards whose placement over ``alive`` names ``node_id`` among their ``standbys``."""
+    return {b for b in boards if node_id in preference(b, alive)[1 : 1 + standbys]}
+
+
 def plan(node_id: str, instance: str, read: ClusterRead, boards: Iterable[str], owned: dict[str, int],
          served: Set[str], busy: Set[str]) -> Plan:
     """What node ``node_id`` (process ``instance``) does after ``read``: the boards to take (its
@@ -75,7 +81,9 @@ def plan(node_id: str, instance: str, read: ClusterRead, boards: Iterable[str], 
             continue
         row = read.owners.get(board)
         epoch = owned.get(board)
-        placed = preference(board, alive)[:1]
+        # a board released by a node (a hand-off) goes to the next node but that one: a node
+        # leaving (SIGTERM) still holds its lease while it hands its boards off
+        placed = preference(board, alive if row is None or row.instance else [n for n in alive if n != row.node_id])[:1]
         if board in served:
             if epoch is None or row is None or (row.instance, row.epoch) != (instance, epoch):
                 disown.append(board)
@@ -92,8 +100,13 @@ def plan(node_id: str, instance: str, read: ClusterRead, boards: Iterable[str], 
 class Ownership:
     """The loop of one node (`run`, cancelled to stop); `beat` once at start, before it serves."""
 
-    def __init__(self, lease: NodeLease, directory: Directory, supervisor: Supervisor, metrics: Metrics) -> None:
+    def __init__(self, lease: NodeLease, directory: Directory, supervisor: Supervisor, metrics: Metrics,
+                 standbys: int = 1) -> None:
         self.lease = lease
+        self.standbys = standbys
+        self.followers: dict[str, Follower] = {}
+        """The boards this node follows as a standby."""
+        self._catching_up: dict[str, asyncio.Task[None]] = {}
         self.backend = lease.backend
         self.directory = directory
         self.supervisor = supervisor
@@ -109,6 +122,8 @@ class Ownership:
             "arena_takeover_seconds", "From a board's owner lease expiring (or its release) to this node serving it",
             buckets=(0.1, 0.25, 0.5, 1, 2, 3, 4, 5, 7.5, 10, 20, 60), registry=metrics.registry,
         )
+        self.followed_seq = Gauge("arena_standby_seq", "The journal seq up to which this node's standby copy of a"
+                                  " board is loaded", ["board"], registry=metrics.registry)
         self.backend.on_lost = self._fenced
 
     async def run(self) -> None:
@@ -194,7 +209,38 @@ class Ownership:
             self._start(board, self._release(board, epoch))
         for board in todo.take:
             self._start(board, self._take(board, read.ownerless_for(board), sent))
+        self._follow(standing_by(self.backend.node_id, read.alive, boards, self.standbys) - served - self._busy)
         return read.next_expiry(self.backend.node_id)
+
+    def _follow(self, boards: set[str]) -> None:
+        """Follow ``boards`` (start, or bring up to date), and stop following the others."""
+        for board in list(self.followers):
+            if board not in boards and board not in self._busy:
+                self._spawn(self.followers.pop(board).close())
+        now = self.supervisor.clock.now()
+        for board in boards:
+            follower = self.followers.get(board)
+            if follower is None:
+                follower = self.followers[board] = Follower(self.supervisor.handles[board].spec)
+            running = self._catching_up.get(board)
+            if running is None or running.done():
+                self._catching_up[board] = self._spawn(self._catch_up(follower, now))
+
+    async def _catch_up(self, follower: Follower, now: int) -> None:
+        async with self._loads:
+            try:
+                await follower.catch_up(self.supervisor.backend, now)
+            except JournalError as exc:
+                log.warning("board %s: not followed now: %s", follower.spec.name, exc)
+                return
+            if follower.engine is not None:
+                self.followed_seq.labels(follower.spec.name).set(follower.engine.last_seq)
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
 
     async def _read(self) -> tuple[tuple[str, float] | None, ClusterRead]:
         store = self.backend.store
@@ -205,29 +251,25 @@ class Ownership:
             raise store.failure(store.where, exc, "cannot read the cluster") from exc
 
     def _start(self, board: str, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` on ``board``, which is busy until it ends."""
         self._busy.add(board)
-        task = asyncio.create_task(work, name=f"ownership:{board}")
-        self._tasks.add(task)
-
-        def done(task: asyncio.Task[None]) -> None:
-            self._tasks.discard(task)
-            self._busy.discard(board)
-        task.add_done_callback(done)
+        self._spawn(work).add_done_callback(lambda _: self._busy.discard(board))
 
     async def _take(self, board: str, ownerless_for: float, read_at: float) -> None:
         async with self._loads:
+            follower = self.followers.pop(board, None)
             try:
-                await self.supervisor.serve(board)
-            except OwnedElsewhere as exc:
-                log.info("board %s: not taken: %s", board, exc)
-                return
+                await self.supervisor.serve(board, None if follower is None else follower.take)
             except JournalError as exc:
-                log.warning("board %s: not taken: %s", board, exc)
+                log.log(logging.INFO if isinstance(exc, OwnedElsewhere) else logging.WARNING, "board %s: not taken: %s", board, exc)
+                if follower is not None:  # not granted: its engine was not taken
+                    self.followers.setdefault(board, follower)
                 return
             epoch = self.backend.owned.get(board)
             if epoch is not None:
                 self.directory.set(board, Owner(self.backend.node_id, self.lease.url, epoch))
-            log.info("board %s: granted to node %s (epoch %s); loading", board, self.backend.node_id, epoch)
+            log.info("board %s: granted to node %s (epoch %s)%s", board, self.backend.node_id, epoch,
+                     "" if follower is None else ", from its standby copy")
             if await self.supervisor.until_loaded(board):
                 self.takeover.observe(ownerless_for + time.monotonic() - read_at)
 

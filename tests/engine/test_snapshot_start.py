@@ -20,7 +20,6 @@ from hypothesis import strategies as st
 from arena.clock import Clock
 from arena.engine.board import BoardEngine
 from arena.engine.periods import PeriodKind, Window
-from arena.engine.records import ScoreRecord, VoidRecord
 from arena.engine.spec import BoardSpec
 from arena.engine.table import Freeze, RankedTable
 from arena.engine.times import parse_rfc3339_ms
@@ -30,6 +29,7 @@ from arena.replay import replay
 from arena.snapshot import FORMAT, MAGIC, decode
 from arena.snapshotter import Snapshotter, start_from_snapshot
 from support.engine_harness import EngineHarness
+from support.engines import full_replay, state, void
 from support.journals import BackendKind, Store, journal_store
 from support.oracle import Frame, OBoard, boards_and_frames, spec_of
 
@@ -42,34 +42,6 @@ def pinned(now: int) -> Clock:
     clock = Clock()
     clock.set(now)
     return clock
-
-
-def state(engine: BoardEngine) -> dict[str, Any]:
-    """What the queries and digests see of an engine."""
-    return {
-        "tables": {key: (t.digest(), len(t), t.closed_seq, t.closed_at) for key, t in engine.tables.items() if len(t) or t.closed},
-        "markers": engine.markers,
-        "disputes": engine.disputes,
-        "last_seq": engine.last_seq,
-    }
-
-
-async def full_replay(journal: Journal, spec: BoardSpec, now: int) -> BoardEngine:
-    engine = BoardEngine(spec)
-    await replay(engine, journal, now)
-    return engine
-
-
-async def void(engine: BoardEngine, journal: Journal, target: ScoreRecord, now: int) -> None:
-    """What BoardActor.void_key does: journal a VoidRecord and apply it to the live engine."""
-    stored = await journal.event_by_key(target.event.idempotency_key)
-    assert stored is not None
-    if stored.voided:
-        return
-    record = VoidRecord(engine.last_seq + 1, stored.seq, stored.idempotency_key, "cheating", "ops", now)
-    remaining = [e for e in await journal.member_events(stored.member) if e.seq != stored.seq and not e.voided]
-    await journal.append([record])
-    engine.void([record], [stored], remaining)
 
 
 class Live:
