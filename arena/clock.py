@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 
@@ -30,3 +31,17 @@ class Clock:
 
     def on_change(self, listener: Callable[[], None]) -> None:
         self._listeners.append(listener)
+
+
+async def wait_set(event: asyncio.Event, seconds: float | None) -> bool:
+    """Wait until ``event`` is set (True) or ``seconds`` pass (False; None: no limit).
+
+    Not `asyncio.wait_for`: on Python 3.11 it returns normally, and the caller's cancellation
+    is lost, when the event is set in the same turn as the cancel (a loop that waits on a hint
+    then never stops: a node hung on SIGTERM, renewing its lease, until it was killed)."""
+    try:
+        async with asyncio.timeout(seconds):
+            await event.wait()
+    except TimeoutError:
+        return False
+    return True

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from arena.clock import wait_set
 from arena.engine.events import Event, Result
 
 
@@ -71,10 +72,7 @@ class Mailbox:
         if self._items:
             return
         self._wakeup.clear()
-        try:
-            await asyncio.wait_for(self._wakeup.wait(), timeout)
-        except TimeoutError:
-            pass
+        await wait_set(self._wakeup, timeout)
 
     def first_received_at(self) -> int | None:
         for item in self._items:

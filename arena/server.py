@@ -1,7 +1,8 @@
 """Running Arena under uvicorn, with a shutdown that acks what it took before closing.
 
-On SIGTERM/SIGINT: connections stop reading, finish and ack their in-flight frames, close with
-1012; then uvicorn stops, the actors drain their mailboxes and the journals close. A second
+On SIGTERM/SIGINT: in a cluster, every board is handed off to its next owner first (connections
+still read, and forward); then connections stop reading, finish and ack their in-flight frames,
+close with 1012; then uvicorn stops, the actors drain their mailboxes and the journals close. A second
 signal forces the exit.
 """
 

@@ -132,7 +132,11 @@ class Arena:
 
     async def drain(self) -> None:
         """Stop reading frames on every connection; they ack what they took and close 1012.
-        Boards still loading stop now: their queued frames are answered `unavailable`."""
+        Boards still loading stop now: their queued frames are answered `unavailable`. In a
+        cluster every board is handed off first, while the connections still read: their frames
+        go on to the next owners, so a client sees no gap but its reconnection."""
+        if self.ownership is not None:
+            await self.ownership.leave()
         self.draining = True
         self.supervisor.abandon_loading()
         for task in list(self._readers):

@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from arena.clock import wait_set
+
 
 @dataclass(frozen=True, slots=True)
 class Owner:
@@ -83,12 +85,8 @@ class Directory:
             left = deadline - self._monotonic()
             if left <= 0:
                 return None
-            changed = self._changed
-            try:
-                # a staleness that passes with no change is noticed within a tenth of a second
-                await asyncio.wait_for(changed.wait(), min(left, 0.1))
-            except TimeoutError:
-                pass
+            # a staleness that passes with no change is noticed within a tenth of a second
+            await wait_set(self._changed, min(left, 0.1))
 
     def _wake(self) -> None:
         self._changed.set()

@@ -25,17 +25,19 @@ import asyncpg
 
 from arena.config import ClusterSettings
 from arena.errors import JournalError, JournalUnavailable, SchemaHeld
-from arena.journal.postgresql import STORE_ERRORS, PostgresBackend
+from arena.journal.postgresql import HINT, OWNERSHIP_CHANNEL, STORE_ERRORS, PostgresBackend
 
 log = logging.getLogger("arena.cluster")
 
 LEASE_SECONDS = ClusterSettings().lease_seconds
 """A single node's (no ``[cluster]``): the contract's default."""
 _RENEW = (
-    "INSERT INTO {s}.node_lease VALUES ($1, $2, now() + make_interval(secs => $3), $4) ON CONFLICT (node_id)"
-    " DO UPDATE SET instance = EXCLUDED.instance, expires_at = EXCLUDED.expires_at, url = EXCLUDED.url"
+    "INSERT INTO {s}.node_lease AS l VALUES ($1, $2, now() + make_interval(secs => $3), $4) ON CONFLICT (node_id)"
+    " DO UPDATE SET instance = EXCLUDED.instance, expires_at = EXCLUDED.expires_at, url = EXCLUDED.url,"
+    " leaving = l.leaving AND l.instance = EXCLUDED.instance"
 )
 _GIVE_UP = "DELETE FROM {s}.node_lease WHERE node_id = $1 AND instance = $2"
+_LEAVE = "UPDATE {s}.node_lease SET leaving = true WHERE node_id = $1 AND instance = $2"
 
 
 class NodeLease:
@@ -97,6 +99,18 @@ class NodeLease:
             return
         if backend.clustered:  # the others place its boards without it now
             await backend.hint()
+
+    async def leave(self) -> None:
+        """Say that this node is leaving (SIGTERM): it keeps its lease, and its boards, until it
+        hands them off, but no placement names it any more, so that each board it hands off
+        goes to the node that keeps it. A failure is logged: the hand-offs then go on without it."""
+        backend = self.backend
+        try:
+            async with backend.store.connection() as conn, conn.transaction():
+                await conn.execute(backend.store.sql(_LEAVE), backend.node_id, backend.instance)
+                await conn.execute(HINT, OWNERSHIP_CHANNEL, backend.store.schema)
+        except (*STORE_ERRORS, JournalUnavailable) as exc:
+            log.warning("node %s: not marked as leaving: %s", backend.node_id, exc)
 
     async def hold(self, conn: asyncpg.Connection) -> tuple[str, float] | None:
         """Inside a transaction: the other node holding a live lease (and its seconds left),

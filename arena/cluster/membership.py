@@ -16,7 +16,7 @@ from arena.errors import JournalUnavailable
 from arena.journal.postgresql import STORE_ERRORS, PostgresBackend, PostgresStore
 
 _NODES = (
-    "SELECT node_id, instance, url, expires_at > now(), extract(epoch FROM now() - expires_at)::float8"
+    "SELECT node_id, instance, url, expires_at > now(), extract(epoch FROM now() - expires_at)::float8, leaving"
     " FROM {s}.node_lease ORDER BY node_id"
 )
 _OWNERS = "SELECT board, node_id, instance, epoch FROM {s}.board_owner"
@@ -31,6 +31,8 @@ class NodeRow:
     alive: bool
     expired_for: float
     """Seconds since its lease expired; negative while alive: minus the seconds it has left."""
+    leaving: bool
+    """It hands its boards off (SIGTERM): no placement names it, though it still holds them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +53,11 @@ class ClusterRead:
     @property
     def alive(self) -> list[str]:
         return [n for n, row in self.nodes.items() if row.alive]
+
+    @property
+    def placing(self) -> list[str]:
+        """The nodes that placement spreads the boards over: alive and not leaving."""
+        return [n for n, row in self.nodes.items() if row.alive and not row.leaving]
 
     def holds(self, row: OwnerRow | None) -> bool:
         """Whether the process an owner row names holds its node's lease (live or not)."""
@@ -82,7 +89,7 @@ async def read_cluster(conn: asyncpg.Connection, store: PostgresStore) -> Cluste
     nodes = await conn.fetch(store.sql(_NODES))
     owners = await conn.fetch(store.sql(_OWNERS))
     return ClusterRead(
-        nodes={n: NodeRow(n, instance, url, live, float(ago)) for n, instance, url, live, ago in nodes},
+        nodes={n: NodeRow(n, instance, url, live, float(ago), leaving) for n, instance, url, live, ago, leaving in nodes},
         owners={board: OwnerRow(n, instance, int(epoch)) for board, n, instance, epoch in owners},
     )
 
@@ -99,7 +106,7 @@ async def cluster_view(backend: PostgresBackend, boards: Iterable[str], standbys
             read = await read_cluster(conn, store)
     except STORE_ERRORS as exc:
         raise JournalUnavailable(store.redact(f"cannot read the cluster at {store.where}: {exc}")) from exc
-    alive = read.alive
+    placing = read.placing
     view: dict[str, Any] = {}
     owned: dict[str, list[str]] = {}
     for board in sorted(boards):
@@ -108,7 +115,7 @@ async def cluster_view(backend: PostgresBackend, boards: Iterable[str], standbys
             owned.setdefault(row.node_id, []).append(board)
         owner = read.owner(board)
         owner_id = None if owner is None else owner.node_id
-        following = [n for n in preference(board, alive) if n != owner_id][:standbys]
+        following = [n for n in preference(board, placing) if n != owner_id][:standbys]
         view[board] = {"owner": owner_id, "epoch": 0 if row is None else row.epoch, "standbys": following}
     return {
         "node": backend.node_id,

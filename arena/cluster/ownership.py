@@ -31,6 +31,7 @@ from typing import Any
 import asyncpg
 from prometheus_client import Gauge, Histogram
 
+from arena.clock import wait_set
 from arena.cluster.directory import Directory, Owner
 from arena.cluster.lease import NodeLease
 from arena.cluster.membership import ClusterRead, read_cluster
@@ -75,15 +76,13 @@ def plan(node_id: str, instance: str, read: ClusterRead, boards: Iterable[str], 
     disown: list[str] = []
     hand_off: list[str] = []
     release: list[tuple[str, int]] = []
-    alive = read.alive
+    placing = read.placing
     for board in boards:
         if board in busy:
             continue
         row = read.owners.get(board)
         epoch = owned.get(board)
-        # a board released by a node (a hand-off) goes to the next node but that one: a node
-        # leaving (SIGTERM) still holds its lease while it hands its boards off
-        placed = preference(board, alive if row is None or row.instance else [n for n in alive if n != row.node_id])[:1]
+        placed = preference(board, placing)[:1]
         if board in served:
             if epoch is None or row is None or (row.instance, row.epoch) != (instance, epoch):
                 disown.append(board)
@@ -133,30 +132,39 @@ class Ownership:
             while True:
                 started = time.monotonic()
                 expiry = await self.beat()
-                await self._listen()
                 # a beat also right after the next lease of another node expires, should it not be
                 # renewed: its boards are taken over up to one period sooner
                 wait = period if expiry is None else min(period, expiry + EXPIRY_MARGIN_SECONDS)
-                try:
-                    await asyncio.wait_for(self._hinted.wait(), max(0.0, started + wait - time.monotonic()))
-                except TimeoutError:
-                    pass
+                await wait_set(self._hinted, max(0.0, started + wait - time.monotonic()))
                 self._hinted.clear()
         finally:
             for task in list(self._tasks):
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
+            followers, self.followers = list(self.followers.values()), {}
+            await asyncio.gather(*(f.close() for f in followers), return_exceptions=True)
             if self._listener is not None:
                 self._listener.terminate()
 
     async def leave(self) -> None:
         """Hand every board served here off (SIGTERM), and take none any more: its actors drain
         and commit what they took, then each owner row is released for the next node."""
+        if self._leaving:
+            return
         self._leaving = True
+        await self.lease.leave()
         served = [b for b in self.supervisor.handles if self.supervisor.serving(b)]
-        self._busy.update(served)  # the beats leave their directory entries alone meanwhile
         log.info("node %s leaving: handing off %d boards", self.backend.node_id, len(served))
-        await asyncio.gather(*(self.hand_off(b) for b in served))
+        await asyncio.gather(*(self._handing_off(b) for b in served))
+
+    async def _handing_off(self, board: str) -> None:
+        # busy while it goes: the beats leave its directory entry alone; then they name the next
+        # owner (its grant hints them), to whom this node forwards until it stops
+        self._busy.add(board)
+        try:
+            await self.hand_off(board)
+        finally:
+            self._busy.discard(board)
 
     async def _listen(self) -> None:
         """(Re)open the connection that hears the hints, when it is away; quietly, as it is
@@ -173,6 +181,9 @@ class Ownership:
         another node expires (`ClusterRead.next_expiry`). A store that cannot be reached is
         logged (once until it is back): the lease then goes stale on this node's clock, and the
         directory stops answering for its boards."""
+        # listening before this node joins: the others answer its join with releases whose
+        # hints it must hear, or it takes those boards only at its next beat
+        await self._listen()
         sent = time.monotonic()
         try:
             holder, read = await self._read()
@@ -209,7 +220,7 @@ class Ownership:
             self._start(board, self._release(board, epoch))
         for board in todo.take:
             self._start(board, self._take(board, read.ownerless_for(board), sent))
-        self._follow(standing_by(self.backend.node_id, read.alive, boards, self.standbys) - served - self._busy)
+        self._follow(standing_by(self.backend.node_id, read.placing, boards, self.standbys) - served - self._busy)
         return read.next_expiry(self.backend.node_id)
 
     def _follow(self, boards: set[str]) -> None:

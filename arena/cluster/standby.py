@@ -71,6 +71,7 @@ class Follower:
         self.engine: BoardEngine | None = None
         """Loaded up to ``engine.last_seq``; None until the first catch-up ends."""
         self._journal: Journal | None = None
+        self._closed = False
         self._lock = asyncio.Lock()
 
     async def catch_up(self, backend: JournalBackend, now: int) -> None:
@@ -78,6 +79,8 @@ class Follower:
         then the tail. Raises JournalError (the engine is then dropped: the next catch-up
         starts again in full)."""
         async with self._lock:
+            if self._closed:  # taken or dropped while this catch-up waited its turn
+                return
             try:
                 if self._journal is None:
                     self._journal = await backend.open(self.spec, readonly=True)
@@ -99,10 +102,16 @@ class Follower:
         never caught up. Waits for a catch-up under way."""
         async with self._lock:
             engine, self.engine = self.engine, None
-            await self.close()
+            await self._close()
             return engine
 
     async def close(self) -> None:
+        """Stop following: close its journal, after a catch-up under way."""
+        async with self._lock:
+            await self._close()
+
+    async def _close(self) -> None:
+        self._closed = True
         if self._journal is not None:
             journal, self._journal = self._journal, None
             await journal.close()

@@ -51,11 +51,12 @@ from arena.journal.interface import (
 
 log = logging.getLogger("arena.journal")
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The version of the tables below; a schema of a greater version belongs to a newer Arena."""
 _UPGRADES = {
     1: "ALTER TABLE {s}.node_lease ADD COLUMN url text COLLATE \"C\" NOT NULL DEFAULT ''",
     2: "CREATE TABLE {s}.board_snapshot (board text COLLATE \"C\" PRIMARY KEY, seq bigint NOT NULL, data bytea NOT NULL)",
+    3: "ALTER TABLE {s}.node_lease ADD COLUMN leaving boolean NOT NULL DEFAULT false",
 }
 """The statement that takes tables of version N to N + 1, run by a writable start."""
 
@@ -95,7 +96,8 @@ CREATE TABLE {s}.node_lease (
     node_id text COLLATE "C" PRIMARY KEY,
     instance text COLLATE "C" NOT NULL,
     expires_at timestamptz NOT NULL,
-    url text COLLATE "C" NOT NULL DEFAULT ''
+    url text COLLATE "C" NOT NULL DEFAULT '',
+    leaving boolean NOT NULL DEFAULT false
 );
 CREATE TABLE {s}.board_owner (
     board text COLLATE "C" PRIMARY KEY,
@@ -152,7 +154,7 @@ owner, so that the next node in its placement grants it at once (`OWNERSHIP_CHAN
 OWNERSHIP_CHANNEL = "arena_ownership"
 """Notified (payload: the schema) when a board is released or a node joins: the nodes listening
 beat at once instead of at their next beat. A hint only: a node that missed it beats anyway."""
-_HINT = "SELECT pg_notify($1, $2)"
+HINT = "SELECT pg_notify($1, $2)"
 LEASE_LOCK = "SELECT pg_advisory_xact_lock(hashtext('arena-lease:' || $1))"
 """Taken by every transaction that reads or moves leases and ownership of a schema, so that two
 nodes never both find the schema free."""
@@ -736,6 +738,9 @@ class PostgresBackend:
         epoch = await conn.fetchval(self.store.sql(_CLAIM), board, self.node_id, self.instance)
         if epoch is None:
             raise OwnedElsewhere(f"board {board}: another live node owns it (or this node's lease expired)")
+        # sent at commit: the other nodes name the new owner in their directories now, not at
+        # their next beat (a node handing the board off forwards its frames here meanwhile)
+        await conn.execute(HINT, OWNERSHIP_CHANNEL, self.store.schema)
         return int(epoch)
 
     async def release(self, board: str, epoch: int) -> bool:
@@ -748,7 +753,7 @@ class PostgresBackend:
         try:
             async with self.store.connection() as conn, conn.transaction():
                 done: bool = await conn.execute(self.store.sql(_RELEASE), board, self.instance, epoch) == "UPDATE 1"
-                await conn.execute(_HINT, OWNERSHIP_CHANNEL, self.store.schema)
+                await conn.execute(HINT, OWNERSHIP_CHANNEL, self.store.schema)
         except (*STORE_ERRORS, JournalUnavailable) as exc:
             log.warning("board %s: not released (it is once this node's lease expires): %s", board, self.store.redact(str(exc)))
             return False
@@ -773,7 +778,7 @@ class PostgresBackend:
         ignored: it is only a hint."""
         try:
             async with self.store.connection() as conn:
-                await conn.execute(_HINT, OWNERSHIP_CHANNEL, self.store.schema)
+                await conn.execute(HINT, OWNERSHIP_CHANNEL, self.store.schema)
         except (*STORE_ERRORS, JournalUnavailable):
             pass
 

@@ -13,12 +13,12 @@ from arena.cluster.membership import ClusterRead, NodeRow, OwnerRow
 from arena.cluster.ownership import plan
 from arena.cluster.placement import preference
 
-NODES = {n: NodeRow(n, f"i{n}", f"http://{n}", True, -2.0) for n in "abc"}
+NODES = {n: NodeRow(n, f"i{n}", f"http://{n}", True, -2.0, False) for n in "abc"}
 BOARDS = [f"board-{i}" for i in range(40)]
 
 
 def dead(node: str, for_seconds: float) -> NodeRow:
-    return NodeRow(node, f"i{node}", f"http://{node}", False, for_seconds)
+    return NodeRow(node, f"i{node}", f"http://{node}", False, for_seconds, False)
 
 
 def placed_on(node: str, nodes: list[str]) -> list[str]:
@@ -69,6 +69,21 @@ def test_a_row_left_naming_this_node_for_a_board_placed_elsewhere_is_released() 
     board = placed_on("b", list(NODES))[0]
     read = ClusterRead(dict(NODES), {board: OwnerRow("a", "ia", 3)})
     assert plan("a", "ia", read, BOARDS, {}, set(), set()).release == [(board, 3)]
+
+
+def test_a_leaving_node_is_placed_nowhere_and_its_released_boards_go_to_the_next_node_for_good() -> None:
+    """A node handing its boards off (SIGTERM) still holds its lease: placed over the nodes that
+    stay, its released boards are taken by their next node, which keeps them (no second hop
+    back to the leaving node, no board left waiting for its lease to end)."""
+    nodes = {**NODES, "a": NodeRow("a", "ia", "http://a", True, -2.0, True)}
+    mine = placed_on("a", list(NODES))
+    released = ClusterRead(nodes, {b: OwnerRow("a", "", 5) for b in mine})
+    taken = {n: plan(n, f"i{n}", released, mine, {}, set(), set()).take for n in "bc"}
+    assert sorted(taken["b"] + taken["c"]) == sorted(mine)
+    assert all(preference(b, ["b", "c"])[0] == n for n, boards in taken.items() for b in boards)
+    granted = ClusterRead(nodes, {b: OwnerRow(n, f"i{n}", 6) for n, boards in taken.items() for b in boards})
+    for n, boards in taken.items():
+        assert plan(n, f"i{n}", granted, mine, dict.fromkeys(boards, 6), set(boards), set()).hand_off == []
 
 
 def test_busy_boards_are_left_alone() -> None:

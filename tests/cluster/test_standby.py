@@ -36,14 +36,14 @@ def test_a_board_followed_tail_by_tail_equals_a_full_replay(
     async def run() -> None:
         async with journal_store(*backend_kind) as store:
             journal = await store.open(spec)
+            follower = Follower(spec)
             try:
-                await body(store, journal)
-            finally:
+                await body(store, journal, follower)
+            finally:  # also when a draw ends the example early (Hypothesis stops it by raising)
+                await follower.close()
                 await journal.close()
 
-    async def body(store: Store, journal: Journal) -> None:
-        follower = Follower(spec)
-
+    async def body(store: Store, journal: Journal, follower: Follower) -> None:
         async def play(part: list[Frame]) -> None:
             for frame in part:
                 if frame.tick:
