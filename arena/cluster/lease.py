@@ -32,12 +32,13 @@ log = logging.getLogger("arena.cluster")
 LEASE_SECONDS = ClusterSettings().lease_seconds
 """A single node's (no ``[cluster]``): the contract's default."""
 _RENEW = (
-    "INSERT INTO {s}.node_lease AS l VALUES ($1, $2, now() + make_interval(secs => $3), $4) ON CONFLICT (node_id)"
-    " DO UPDATE SET instance = EXCLUDED.instance, expires_at = EXCLUDED.expires_at, url = EXCLUDED.url,"
-    " leaving = l.leaving AND l.instance = EXCLUDED.instance"
+    "INSERT INTO {s}.node_lease AS l VALUES ($1, $2, now() + make_interval(secs => $3), $4, 'joining')"
+    " ON CONFLICT (node_id) DO UPDATE SET instance = EXCLUDED.instance, expires_at = EXCLUDED.expires_at,"
+    " url = EXCLUDED.url, state = CASE WHEN l.instance = EXCLUDED.instance THEN l.state ELSE 'joining' END"
 )
+"""A process's lease starts ``joining``: see `arena.cluster.membership.NodeRow.state`."""
 _GIVE_UP = "DELETE FROM {s}.node_lease WHERE node_id = $1 AND instance = $2"
-_LEAVE = "UPDATE {s}.node_lease SET leaving = true WHERE node_id = $1 AND instance = $2"
+_STATE = "UPDATE {s}.node_lease SET state = $3 WHERE node_id = $1 AND instance = $2"
 
 
 class NodeLease:
@@ -100,17 +101,18 @@ class NodeLease:
         if backend.clustered:  # the others place its boards without it now
             await backend.hint()
 
-    async def leave(self) -> None:
-        """Say that this node is leaving (SIGTERM): it keeps its lease, and its boards, until it
-        hands them off, but no placement names it any more, so that each board it hands off
-        goes to the node that keeps it. A failure is logged: the hand-offs then go on without it."""
+    async def mark(self, state: str) -> bool:
+        """Set this process's `NodeRow.state` (``serving``, ``leaving``) and hint the other
+        nodes. False, logged, when the store cannot be reached."""
         backend = self.backend
         try:
             async with backend.store.connection() as conn, conn.transaction():
-                await conn.execute(backend.store.sql(_LEAVE), backend.node_id, backend.instance)
+                await conn.execute(backend.store.sql(_STATE), backend.node_id, backend.instance, state)
                 await conn.execute(HINT, OWNERSHIP_CHANNEL, backend.store.schema)
         except (*STORE_ERRORS, JournalUnavailable) as exc:
-            log.warning("node %s: not marked as leaving: %s", backend.node_id, exc)
+            log.warning("node %s: not marked as %s: %s", backend.node_id, state, exc)
+            return False
+        return True
 
     async def hold(self, conn: asyncpg.Connection) -> tuple[str, float] | None:
         """Inside a transaction: the other node holding a live lease (and its seconds left),

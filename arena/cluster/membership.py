@@ -16,7 +16,7 @@ from arena.errors import JournalUnavailable
 from arena.journal.postgresql import STORE_ERRORS, PostgresBackend, PostgresStore
 
 _NODES = (
-    "SELECT node_id, instance, url, expires_at > now(), extract(epoch FROM now() - expires_at)::float8, leaving"
+    "SELECT node_id, instance, url, expires_at > now(), extract(epoch FROM now() - expires_at)::float8, state"
     " FROM {s}.node_lease ORDER BY node_id"
 )
 _OWNERS = "SELECT board, node_id, instance, epoch FROM {s}.board_owner"
@@ -31,8 +31,15 @@ class NodeRow:
     alive: bool
     expired_for: float
     """Seconds since its lease expired; negative while alive: minus the seconds it has left."""
-    leaving: bool
-    """It hands its boards off (SIGTERM): no placement names it, though it still holds them."""
+    state: str
+    """``joining``: a process that started follows the boards placed on it as a standby; their
+    owners keep them until it is ``serving`` (caught up), then hand them off. ``leaving``: it
+    hands its boards off (SIGTERM): no placement names it, though it still holds them."""
+
+    @property
+    def placed(self) -> bool:
+        """Placement spreads the boards over it: alive and not leaving."""
+        return self.alive and self.state != "leaving"
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,8 +63,8 @@ class ClusterRead:
 
     @property
     def placing(self) -> list[str]:
-        """The nodes that placement spreads the boards over: alive and not leaving."""
-        return [n for n, row in self.nodes.items() if row.alive and not row.leaving]
+        """The nodes that placement spreads the boards over (`NodeRow.placed`)."""
+        return [n for n, row in self.nodes.items() if row.placed]
 
     def holds(self, row: OwnerRow | None) -> bool:
         """Whether the process an owner row names holds its node's lease (live or not)."""
@@ -89,7 +96,7 @@ async def read_cluster(conn: asyncpg.Connection, store: PostgresStore) -> Cluste
     nodes = await conn.fetch(store.sql(_NODES))
     owners = await conn.fetch(store.sql(_OWNERS))
     return ClusterRead(
-        nodes={n: NodeRow(n, instance, url, live, float(ago), leaving) for n, instance, url, live, ago, leaving in nodes},
+        nodes={n: NodeRow(n, instance, url, live, float(ago), state) for n, instance, url, live, ago, state in nodes},
         owners={board: OwnerRow(n, instance, int(epoch)) for board, n, instance, epoch in owners},
     )
 

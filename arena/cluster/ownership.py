@@ -49,6 +49,10 @@ LOADS_AT_ONCE = 4
 
 EXPIRY_MARGIN_SECONDS = 0.02
 
+JOIN_LIMIT_SECONDS = 30.0
+"""A node joining serves at the latest this long after its start, caught up or not (a board it
+cannot follow then replays in full when it takes it), so that no journal keeps it out for good."""
+
 
 @dataclass(frozen=True, slots=True)
 class Plan:
@@ -86,8 +90,8 @@ def plan(node_id: str, instance: str, read: ClusterRead, boards: Iterable[str], 
         if board in served:
             if epoch is None or row is None or (row.instance, row.epoch) != (instance, epoch):
                 disown.append(board)
-            elif placed and placed != [node_id]:
-                hand_off.append(board)
+            elif placed and placed != [node_id] and read.nodes[placed[0]].state == "serving":
+                hand_off.append(board)  # not to a node joining: it follows the board until caught up
         elif placed == [node_id]:
             if read.owner(board) is None or (row is not None and row.instance == instance):
                 take.append(board)
@@ -117,6 +121,9 @@ class Ownership:
         self._hinted = asyncio.Event()
         self._listener: asyncpg.Connection | None = None
         self._joined = False
+        self._joining = True
+        """This process's lease says ``joining`` (`NodeRow.state`), as the last beat read it."""
+        self._started = time.monotonic()
         self.takeover = Histogram(
             "arena_takeover_seconds", "From a board's owner lease expiring (or its release) to this node serving it",
             buckets=(0.1, 0.25, 0.5, 1, 2, 3, 4, 5, 7.5, 10, 20, 60), registry=metrics.registry,
@@ -152,7 +159,7 @@ class Ownership:
         if self._leaving:
             return
         self._leaving = True
-        await self.lease.leave()
+        await self.lease.mark("leaving")
         served = [b for b in self.supervisor.handles if self.supervisor.serving(b)]
         log.info("node %s leaving: handing off %d boards", self.backend.node_id, len(served))
         await asyncio.gather(*(self._handing_off(b) for b in served))
@@ -220,8 +227,28 @@ class Ownership:
             self._start(board, self._release(board, epoch))
         for board in todo.take:
             self._start(board, self._take(board, read.ownerless_for(board), sent))
-        self._follow(standing_by(self.backend.node_id, read.placing, boards, self.standbys) - served - self._busy)
+        # the boards placed here that live owners keep until this node has caught up (joining),
+        # or are about to hand off: followed too, so that taking them replays only a tail
+        coming = {b for b in boards if preference(b, read.placing)[:1] == [self.backend.node_id]
+                  and read.owner(b) is not None and b not in served}
+        self._follow((standing_by(self.backend.node_id, read.placing, boards, self.standbys) | coming) - served - self._busy)
+        self._joining = read.nodes[self.backend.node_id].state == "joining"
+        if self._joining:
+            await self._join(coming)
         return read.next_expiry(self.backend.node_id)
+
+    async def _join(self, coming: set[str]) -> None:
+        """Serve (`NodeRow.state`) once every board in ``coming`` is followed up to date, or
+        `JOIN_LIMIT_SECONDS` after the start: their owners then hand them off to this node."""
+        behind = sorted(b for b in coming if b not in self.followers or self.followers[b].engine is None)
+        waited = time.monotonic() - self._started
+        if behind and waited < JOIN_LIMIT_SECONDS:
+            return
+        if behind:
+            log.warning("node %s: serving after %.0fs without having caught up with %d boards (%s): they"
+                        " replay in full when taken", self.backend.node_id, waited, len(behind), ", ".join(behind[:5]))
+        if await self.lease.mark("serving"):
+            log.info("node %s: serving (caught up with the %d boards its owners hand it off)", self.backend.node_id, len(coming))
 
     def _follow(self, boards: set[str]) -> None:
         """Follow ``boards`` (start, or bring up to date), and stop following the others."""
@@ -246,6 +273,8 @@ class Ownership:
                 return
             if follower.engine is not None:
                 self.followed_seq.labels(follower.spec.name).set(follower.engine.last_seq)
+        if self._joining:  # beat now: it may have caught up
+            self._hinted.set()
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.create_task(work)

@@ -56,7 +56,7 @@ SCHEMA_VERSION = 4
 _UPGRADES = {
     1: "ALTER TABLE {s}.node_lease ADD COLUMN url text COLLATE \"C\" NOT NULL DEFAULT ''",
     2: "CREATE TABLE {s}.board_snapshot (board text COLLATE \"C\" PRIMARY KEY, seq bigint NOT NULL, data bytea NOT NULL)",
-    3: "ALTER TABLE {s}.node_lease ADD COLUMN leaving boolean NOT NULL DEFAULT false",
+    3: "ALTER TABLE {s}.node_lease ADD COLUMN state text COLLATE \"C\" NOT NULL DEFAULT 'serving'",
 }
 """The statement that takes tables of version N to N + 1, run by a writable start."""
 
@@ -97,7 +97,7 @@ CREATE TABLE {s}.node_lease (
     instance text COLLATE "C" NOT NULL,
     expires_at timestamptz NOT NULL,
     url text COLLATE "C" NOT NULL DEFAULT '',
-    leaving boolean NOT NULL DEFAULT false
+    state text COLLATE "C" NOT NULL DEFAULT 'serving'
 );
 CREATE TABLE {s}.board_owner (
     board text COLLATE "C" PRIMARY KEY,

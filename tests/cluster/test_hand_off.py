@@ -1,16 +1,18 @@
 """Graceful hand-off on real `arena serve` nodes under ingest sent to the owners: SIGTERM hands
 every board of a node off before it exits, so a rolling restart of all three nodes loses nothing
 acked (sum boards against an oracle) and each board waits well under the lease; a fourth node
-joining takes its share by the same hand-off."""
+joining follows its share as a standby until caught up, then takes it by the same hand-off."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from typing import Any
 
 import pytest
 
+from arena.cluster.placement import preference
 from support.cluster import NodeFactory, OwnerWriter, check_nothing_lost, settled, start_cluster
 from support.server import until
 
@@ -69,4 +71,9 @@ async def test_a_fourth_node_joining_takes_its_share(cluster_nodes: NodeFactory,
     gaps = {b: round(writer.max_gap(b, joined), 3) for b in BOARDS}
     print(f"join, the longest wait for an ack per board (s): {gaps}")
     assert max(gaps.values()) < MAX_GAP_SECONDS, gaps
+    # it followed its share as a standby until caught up, and took each from that copy
+    log = fourth.log()
+    assert "node node-d: serving (caught up" in log
+    share = [b for b in BOARDS if preference(b, [*NODES, "node-d"])[0] == "node-d"]
+    assert share and all(re.search(rf"board {b}: granted to node node-d \(epoch \d+\), from its standby copy", log) for b in share), log
     await check_nothing_lost(writer, servers, pg_journal)

@@ -13,12 +13,12 @@ from arena.cluster.membership import ClusterRead, NodeRow, OwnerRow
 from arena.cluster.ownership import plan
 from arena.cluster.placement import preference
 
-NODES = {n: NodeRow(n, f"i{n}", f"http://{n}", True, -2.0, False) for n in "abc"}
+NODES = {n: NodeRow(n, f"i{n}", f"http://{n}", True, -2.0, "serving") for n in "abc"}
 BOARDS = [f"board-{i}" for i in range(40)]
 
 
 def dead(node: str, for_seconds: float) -> NodeRow:
-    return NodeRow(node, f"i{node}", f"http://{node}", False, for_seconds, False)
+    return NodeRow(node, f"i{node}", f"http://{node}", False, for_seconds, "serving")
 
 
 def placed_on(node: str, nodes: list[str]) -> list[str]:
@@ -65,6 +65,17 @@ def test_a_served_board_placed_on_a_joining_node_is_handed_off() -> None:
     assert todo.disown == []
 
 
+def test_a_joining_node_is_handed_no_board_until_it_serves_but_takes_the_ownerless_ones() -> None:
+    """A node started (`NodeRow.state` joining) follows the boards placed on it while their
+    owners keep them; the ownerless ones (a cluster's first start) it takes at once."""
+    joining = {**NODES, "c": NodeRow("c", "ic", "http://c", True, -2.0, "joining")}
+    before = placed_on("a", ["a", "b"])
+    owners = {b: OwnerRow("a", "ia", 1) for b in before}
+    todo = plan("a", "ia", ClusterRead(joining, owners), BOARDS, dict.fromkeys(before, 1), set(before), set())
+    assert todo.hand_off == [] and todo.disown == []
+    assert plan("c", "ic", ClusterRead(joining, {}), BOARDS, {}, set(), set()).take == placed_on("c", list(NODES))
+
+
 def test_a_row_left_naming_this_node_for_a_board_placed_elsewhere_is_released() -> None:
     board = placed_on("b", list(NODES))[0]
     read = ClusterRead(dict(NODES), {board: OwnerRow("a", "ia", 3)})
@@ -75,7 +86,7 @@ def test_a_leaving_node_is_placed_nowhere_and_its_released_boards_go_to_the_next
     """A node handing its boards off (SIGTERM) still holds its lease: placed over the nodes that
     stay, its released boards are taken by their next node, which keeps them (no second hop
     back to the leaving node, no board left waiting for its lease to end)."""
-    nodes = {**NODES, "a": NodeRow("a", "ia", "http://a", True, -2.0, True)}
+    nodes = {**NODES, "a": NodeRow("a", "ia", "http://a", True, -2.0, "leaving")}
     mine = placed_on("a", list(NODES))
     released = ClusterRead(nodes, {b: OwnerRow("a", "", 5) for b in mine})
     taken = {n: plan(n, f"i{n}", released, mine, {}, set(), set()).take for n in "bc"}

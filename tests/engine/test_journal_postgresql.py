@@ -92,7 +92,7 @@ async def test_tables_of_version_1_are_upgraded_by_a_writable_start(backend: Pos
     await journal.append([score(1)])
     await sql(backend, "ALTER TABLE {s}.node_lease DROP COLUMN url")  # as version 1 made them
     await sql(backend, "DROP TABLE {s}.board_snapshot")
-    await sql(backend, "ALTER TABLE {s}.node_lease DROP COLUMN leaving")
+    await sql(backend, "ALTER TABLE {s}.node_lease DROP COLUMN state")
     await sql(backend, "DELETE FROM {s}.schema_version")
     await sql(backend, "INSERT INTO {s}.schema_version VALUES (1)")
     reader = PostgresBackend(pg_journal)  # a read-only start (rebuild, verify) reads version 1 as it is
@@ -107,7 +107,7 @@ async def test_tables_of_version_1_are_upgraded_by_a_writable_start(backend: Pos
         assert await sql(upgraded, "SELECT array_agg(version ORDER BY version) FROM {s}.schema_version") == [1, 2, 3, 4]
         assert await sql(upgraded, "SELECT count(url) FROM {s}.node_lease") == 0
         assert await sql(upgraded, "SELECT count(*) FROM {s}.board_snapshot") == 0
-        assert await sql(upgraded, "SELECT count(leaving) FROM {s}.node_lease") == 0
+        assert await sql(upgraded, "SELECT count(state) FROM {s}.node_lease") == 0
     finally:
         await upgraded.close()
 
