@@ -8,7 +8,6 @@ import asyncio
 import hashlib
 import signal
 import sqlite3
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from arena.config import JournalSettings
 from arena.engine.times import parse_rfc3339_ms
 from arena.journal.sqlite import journal_path
 from loadtest.config_toml import write_config
-from support.arena_cli import arena, rebuild_digests
+from support.arena_cli import arena, rebuild_digests, run_arena
 from support.postgres import fetchval
 from support.server import (
     ChildServer,
@@ -89,19 +88,6 @@ async def rewrite_score(journal: JournalSettings, data_dir: Path, board: str, ke
                              " WHERE board = $2 AND idempotency_key = $3 RETURNING 1) SELECT count(*) FROM u",
                              value, board, key.encode())
     assert updated == 1
-
-
-async def run_arena(*args: str | Path) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "arena", *map(str, args),
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), 120)
-    finally:
-        if proc.returncode is None:  # timed out: leave nothing running
-            proc.kill()
-            await proc.wait()
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
 
 
 # -- the digest route ----------------------------------------------------------------------------

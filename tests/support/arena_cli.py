@@ -3,6 +3,7 @@ output parsed. (Their config.toml: `loadtest.config_toml.write_config`.)"""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,13 @@ from loadtest.process import ARENA
 def arena(*args: str | Path, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
     """Run `python -m arena ARGS` and capture its output."""
     return subprocess.run([*ARENA, *map(str, args)], capture_output=True, text=True, timeout=timeout)
+
+
+async def run_arena(*args: str | Path) -> tuple[int, str, str]:
+    """`arena` from a test's event loop (which may serve in-process meanwhile): its exit code,
+    stdout and stderr."""
+    done = await asyncio.to_thread(arena, *args)
+    return done.returncode, done.stdout, done.stderr
 
 
 @dataclass(frozen=True)
