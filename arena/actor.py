@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from enum import Enum
 
 from arena.clock import Clock
-from arena.cluster.standby import follow
 from arena.engine.board import BoardEngine
 from arena.engine.events import Event, Fingerprint, Reason, Result, Status
 from arena.engine.periods import PeriodKind
@@ -29,7 +28,7 @@ from arena.journal import Journal
 from arena.journal.snapshots import SnapshotStore
 from arena.mailbox import Command, Mailbox, Submission
 from arena.metrics import Metrics
-from arena.replay import ReplayReport, replay
+from arena.replay import ReplayReport, replay, replay_tail
 from arena.snapshotter import Snapshotter, start_from_snapshot
 
 log = logging.getLogger("arena.actor")
@@ -336,7 +335,7 @@ class BoardActor:
         started = None
         if engine.ready:
             began = time.perf_counter()
-            events = await follow(engine, self.journal, self.journal.last_seq, self.clock.now())
+            events = await replay_tail(engine, self.journal, self.journal.last_seq, self.clock.now())
             started = ReplayReport(board, events, time.perf_counter() - began, []), engine.last_seq
             handle.engine = engine
         elif self.snapshots is not None:

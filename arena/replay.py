@@ -142,3 +142,44 @@ def _reports(loader: Loader, tables: list[RankedTable], seconds: float) -> list[
     return [
         TableReport(t, loader.applied.get((t.window.kind, t.window.period_id), [0])[0], seconds) for t in tables
     ]
+
+
+async def replay_tail(engine: BoardEngine, journal: Journal, upto: int, now: int) -> int:
+    """Apply ``journal``'s records after ``engine.last_seq`` up to seq ``upto`` to ``engine``
+    (loaded up to its last_seq: a standby's copy, or a snapshot's tables), as of ``now``, and
+    leave its tables as a full replay up to ``upto`` would; the score events applied. Raises
+    JournalError. O(records in the tail + members of its voids' events)."""
+    after = engine.last_seq
+    floors = {kind: engine.retention_floor(kind, now) for kind in engine.kinds}
+
+    def include(window: Window) -> bool:  # the tables retained today, as a replay loads them
+        floor = floors[window.kind]
+        return floor is None or window.start_ms is None or window.start_ms >= floor
+
+    for marker in await journal.close_markers(upto):
+        if marker.seq > after:
+            engine.close(marker)
+    voids = [(void, occurred_at) for void, occurred_at in await journal.voids(upto) if void.seq > after]
+    voided = {void.target_seq for void, _ in voids}
+    events = 0
+    async for rows in journal.scan(upto, min_seq=after + 1):
+        events += engine.fold(engine.router.routed(rows, voided), include)
+        await asyncio.sleep(0)
+    for key, table in engine.tables.items():  # a table the tail opened may be closed already
+        closing = engine.markers.get(key)
+        if closing is not None:
+            table.closed_seq, table.closed_at = closing.seq, closing.closed_at
+    for void, occurred_at in voids:
+        if void.target_seq > after:  # the tail left its event out
+            engine.count_void(void.target_seq, occurred_at)
+            continue
+        target = await journal.event_by_key(void.idempotency_key)
+        assert target is not None, "a void's event is journaled"
+        remaining = [e for e in await journal.member_events(target.member, before_seq=upto + 1) if not e.voided]
+        engine.void([void], [target], remaining)
+    engine.last_seq = upto
+    for key, table in list(engine.tables.items()):  # as a replay leaves them out: past the retention, or closed empty
+        if not include(table.window) or (table.closed and not len(table)):
+            del engine.tables[key]
+    engine.rotate(now)
+    return events

@@ -27,7 +27,7 @@ from arena.errors import JournalError
 from arena.journal import Journal, ScoreRow
 from arena.journal.interface import definition_text
 from arena.journal.snapshots import SnapshotStore
-from arena.replay import ReplayReport, TableReport
+from arena.replay import ReplayReport, TableReport, replay_tail
 from arena.snapshot import Snapshot, SnapshotInvalid, decode, encode, record_identity, rejection, seal
 
 log = logging.getLogger("arena.snapshot")
@@ -159,32 +159,12 @@ async def start_from_snapshot(
             engine.tables[(window.kind, window.period_id)] = RankedTable.from_entries(engine.rule, window, image.entries, image.keys)
             await asyncio.sleep(0)
     engine.disputes = dict(snapshot.disputes)
-    upto = journal.last_seq
-    for marker in await journal.close_markers(upto):
+    for marker in await journal.close_markers(snapshot.seq):
         engine.close(marker)
-    voids = await journal.voids(upto)
-    voided = {void.target_seq for void, _occurred_at in voids}
-
-    events = 0
-    async for rows in journal.scan(upto, min_seq=snapshot.seq + 1):
-        events += engine.fold(engine.router.routed(rows, voided), include)
-    for key, table in engine.tables.items():  # a table the tail opened may be closed already
-        closing = engine.markers.get(key)
-        if closing is not None:
-            table.closed_seq, table.closed_at = closing.seq, closing.closed_at
-    for void, occurred_at in voids:
-        if void.seq <= snapshot.seq:
-            continue
-        if void.target_seq > snapshot.seq:  # the tail left its event out
-            engine.count_void(void.target_seq, occurred_at)
-            continue
-        target = await journal.event_by_key(void.idempotency_key)
-        assert target is not None, "a void's event is journaled"
-        remaining = [e for e in await journal.member_events(target.member) if not e.voided]
-        engine.void([void], [target], remaining)
-    engine.last_seq = upto
+    engine.last_seq = snapshot.seq
     engine.ready.update(engine.kinds)
-    engine.rotate(now)
+    upto = journal.last_seq
+    events = await replay_tail(engine, journal, upto, now)
     seconds = time.perf_counter() - started
     log.info("board %s: started from the snapshot at seq %d and %d records after it", board, snapshot.seq, upto - snapshot.seq)
     return ReplayReport(board, events, seconds, [TableReport(t, 0, seconds) for t in engine.tables.values()]), snapshot.seq

@@ -9,11 +9,11 @@ import asyncio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arena.cluster.standby import Follower, follow
+from arena.cluster.standby import Follower
 from arena.engine.board import BoardEngine
 from arena.journal import Journal
-from support.engine_harness import EngineHarness
-from support.engines import full_replay, state, void
+from arena.replay import replay_tail
+from support.engines import Live, full_replay, state
 from support.journals import BackendKind, Store, journal_store
 from support.oracle import Frame, OBoard, boards_and_frames, spec_of
 
@@ -30,9 +30,6 @@ def test_a_board_followed_tail_by_tail_equals_a_full_replay(
     board, frames = case
     spec = spec_of(board)
     cuts = sorted(data.draw(st.lists(st.integers(0, len(frames)), min_size=1, max_size=3), label="follow after frames"))
-    harness = EngineHarness({"b": spec})
-    live = harness.engines["b"]
-
     async def run() -> None:
         async with journal_store(*backend_kind) as store:
             journal = await store.open(spec)
@@ -44,28 +41,17 @@ def test_a_board_followed_tail_by_tail_equals_a_full_replay(
                 await journal.close()
 
     async def body(store: Store, journal: Journal, follower: Follower) -> None:
-        async def play(part: list[Frame]) -> None:
-            for frame in part:
-                if frame.tick:
-                    harness.tick("b", frame.now)
-                else:
-                    harness.submit("gs", [e.raw("b") for e in frame.events], frame.now)
-                await journal.append([r for r in harness.journals["b"] if r.seq > journal.last_seq])
-            scores = harness.score_records("b")
-            if scores and part:
-                for target in data.draw(st.lists(st.sampled_from(scores), max_size=2), label="voided"):
-                    await void(live, journal, target, part[-1].now)
-
+        live = Live(spec, journal, data)
         done = 0
         for cut in cuts:
-            await play(frames[done:cut])
+            await live.play(frames[done:cut])
             done = cut
             await follower.catch_up(store.backend(), frames[max(cut - 1, 0)].now)
-        await play(frames[done:])
+        await live.play(frames[done:])
         now = frames[-1].now + data.draw(st.sampled_from([0, DAY, 40 * DAY]), label="taken over later by")
         engine = await follower.take()
         assert isinstance(engine, BoardEngine)
-        await follow(engine, journal, journal.last_seq, now)  # what the new owner's actor does
+        await replay_tail(engine, journal, journal.last_seq, now)  # what the new owner's actor does
         assert state(engine) == state(await full_replay(journal, spec, now))
 
     asyncio.run(run())

@@ -29,7 +29,7 @@ from arena.replay import replay
 from arena.snapshot import FORMAT, MAGIC, decode
 from arena.snapshotter import Snapshotter, start_from_snapshot
 from support.engine_harness import EngineHarness
-from support.engines import full_replay, state, void
+from support.engines import Live, full_replay, state
 from support.journals import BackendKind, Store, journal_store
 from support.oracle import Frame, OBoard, boards_and_frames, spec_of
 
@@ -42,39 +42,6 @@ def pinned(now: int) -> Clock:
     clock = Clock()
     clock.set(now)
     return clock
-
-
-class Live:
-    """A live engine fed frames through an EngineHarness, each frame's records journaled, and
-    voids of its events (drawn by hypothesis) journaled and applied."""
-
-    def __init__(self, spec: BoardSpec, journal: Journal, data: st.DataObject) -> None:
-        self.harness = EngineHarness({"b": spec})
-        self.engine = self.harness.engines["b"]
-        self.journal = journal
-        self.data = data
-
-    async def play(self, part: list[Frame], *, turns: bool = False) -> None:
-        """Run ``part``, then void up to two events; ``turns``: give a turn to other tasks after
-        each frame, and void up to one event there instead."""
-        harness, journal = self.harness, self.journal
-        for frame in part:
-            if frame.tick:
-                harness.tick("b", frame.now)
-            else:
-                harness.submit("gs", [e.raw("b") for e in frame.events], frame.now)
-            await journal.append([r for r in harness.journals["b"] if r.seq > journal.last_seq])
-            if turns:
-                await asyncio.sleep(0)
-                await self.voids(frame.now, 1)
-        if part and not turns:
-            await self.voids(part[-1].now, 2)
-
-    async def voids(self, now: int, most: int) -> None:
-        scores = self.harness.score_records("b")
-        if scores:
-            for target in self.data.draw(st.lists(st.sampled_from(scores), max_size=most), label="voided"):
-                await void(self.engine, self.journal, target, now)
 
 
 def on_a_journal(backend_kind: BackendKind, spec: BoardSpec, data: st.DataObject,

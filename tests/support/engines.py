@@ -1,15 +1,21 @@
 """What the engine tests compare: an engine's state as queries and digests see it, a full replay
-of a journal, and a void journaled and applied as `BoardActor.void_key` does."""
+of a journal, a void journaled and applied as `BoardActor.void_key` does, and a live engine
+whose frames and voids are journaled as it goes (`Live`)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
+
+from hypothesis import strategies as st
 
 from arena.engine.board import BoardEngine
 from arena.engine.records import ScoreRecord, VoidRecord
 from arena.engine.spec import BoardSpec
 from arena.journal import Journal
 from arena.replay import replay
+from support.engine_harness import EngineHarness
+from support.oracle import Frame
 
 
 def state(engine: BoardEngine) -> dict[str, Any]:
@@ -38,3 +44,36 @@ async def void(engine: BoardEngine, journal: Journal, target: ScoreRecord, now: 
     remaining = [e for e in await journal.member_events(stored.member) if e.seq != stored.seq and not e.voided]
     await journal.append([record])
     engine.void([record], [stored], remaining)
+
+
+class Live:
+    """A live engine fed frames through an EngineHarness, each frame's records journaled, and
+    voids of its events (drawn by hypothesis) journaled and applied."""
+
+    def __init__(self, spec: BoardSpec, journal: Journal, data: st.DataObject) -> None:
+        self.harness = EngineHarness({"b": spec})
+        self.engine = self.harness.engines["b"]
+        self.journal = journal
+        self.data = data
+
+    async def play(self, part: list[Frame], *, turns: bool = False) -> None:
+        """Run ``part``, then void up to two events; ``turns``: give a turn to other tasks after
+        each frame, and void up to one event there instead."""
+        harness, journal = self.harness, self.journal
+        for frame in part:
+            if frame.tick:
+                harness.tick("b", frame.now)
+            else:
+                harness.submit("gs", [e.raw("b") for e in frame.events], frame.now)
+            await journal.append([r for r in harness.journals["b"] if r.seq > journal.last_seq])
+            if turns:
+                await asyncio.sleep(0)
+                await self.voids(frame.now, 1)
+        if part and not turns:
+            await self.voids(part[-1].now, 2)
+
+    async def voids(self, now: int, most: int) -> None:
+        scores = self.harness.score_records("b")
+        if scores:
+            for target in self.data.draw(st.lists(st.sampled_from(scores), max_size=most), label="voided"):
+                await void(self.engine, self.journal, target, now)
