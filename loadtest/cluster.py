@@ -6,9 +6,10 @@ on the same PostgreSQL in the same run, and how long a dead owner's boards take 
   *i* mod ``nodes`` whatever board it names: the node forwards to the board's owner. Each phase
   has its own schema. Reported: events/s, ack latency, and the CPU of every process.
 - **takeover**: for each journal size and standby count, a fresh schema whose boards owned by
-  ``node-1`` (by placement over the nodes) hold that many events each; the nodes start, ``node-1``
-  is SIGKILLed, and each of its boards is polled through the other nodes until it answers again.
-  Reported per run: the slowest and median board, and the survivors' `arena_takeover_seconds`.
+  ``node-1`` (by placement over the nodes) hold that many events each; the nodes start (with
+  standbys: until they have caught up), ``node-1`` is SIGKILLed, and each of its boards is polled
+  through the other nodes until it answers again. Reported per run: the slowest and median board,
+  and the survivors' `arena_takeover_seconds`.
 
 Everything shares this machine's cores: the per-process CPU says how the work would spread over
 one machine per node.
@@ -139,16 +140,31 @@ async def ingest(servers: list[ArenaServe], token: str, boards: list[str], membe
 
 
 _TAKEOVER = re.compile(r'^arena_takeover_seconds_(sum|count) (\S+)$', re.M)
+_STANDBY_SEQ = re.compile(r'^arena_standby_seq\{board="([^"]+)"\} (\S+)$', re.M)
+
+
+def metrics_text(server: ArenaServe) -> str:
+    with urllib.request.urlopen(f"{server.url}/metrics", timeout=10) as answer:
+        text: str = answer.read().decode()
+        return text
 
 
 def takeover_metric(servers: list[ArenaServe]) -> dict[str, float]:
     """The nodes' `arena_takeover_seconds` sum and count, added up."""
     total = {"sum": 0.0, "count": 0.0}
     for server in servers:
-        with urllib.request.urlopen(f"{server.url}/metrics", timeout=10) as answer:
-            for kind, value in _TAKEOVER.findall(answer.read().decode()):
-                total[kind] += float(value)
+        for kind, value in _TAKEOVER.findall(metrics_text(server)):
+            total[kind] += float(value)
     return total
+
+
+def followed_up_to(servers: list[ArenaServe], boards: list[str], seq: int) -> bool:
+    """Whether some node of ``servers`` follows each of ``boards`` up to ``seq`` (`arena_standby_seq`)."""
+    loaded: dict[str, float] = {}
+    for server in servers:
+        for board, value in _STANDBY_SEQ.findall(metrics_text(server)):
+            loaded[board] = max(loaded.get(board, 0.0), float(value))
+    return all(loaded.get(b, 0.0) >= seq for b in boards)
 
 
 def takeover(servers: list[ArenaServe], victim_boards: list[str], timeout: float = 120.0) -> dict[str, Any]:
@@ -188,6 +204,8 @@ def run_takeover(workdir: Path, token: str, url: str, schema: str, boards: list[
         asyncio.run(journal_events(writer, members, events, seed=1, board=board))
     with running_nodes(workdir, token, url, schema, boards, nodes, standbys) as servers:
         wait_until(lambda: placed(servers, boards), "every board on its placement's node", 120.0, 0.2)
+        if standbys:  # a standby still loading when its owner dies is no standby yet
+            wait_until(lambda: followed_up_to(servers[1:], victim_boards, events), "the standbys to catch up", 300.0, 0.2)
         progress(f"takeover: {events:,} events per board, standbys={standbys}: SIGKILL node-1")
         result = takeover(servers, victim_boards)
     result.update({"events_per_board": events, "standbys": standbys})

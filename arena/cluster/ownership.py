@@ -47,6 +47,12 @@ log = logging.getLogger("arena.cluster")
 LOADS_AT_ONCE = 4
 """Boards granted and loading at once on a node: a dead node's boards do not all replay at once."""
 
+FOLLOWS_AT_ONCE = 2
+"""Standby copies catching up at once on a node, apart from `LOADS_AT_ONCE`. A copy's first
+(full) load also waits while this node takes boards over: the death of a node makes others the
+standbys of new boards at the moment they take its boards, and those loads would take the CPU
+from the takeovers."""
+
 EXPIRY_MARGIN_SECONDS = 0.02
 
 JOIN_LIMIT_SECONDS = 30.0
@@ -114,6 +120,8 @@ class Ownership:
         self.directory = directory
         self.supervisor = supervisor
         self._loads = asyncio.Semaphore(LOADS_AT_ONCE)
+        self._follows = asyncio.Semaphore(FOLLOWS_AT_ONCE)
+        self._taking = 0  # boards being taken over here now
         self._busy: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._away = False  # the last beat failed (logged once per streak)
@@ -265,7 +273,9 @@ class Ownership:
                 self._catching_up[board] = self._spawn(self._catch_up(follower, now))
 
     async def _catch_up(self, follower: Follower, now: int) -> None:
-        async with self._loads:
+        async with self._follows:
+            if self._taking and follower.engine is None:  # a full load: at a later beat
+                return
             try:
                 await follower.catch_up(self.supervisor.backend, now)
             except JournalError as exc:
@@ -296,6 +306,13 @@ class Ownership:
         self._spawn(work).add_done_callback(lambda _: self._busy.discard(board))
 
     async def _take(self, board: str, ownerless_for: float, read_at: float) -> None:
+        self._taking += 1
+        try:
+            await self._take_now(board, ownerless_for, read_at)
+        finally:
+            self._taking -= 1
+
+    async def _take_now(self, board: str, ownerless_for: float, read_at: float) -> None:
         async with self._loads:
             follower = self.followers.pop(board, None)
             try:
