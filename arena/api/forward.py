@@ -177,7 +177,7 @@ class Forwarding:
             except NotHere:
                 failed = where.node_id
             except PeerGone as exc:
-                log.info("query of %r not forwarded: %s", board, exc)
+                log.debug("query of %r not forwarded: %s", board, exc)  # the peer logs each failed connection (its backoff bounds them)
                 break
         raise unavailable_error(board)
 
