@@ -274,7 +274,8 @@ class Ownership:
 
     async def _catch_up(self, follower: Follower, now: int) -> None:
         async with self._follows:
-            if self._taking and follower.engine is None:  # a full load: at a later beat
+            loaded = follower.engine is not None
+            if self._taking and not loaded:  # a full load: at a later beat
                 return
             try:
                 await follower.catch_up(self.supervisor.backend, now)
@@ -283,7 +284,7 @@ class Ownership:
                 return
             if follower.engine is not None:
                 self.followed_seq.labels(follower.spec.name).set(follower.engine.last_seq)
-        if self._joining:  # beat now: it may have caught up
+        if self._joining and not loaded:  # a first load done: beat now, this node may have caught up
             self._hinted.set()
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
