@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from arena.engine.board import SHORT_KINDS, BoardEngine
+from arena.engine.board import SHORT_KINDS, BoardEngine, retained_by
 from arena.engine.loader import Loader
 from arena.engine.periods import PeriodKind, Window
 from arena.engine.table import RankedTable
@@ -69,13 +69,10 @@ async def replay(
     short = [kind for kind in engine.kinds if kind in SHORT_KINDS]
     rest = [kind for kind in engine.kinds if kind not in SHORT_KINDS]
     first_windows = {w for kind in short for w in engine.open_windows(kind, now)}
-    floors = {kind: engine.retention_floor(kind, now) for kind in engine.kinds}
+    retained = retained_by(engine.retention_floors(now))
 
     def include(window: Window) -> bool:
-        if window in first_windows or everything:
-            return True
-        floor = floors[window.kind]
-        return floor is None or window.start_ms is None or window.start_ms >= floor
+        return window in first_windows or everything or retained(window)
 
     reports: list[TableReport] = []
     loader = Loader(engine, include, voided)
@@ -150,12 +147,7 @@ async def replay_tail(engine: BoardEngine, journal: Journal, upto: int, now: int
     leave its tables as a full replay up to ``upto`` would; the score events applied. Raises
     JournalError. O(records in the tail + members of its voids' events)."""
     after = engine.last_seq
-    floors = {kind: engine.retention_floor(kind, now) for kind in engine.kinds}
-
-    def include(window: Window) -> bool:  # the tables retained today, as a replay loads them
-        floor = floors[window.kind]
-        return floor is None or window.start_ms is None or window.start_ms >= floor
-
+    include = retained_by(engine.retention_floors(now))
     for marker in await journal.close_markers(upto):
         if marker.seq > after:
             engine.close(marker)

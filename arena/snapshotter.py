@@ -20,8 +20,7 @@ import time
 from collections.abc import Iterator
 
 from arena.clock import Clock
-from arena.engine.board import BoardEngine
-from arena.engine.periods import Window
+from arena.engine.board import BoardEngine, retained_by
 from arena.engine.table import Freeze, RankedTable
 from arena.errors import JournalError
 from arena.journal import Journal, ScoreRow
@@ -92,7 +91,7 @@ class Snapshotter:
         board = engine.spec.name
         started = time.perf_counter()
         now = self.clock.now()
-        floors = {kind.value: engine.retention_floor(kind, now) for kind in engine.kinds}
+        floors = {kind.value: floor for kind, floor in engine.retention_floors(now).items()}
         disputes = dict(engine.disputes)
         freezes = [Freeze(table) for table in engine.tables.values()]  # all as of `seq`
         try:
@@ -143,16 +142,13 @@ async def start_from_snapshot(
     except (JournalError, SnapshotInvalid) as exc:
         log.warning("board %s: snapshot at %s ignored: %s; replaying the journal in full", board, store.where(board), exc)
         return None
-    floors = {kind: engine.retention_floor(kind, now) for kind in engine.kinds}
+    floors = engine.retention_floors(now)
     reason = rejection(snapshot, board, definition_text(engine.spec), await record_at(journal, snapshot.seq), floors)
     if reason is not None:
         log.warning("board %s: snapshot at seq %d ignored: %s; replaying the journal in full", board, snapshot.seq, reason)
         return None
 
-    def include(window: Window) -> bool:  # as a full replay: the tables retained today
-        floor = floors[window.kind]
-        return floor is None or window.start_ms is None or window.start_ms >= floor
-
+    include = retained_by(floors)  # as a full replay: the tables retained today
     for image in snapshot.tables:  # one table a turn: each is O(n), about 0.3 s at 10**6 entries
         window = image.window
         if include(window) and image.entries:  # as a full replay: no table for a window without events

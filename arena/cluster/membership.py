@@ -58,10 +58,6 @@ class ClusterRead:
     owners: dict[str, OwnerRow]
 
     @property
-    def alive(self) -> list[str]:
-        return [n for n, row in self.nodes.items() if row.alive]
-
-    @property
     def placing(self) -> list[str]:
         """The nodes that placement spreads the boards over (`NodeRow.placed`)."""
         return [n for n, row in self.nodes.items() if row.placed]

@@ -27,6 +27,15 @@ SHORT_KINDS = (PeriodKind.HOURLY, PeriodKind.DAILY, PeriodKind.WEEKLY)
 """The kinds whose current tables load (and answer) first after a restart."""
 
 
+def retained_by(floors: Mapping[PeriodKind, int | None]) -> Callable[[Window], bool]:
+    """Whether a window's table is retained under ``floors`` (`BoardEngine.retention_floors`), as
+    a replay loads them: alltime, and windows that start at or after their kind's floor."""
+    def retained(window: Window) -> bool:
+        floor = floors[window.kind]
+        return floor is None or window.start_ms is None or window.start_ms >= floor
+    return retained
+
+
 class BoardEngine:
     """The in-memory state of one board: open and retained tables, close markers, disputes."""
 
@@ -170,7 +179,7 @@ class BoardEngine:
     def rotate(self, now: int) -> None:
         """Open the current window's table of every loaded kind, and retire closed tables older
         than the retention. Call when `next_deadline` passes. O(tables + kinds)."""
-        floors = {kind: self.retention_floor(kind, now) for kind in self.kinds}
+        floors = self.retention_floors(now)
         for key, table in list(self.tables.items()):
             floor = floors[key[0]]
             if table.closed and floor is not None and (table.window.start_ms or 0) < floor:
@@ -265,6 +274,10 @@ class BoardEngine:
         last ``keep_closed`` closed ones. None for alltime. Cost: `retained_windows`."""
         oldest = (self.retained_windows(kind, now) or self.open_windows(kind, now))[-1]
         return oldest.start_ms
+
+    def retention_floors(self, now: int) -> dict[PeriodKind, int | None]:
+        """`retention_floor` of every kind of the board."""
+        return {kind: self.retention_floor(kind, now) for kind in self.kinds}
 
     def listed_windows(self, kind: PeriodKind, now: int) -> list[Window]:
         """Open and retained windows of a kind, newest first (the periods route): tables of
