@@ -46,16 +46,25 @@ def identify(authorization: str | None, principals: Sequence[T]) -> T | None:
     return found
 
 
-_SECRET = re.compile(r"(?i)(authorization\W+|bearer\s+|basic\s+)\S[^\r\n]*")
+_SECRET = re.compile(
+    r"(?i)(authorization\W+|bearer\s+|basic\s+)\S[^\r\n]*"
+    # a credential in a URL's query string, as the access log and the handshake lines write it
+    r"|([?&][\w.-]*(?:token|secret|password|passwd|auth|api[_-]?key)[\w.-]*=)[^&\s\"']*"
+)
+
+
+def _blank(found: re.Match[str]) -> str:
+    return (found[1] or found[2]) + "[redacted]"
 
 
 class RedactTokens(logging.Filter):
     """A handler filter that blanks credentials in any record: at DEBUG, websockets logs every
-    handshake header (``< authorization: Bearer ...``) through uvicorn's logger."""
+    handshake header (``< authorization: Bearer ...``) through uvicorn's logger, and the access
+    log writes every URL with its query string (``/v1/ws?token=...``)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        redacted = _SECRET.sub(r"\1[redacted]", message)
+        redacted = _SECRET.sub(_blank, message)
         if redacted != message:
             record.msg, record.args = redacted, None
         return True

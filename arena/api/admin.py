@@ -106,10 +106,6 @@ async def _audit(arena: Arena, admin: Admin, request: Request) -> Body:
     return {"board": board, "member": member, "events": [_event(e) for e in events]}
 
 
-def _outcome(board: str, outcome: VoidOutcome) -> Body:
-    return {"board": board, "voided": outcome.voided, "already_voided": outcome.already_voided}
-
-
 async def _void_event(arena: Arena, admin: Admin, request: Request) -> Body:
     board = request.path_params["board"]
     handle = arena.board(board)
@@ -124,7 +120,7 @@ async def _void_event(arena: Arena, admin: Admin, request: Request) -> Body:
 
     outcome = await handle.command(Command(run))
     assert isinstance(outcome, VoidOutcome)
-    return {**_outcome(board, outcome), "idempotency_key": key}
+    return {"board": board, "idempotency_key": key, "voided": outcome.voided, "already_voided": outcome.already_voided}
 
 
 async def _void_member(arena: Arena, admin: Admin, request: Request) -> Body:
@@ -138,7 +134,7 @@ async def _void_member(arena: Arena, admin: Admin, request: Request) -> Body:
 
     outcome = await handle.command(Command(run))
     assert isinstance(outcome, VoidOutcome)
-    return {**_outcome(board, outcome), "member": member}
+    return {"board": board, "member": member, "voided": outcome.voided}
 
 
 routes = [

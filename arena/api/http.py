@@ -192,13 +192,15 @@ Answer = Callable[[Arena, Params], Body | Awaitable[Body]]  # awaitable: the O(n
 
 @dataclass(frozen=True, slots=True)
 class QueryRoute:
-    """A public route served by `QueryRoutes`. A GET route answers HEAD too; every one answers
-    a CORS preflight (OPTIONS). ``name`` labels its latency metric."""
+    """A public route served by `QueryRoutes`. A GET route answers HEAD too, and OPTIONS. ``name``
+    labels its latency metric. ``cors`` False: never a CORS header, a preflight included (the
+    contract's list of routes a browser page of another origin may read leaves it out)."""
 
     path: str
     method: str
     name: str
     answer: Answer
+    cors: bool = True
 
 
 _TABLE = openapi.TABLE + "/"
@@ -206,7 +208,7 @@ _TABLE = openapi.TABLE + "/"
 QUERY_ROUTES = (
     QueryRoute("/v1/boards", "GET", "boards", _boards),
     QueryRoute(openapi.PATH, "GET", "openapi", _openapi),
-    QueryRoute("/v1/cluster", "GET", "cluster", _cluster),
+    QueryRoute("/v1/cluster", "GET", "cluster", _cluster, cors=False),
     QueryRoute("/v1/stats", "GET", "stats", _stats),
     QueryRoute(_TABLE + "top", "GET", "top", _top),
     QueryRoute(_TABLE + "members/{member}", "GET", "member", _member),
@@ -296,7 +298,7 @@ class QueryRoutes:
             return
         route, board, period, member = found
         method = scope["method"]
-        cors = self.cors
+        cors = self.cors if route.cors else None
         allowed = [] if cors is None else cors.headers(scope)
         headers = [*_JSON_HEADERS, *allowed] if allowed else _JSON_HEADERS
         if method != route.method and (method != "HEAD" or route.method != "GET"):

@@ -41,8 +41,10 @@ def _param(name: str, where: str, schema: Doc, description: str, required: bool 
     return {"name": name, "in": where, "required": required or where == "path", "description": description, "schema": schema}
 
 
-def _int(low: int, high: int | None = None, default: int | None = None) -> Doc:
+def _int(low: int, high: int | None = None, default: int | None = None, description: str | None = None) -> Doc:
     schema: Doc = {"type": "integer", "minimum": low}
+    if description is not None:
+        schema["description"] = description
     if high is not None:
         schema["maximum"] = high
     if default is not None:
@@ -120,7 +122,10 @@ TABLE_FIELDS = _object(
     size=_int(0),
 )
 _ENTRIES = {"type": "array", "items": _ref("Entry")}
-_VOID = _object(["board", "voided", "already_voided"], board=_STRING, voided=_int(0), already_voided=_int(0))
+_VOID_EVENT = _object(["board", "idempotency_key", "voided", "already_voided"], board=_STRING, idempotency_key=_STRING,
+                      voided=_int(0, 1), already_voided={"type": "boolean", "description": "voided before: the call changed nothing"})
+_VOID_MEMBER = _object(["board", "member", "voided"], board=_STRING, member=_STRING,
+                       voided=_int(0, description="events voided by this call (0 when none was left)"))
 
 _COUNTS = {"type": "array", "items": _int(0), "description": "one value per second, oldest first"}
 _MS = {"type": "array", "items": {"type": ["number", "null"]}, "description": "milliseconds per second, null without samples"}
@@ -236,11 +241,11 @@ PATHS: Doc = {
         _param("before_seq", "query", {"type": "integer"}, "only events before this journal seq"),
     ], _json({"type": "object"}, "the events"), ("unknown_board",))},
     "/v1/boards/{board}/void": {"post": _admin("Void one event; its tables are recomputed", [],
-                                               _json(_VOID, "what was voided"), ("unknown_board", "unknown_event"),
+                                               _json(_VOID_EVENT, "what was voided"), ("unknown_board", "unknown_event"),
                                                requestBody=_body(_object(["idempotency_key", "reason"],
                                                                          idempotency_key=_STRING, reason=_STRING)))},
     "/v1/boards/{board}/members/{member}/void": {"post": _admin("Void every event of a member (a ban)", [MEMBER],
-                                                                _json(_VOID, "what was voided"), ("unknown_board",),
+                                                                _json(_VOID_MEMBER, "what was voided"), ("unknown_board",),
                                                                 requestBody=_body(_object(["reason"], reason=_STRING)))},
 }
 

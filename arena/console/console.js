@@ -286,7 +286,7 @@ async function confirmVoid(event) {
   $("void-form").hidden = true;
   $("void-reason").value = "";
   await audit();
-  say($("ad-message"), `Voided ${key} (${answer.body.voided} voided, ${answer.body.already_voided} already voided).`);
+  say($("ad-message"), answer.body.already_voided ? `${key} was already voided: nothing changed.` : `Voided ${key}.`);
   refreshBoards();
 }
 

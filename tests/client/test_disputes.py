@@ -21,6 +21,7 @@ from arena.config import JournalSettings
 from arena.engine.times import parse_rfc3339_ms
 from loadtest.config_toml import write_config
 from support.arena_cli import arena, rebuild_digests
+from support.documented import assert_documented
 from support.server import ADMIN_TOKEN, InProcessServer, make_config, token_for, until
 
 MIN = 60_000
@@ -186,10 +187,14 @@ async def test_voiding_twice_is_a_no_op_200(rig: Rig) -> None:
     second = await rig.void("a")
     assert first.status_code == 200 and first.json() == {"board": "b", "voided": 1, "already_voided": False, "idempotency_key": "a"}
     assert second.status_code == 200 and second.json() == {"board": "b", "voided": 0, "already_voided": True, "idempotency_key": "a"}
+    for answer in (first, second):
+        assert_documented("/v1/boards/{board}/void", "POST", answer.json())
     assert await rig.table("hourly") == standings == [(1, "A", 7, H0 + MIN)]
     assert disputes_metric((await rig.http.get("/metrics")).text) == metrics
-    again = await rig.void_member("A")
-    assert again.json()["voided"] == 1 and (await rig.void_member("A")).json()["voided"] == 0
+    again, twice = await rig.void_member("A"), await rig.void_member("A")
+    assert again.json() == {"board": "b", "member": "A", "voided": 1} and twice.json() == {"board": "b", "member": "A", "voided": 0}
+    for answer in (again, twice):
+        assert_documented("/v1/boards/{board}/members/{member}/void", "POST", answer.json())
 
 
 async def test_a_member_named_like_a_query_route_can_be_banned(rig: Rig) -> None:

@@ -168,14 +168,26 @@ def test_audit_lists_a_members_events_only_for_an_admin(server: ChildServer, ses
         assert e["occurred_at"] <= e["received_at"]
 
 
+@pytest.mark.parametrize("name", ["token", "access_token", "api_key", "auth", "secret", "password"])
+def test_a_token_sent_in_a_url_is_never_logged(server: ChildServer, session: Session, name: str) -> None:
+    # Some clients put credentials in the query string; the access log writes the whole path.
+    session.http("GET", f"{server.url}/v1/boards?{name}={ADMIN_TOKEN}&limit=5")
+    session.http("GET", f"{server.url}/v1/boards/a/alltime/top?limit=3&{name}={WRONG_TOKEN}")
+    with connect(f"{server.ws_url}?{name}={token_for('scoped')}", additional_headers={"Authorization": f"Bearer {token_for('gs')}"}):
+        pass
+    with pytest.raises(websockets.InvalidStatus):
+        connect(f"{server.ws_url}?x=1&{name}={token_for('gs')}")
+
+
 def test_tokens_never_appear_in_logs_or_answers(server: ChildServer, session: Session) -> None:
-    # Refused handshakes and failed admin calls above carried every token; now look for them.
+    # Refused handshakes, failed admin calls and URLs above carried every token; now look for them.
     with pytest.raises(websockets.InvalidStatus):
         connect(server.ws_url, additional_headers={"Authorization": f"Bearer {WRONG_TOKEN}"})
     server.signal(signal.SIGTERM)
     assert server.wait() == 0
     log = server.log()
     assert " DEBUG " in log  # the most verbose log there is
+    assert "GET /v1/boards?" in log and "[redacted]" in log  # the access log wrote those URLs, blanked
     for token in TOKENS:
         assert token not in log, f"token {token!r} appears in the server log"
         for answer in session.answers:

@@ -1,5 +1,5 @@
 """CORS (`[server] cors_origins`): the public routes' answers (errors too) and preflights carry
-the headers for an allowed origin; admin routes, health and `/v1/ws` never do; with no origins
+the headers for an allowed origin; admin routes, health, `/v1/cluster` and `/v1/ws` never do; with no origins
 configured nothing changes."""
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ PRIVATE: list[tuple[str, str, object]] = [  # never CORS
     ("GET", "/healthz", None),
     ("GET", "/readyz", None),
     ("GET", "/metrics", None),
+    ("GET", "/v1/cluster", None),
 ]
 
 
