@@ -190,7 +190,7 @@ MAX_ECHOED_CHARS = 128
 connection is owed is bounded by its outbox's frames."""
 
 
-def frame_id(frame: dict[str, Any]) -> str | int | None:
+def echoed_id(frame: dict[str, Any]) -> str | int | None:
     """The frame's `id`: a string of at most 128 code points or an integer (absent or null: none).
     Raises FrameError invalid_request for anything else; its answer carries `id: null`."""
     value = frame.get("id")
@@ -199,7 +199,7 @@ def frame_id(frame: dict[str, Any]) -> str | int | None:
     raise FrameError("invalid_request", f"id must be a string of at most {MAX_ECHOED_CHARS} characters or an integer")
 
 
-def sub_of(frame: dict[str, Any]) -> str:
+def echoed_sub(frame: dict[str, Any]) -> str:
     """An `unsubscribe` frame's `sub`. Raises FrameError invalid_request unless it is a string
     of at most 128 code points."""
     sub = frame.get("sub")
@@ -305,31 +305,31 @@ class Connection:
             self._frame(text, received_at)
 
     def _frame(self, text: str, received_at: int) -> None:
-        answer_id: object = None
+        frame_id: object = None
         try:
             frame = parse_frame(text)
             if any(widened(v) for v in frame.values()):  # an integer id or query field beyond 64 bits
                 frame = exact_frame(text, frame)
-            answer_id = frame_id(frame)
+            frame_id = echoed_id(frame)
             op = frame.get("op")
             if op == "submit":
                 if self.server is None:
                     raise FrameError("forbidden", "/v1/live is read-only: game servers submit on /v1/ws with their token")
-                self._submit(self.server, answer_id, frame, received_at, text)
+                self._submit(self.server, frame_id, frame, received_at, text)
                 return
             if op == "ping":
-                self._reply(wire.dumps({"op": "pong", "id": answer_id}))
+                self._reply(wire.dumps({"op": "pong", "id": frame_id}))
                 return
             if op == "subscribe":
                 view = frame.get("view")
                 board = view.get("board") if isinstance(view, dict) else None
                 if self.clustered and isinstance(board, str) and not self.forwarding.local(board) and board in self.arena.boards:
-                    self._spawn(self._subscribe_elsewhere(answer_id, frame, board))
+                    self._spawn(self._subscribe_elsewhere(frame_id, frame, board))
                 else:
-                    self._subscribe(answer_id, frame)
+                    self._subscribe(frame_id, frame)
                 return
             if op == "unsubscribe":
-                self.subscriptions().unsubscribe(answer_id, sub_of(frame))
+                self.subscriptions().unsubscribe(frame_id, echoed_sub(frame))
                 self.slots.release()
                 return
             answer = QUERY_OPS.get(op) if isinstance(op, str) else None
@@ -338,14 +338,14 @@ class Connection:
             if self.clustered:
                 board = frame.get("board")
                 if isinstance(board, str) and not self.forwarding.local(board) and board in self.arena.boards:
-                    self._spawn(self._forwarded(answer_id, board, frame))
+                    self._spawn(self._forwarded(frame_id, board, frame))
                     return
             body = answer(self.arena, frame)
-            self._reply(wire.dumps({"op": "result", "id": answer_id, **body}))
+            self._reply(wire.dumps({"op": "result", "id": frame_id, **body}))
         except FrameError as exc:
-            self._reply(_error(answer_id, exc.code, exc.message))
+            self._reply(_error(frame_id, exc.code, exc.message))
         except QueryError as exc:
-            self._reply(_error(answer_id, exc.code, exc.message))
+            self._reply(_error(frame_id, exc.code, exc.message))
 
     def _submit(self, server: GameServer, frame_id: object, frame: dict[str, Any], received_at: int, text: str | None) -> None:
         events = frame.get("events")
