@@ -91,16 +91,13 @@ class Outbox:
         self._on_stall = on_stall
         self.stalled = False
         self._sending_since: float | None = None  # loop time when the pending send began
-        self._full_since: float | None = None  # loop time when the outbox became full
+        self._full_since: float | None = None  # loop time when the outbox became full; None: it has room
         self._watch: asyncio.TimerHandle | None = None
         self._owed: deque[bytes] = deque()
         self._owed_bytes = 0
-        self._room = asyncio.Event()
-        self._room.set()
         self._updates: dict[str, bytes] = {}  # subscription -> its newest unsent update
         self._ready = asyncio.Event()
-        self._idle = asyncio.Event()  # nothing queued or being sent
-        self._idle.set()
+        self._waiters: list[asyncio.Future[None]] = []  # of `room` and `flushed` (no Event each: 1 KB a connection)
         self._task: asyncio.Task[None] | None = None
         self.closed = False
 
@@ -111,8 +108,7 @@ class Outbox:
             return
         self._owed.append(frame)
         self._owed_bytes += len(frame)
-        if self._room.is_set() and self.full:
-            self._room.clear()
+        if self._full_since is None and self.full:
             self._full_since = asyncio.get_running_loop().time()
         self._wake()
 
@@ -122,8 +118,8 @@ class Outbox:
 
     async def room(self) -> None:
         """Until the outbox is not full (or closed). O(1) when it has room."""
-        if not self._room.is_set():
-            await self._room.wait()
+        while self._full_since is not None:
+            await self._change()
 
     def put(self, sub: str, seq: int, body: bytes) -> None:
         """Hold the answer ``body`` at ``seq`` as ``sub``'s next update, replacing one not yet
@@ -148,7 +144,20 @@ class Outbox:
 
     async def flushed(self) -> None:
         """Until every frame queued is sent (or the outbox closed)."""
-        await self._idle.wait()
+        while not self.closed and (self._owed or self._updates or self._sending_since is not None):
+            await self._change()
+
+    async def _change(self) -> None:
+        """Until the outbox has room again, its writer goes idle, or it closes."""
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        await waiter
+
+    def _changed(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     def close(self) -> None:
         self._stop()
@@ -175,7 +184,6 @@ class Outbox:
     def _wake(self) -> None:
         if self.closed:
             return
-        self._idle.clear()
         self._ready.set()
         if self._task is None:
             self._task = asyncio.create_task(self._write())
@@ -192,9 +200,9 @@ class Outbox:
                 if owed:
                     frame = owed.popleft()
                     self._owed_bytes -= len(frame)
-                    if not self._room.is_set() and not self.full:
+                    if self._full_since is not None and not self.full:
                         self._full_since = None
-                        self._room.set()
+                        self._changed()
                 else:
                     frame = updates.pop(next(iter(updates)))
                 self._sending_since = loop.time()
@@ -205,7 +213,8 @@ class Outbox:
                     self._stop()
                     return
                 self._sending_since = None
-            self._idle.set()
+            if self._waiters:
+                self._changed()
 
     def _stop(self) -> None:
         if self._watch is not None:
@@ -216,5 +225,4 @@ class Outbox:
         self._owed_bytes = 0
         self._updates.clear()
         self._full_since = None
-        self._room.set()  # a reader waiting for room goes on, and finds the connection ended
-        self._idle.set()
+        self._changed()  # a reader waiting for room goes on, and finds the connection ended
