@@ -99,7 +99,7 @@ class HttpProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        self.scope["extensions"] = {ABORT: {"abort": self.transport.abort}}
+        self.scope.setdefault("extensions", {})[ABORT] = {"abort": self.transport.abort}
 
 
 class WebSocketProtocol(WebSocketsSansIOProtocol):

@@ -626,6 +626,24 @@ async def test_a_reader_that_reads_nothing_is_aborted_after_ping_timeout_and_its
     stuck.close()
 
 
+async def test_a_public_reader_that_sends_frames_and_reads_no_answer_is_aborted_after_ping_timeout(
+    impatient: InProcessServer,
+) -> None:
+    """Its outbox fills, the server stops reading it, and once a write has been pending (or the
+    outbox full) `ping_timeout_seconds` the connection is reset and its socket goes."""
+    reader, stuck = await _never_reading(impatient, _upgrade(impatient, "/v1/live"))
+    async with asyncio.timeout(10):
+        assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 101")
+    pings = Frame(Opcode.TEXT, orjson.dumps({"op": "ping", "id": "i" * 128})).serialize(mask=True) * 100
+    with pytest.raises(ConnectionError):
+        async with asyncio.timeout(30):
+            while True:  # until the server resets the connection
+                stuck.write(pings)
+                await stuck.drain()
+    await until(lambda: established(impatient.port) == 0, "the server's side of the socket to go", 10)
+    stuck.close()
+
+
 async def test_a_members_view_follows_a_set_of_friends(server: InProcessServer) -> None:
     client = await _client(server)
     live = Subscriber(client)
