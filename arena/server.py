@@ -19,7 +19,7 @@ import uvicorn
 
 from arena.api.app import create_app
 from arena.api.http import QueryRoutes
-from arena.api.transport import HttpProtocol
+from arena.api.transport import HttpProtocol, WebSocketProtocol
 from arena.service import Arena
 
 log = logging.getLogger("arena.server")
@@ -34,7 +34,7 @@ def uvicorn_config(arena: Arena, host: str, port: int, access_log: bool = False)
         host=host,
         port=port,
         http=HttpProtocol,  # httptools, one write per connection and turn of the loop
-        ws="websockets-sansio",
+        ws=WebSocketProtocol,  # websockets' sans-I/O protocol, abortable
         ws_max_size=s.max_frame_bytes,
         ws_per_message_deflate=False,  # loopback/LAN game servers: compression costs more CPU than it saves
         ws_ping_interval=s.ping_interval_seconds,

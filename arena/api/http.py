@@ -29,7 +29,7 @@ from starlette.types import Message, Receive, Scope, Send
 from arena.api import live, openapi, queries, wire
 from arena.api.cors import Cors, live_allowed
 from arena.api.forward import Forwarding, forward_request, forwarded
-from arena.api.wire import Body
+from arena.api.wire import RETRY_AFTER, Body
 from arena.cluster.peers import body_of
 from arena.errors import QueryError, invalid_request
 from arena.service import Arena
@@ -39,10 +39,6 @@ JSON = "application/json"
 
 def json_response(body: Body, status: int = 200) -> Response:
     return Response(wire.dumps(body), status, media_type=JSON)
-
-
-RETRY_AFTER = "1"
-"""Sent with every 503 (loading, unavailable, ownerless): a board comes back within seconds."""
 
 
 def error_response(exc: QueryError) -> Response:

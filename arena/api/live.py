@@ -18,10 +18,11 @@ from starlette.types import Receive, Scope, Send
 from arena.actor import BoardState
 from arena.api import queries, wire
 from arena.api.forward import Forwarding
+from arena.api.transport import abort
 from arena.api.upstream import Upstreams
 from arena.api.wire import Body
 from arena.errors import QueryError, invalid_request
-from arena.live.outbox import EVENT_STREAM, Outbox
+from arena.live.outbox import EVENT_STREAM, Bounds, Outbox
 from arena.live.views import LiveViews, Subscription
 from arena.service import Arena
 
@@ -100,8 +101,8 @@ def live_views(arena: Arena, ops: dict[str, Answer], forwarding: Forwarding) -> 
 
 
 class Subscriptions:
-    """One connection's subscriptions. Frames are answered through its `Outbox`, so that
-    `subscribed` comes before the first update and no update follows `unsubscribed`."""
+    """One connection's subscriptions. Frames are answered through the connection's `Outbox`,
+    so that `subscribed` comes before the first update and no update follows `unsubscribed`."""
 
     def __init__(self, arena: Arena, views: LiveViews, outbox: Outbox) -> None:
         self.arena = arena
@@ -126,23 +127,21 @@ class Subscriptions:
             if exc.code in REFUSED:
                 raise
         sub = str(next(self._ids))
-        self.outbox.control(wire.dumps({"op": "subscribed", "id": frame_id, "sub": sub}))
+        self.outbox.owe(wire.dumps({"op": "subscribed", "id": frame_id, "sub": sub}))
         self._subs[sub] = self.views.subscribe(sub, self.outbox, fields)
         return None
 
-    def unsubscribe(self, frame_id: object, frame: dict[str, Any]) -> None:
-        sub = frame.get("sub")
-        subscription = self._subs.pop(sub, None) if isinstance(sub, str) else None
+    def unsubscribe(self, frame_id: object, sub: str) -> None:
+        subscription = self._subs.pop(sub, None)
         if subscription is not None:
             self.views.unsubscribe(subscription)
-        self.outbox.control(wire.dumps({"op": "unsubscribed", "id": frame_id, "sub": sub}))
+        self.outbox.owe(wire.dumps({"op": "unsubscribed", "id": frame_id, "sub": sub}))
 
     def close(self) -> None:
-        """The connection ended: so do its subscriptions."""
+        """The connection ended: so do its subscriptions (their unsent updates are dropped)."""
         for subscription in self._subs.values():
             self.views.unsubscribe(subscription)
         self._subs.clear()
-        self.outbox.close()
 PING_SECONDS = 15.0
 """A comment line this often keeps proxies from closing an idle event stream."""
 
@@ -153,13 +152,14 @@ async def event_stream(
     """Serve a view as server-sent events until the client goes away: the first update as soon
     as the board is ready, then one on each change, and a ``: ping`` comment every 15 s. The
     caller has checked that the query does not refuse the view; ``headers`` go on the answer
-    (CORS). A client that reads nothing for `ping_timeout_seconds` is let go; a shutdown ends
+    (CORS). A client that reads nothing for `ping_timeout_seconds` is aborted; a shutdown ends
     the stream."""
     assert arena.live is not None
     if arena.draining or arena.live_connections >= arena.settings.max_live_connections:
         body = wire.dumps({"error": {"code": "unavailable", "message": "too many live connections, retry later"}})
         await send({"type": "http.response.start", "status": 503,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body)), *headers]})
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body)),
+                                (b"retry-after", wire.RETRY_AFTER.encode()), *headers]})
         await send({"type": "http.response.body", "body": body})
         return
     arena.live_connections += 1
@@ -174,18 +174,19 @@ async def event_stream(
             pass
 
     stalled = asyncio.Event()
-    stall_seconds = arena.settings.ping_timeout_seconds
-    outbox = Outbox(chunk, EVENT_STREAM, stall_seconds=stall_seconds, on_stall=stalled.set)
+    outbox = Outbox(chunk, Bounds.of(arena.settings), EVENT_STREAM, on_stall=stalled.set)
     subscription = arena.live.subscribe("1", outbox, view)
     watch = asyncio.create_task(disconnected())
     arena.add_reader(watch)  # a shutdown cancels it: the stream ends
     ends: list[asyncio.Task[Any]] = [watch, asyncio.create_task(stalled.wait())]
     try:
         while not (await asyncio.wait(ends, timeout=PING_SECONDS, return_when=asyncio.FIRST_COMPLETED))[0]:
-            outbox.control(b": ping\n\n")
+            outbox.owe(b": ping\n\n")
         if stalled.is_set():
-            log.info("event stream to %s closed: a write was pending for %g s (ping_timeout_seconds), the client reads nothing",
-                     scope.get("client"), stall_seconds)
+            log.info("event stream to %s aborted: a write was pending for %g s (ping_timeout_seconds), the client reads nothing",
+                     scope.get("client"), outbox.bounds.stall_seconds)
+            abort(scope)
+            await asyncio.wait([watch])  # the connection is lost on the next turn: the response ends there
         elif arena.draining:  # the server is stopping: end the response (an EventSource reconnects by itself)
             outbox.close()
             await send({"type": "http.response.body", "body": b"", "more_body": False})

@@ -23,7 +23,7 @@ from arena.api.ws import QUERY_OPS
 from arena.cluster import peers
 from arena.engine.events import Reason
 from arena.errors import QueryError
-from arena.live.outbox import Framing, Outbox
+from arena.live.outbox import Bounds, Framing, Outbox
 from arena.live.views import Subscription
 from arena.service import Arena
 
@@ -117,9 +117,9 @@ class Watches:
             board, watch = message.get("board"), str(message.get("id"))
             outbox = self.outbox()
             if not isinstance(board, str) or board not in self.arena.boards or not self.arena.directory.local(board):
-                outbox.control(peers.dumps({**NOT_HERE, "id": message.get("id")}))
+                outbox.owe(peers.dumps({**NOT_HERE, "id": message.get("id")}))
                 return True
-            outbox.control(peers.dumps({"watching": True, "id": message.get("id")}))
+            outbox.owe(peers.dumps({"watching": True, "id": message.get("id")}))
             assert self.arena.live is not None
             self._subscriptions[watch] = self.arena.live.subscribe(watch, outbox, message["view"])
             return True
@@ -132,8 +132,7 @@ class Watches:
 
     def outbox(self) -> Outbox:
         if self._outbox is None:
-            stall = self.arena.settings.ping_timeout_seconds
-            self._outbox = Outbox(self._send, PEER, stall_seconds=stall, on_stall=self.close)
+            self._outbox = Outbox(self._send, Bounds.of(self.arena.settings), PEER, on_stall=self.close)
         return self._outbox
 
     async def _send(self, payload: bytes) -> None:

@@ -6,6 +6,10 @@ loopback. That pair was about half the CPU of an HTTP rank request (README, Perf
 `CoalescingTransport` keeps a connection's writes until the end of the current turn of the loop
 and sends them as one; a WebSocket connection whose acks of several frames are answered in one
 turn gets one write for them too. `HttpProtocol` is uvicorn's httptools protocol on it.
+
+Both protocols (`HttpProtocol`, `WebSocketProtocol`) put `abort` in their requests' scope: a
+connection whose peer reads nothing is dropped at once with what it still holds; a close would
+keep the socket, and the kernel's send queue, until the peer reads.
 """
 
 from __future__ import annotations
@@ -13,7 +17,22 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from starlette.types import Scope
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+from websockets.http11 import Request
+
+ABORT = "arena.abort"
+"""The scope extension whose ``abort`` drops the request's connection."""
+
+
+def abort(scope: Scope) -> None:
+    """Drop the connection of the request ``scope`` at once, unsent bytes and all (RST, no FIN
+    handshake): its socket is released now, not when the peer reads. Nothing under a server
+    without `ABORT`."""
+    extension = scope.get("extensions", {}).get(ABORT)
+    if extension is not None:
+        extension["abort"]()
 
 
 class CoalescingTransport:
@@ -77,3 +96,16 @@ class HttpProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(CoalescingTransport(transport, self.loop))  # type: ignore[arg-type]
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self.scope.setdefault("extensions", {})[ABORT] = {"abort": self.transport.abort}
+
+
+class WebSocketProtocol(WebSocketsSansIOProtocol):
+    """uvicorn's sans-I/O WebSocket protocol with `ABORT` in its scope."""
+
+    def handle_connect(self, event: Request) -> None:
+        super().handle_connect(event)  # the app's task starts on a later turn of the loop
+        if self.handshake_initiated and self.response.status_code == 101:
+            self.scope["extensions"][ABORT] = {"abort": self.transport.abort}

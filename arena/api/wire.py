@@ -14,6 +14,10 @@ from arena.errors import QueryError
 
 Body = dict[str, Any]
 
+RETRY_AFTER = "1"
+"""The `Retry-After` of every 503 (loading, unavailable, ownerless, too many connections,
+draining): what was missing comes back within seconds."""
+
 
 def entry(e: Entry) -> Body:
     return {"rank": e.rank, "member": e.member, "score": e.score, "reached_at": format_ms(e.reached_at)}

@@ -1,8 +1,11 @@
-"""`GET /v1/ws`: authenticated game-server connections streaming submit frames and queries.
+"""`GET /v1/ws` (authenticated game-server connections streaming submit frames and queries) and
+`GET /v1/live` (the public, read-only one): one frame parser, one connection class.
 
-A connection holds at most ``max_in_flight_frames`` frames between reading and answering, and
-reads its next frame only when the boards it may write have mailbox room: backpressure, never
-an early ack, never a dropped accepted event.
+A connection holds at most ``max_in_flight_frames`` frames between reading and answering; every
+frame it is owed goes through its one bounded `Outbox`; it reads its next frame only when that
+outbox has room and the boards it may write have mailbox room: backpressure, never an early ack,
+never a dropped accepted event or answer. A connection stuck on a reader that reads nothing is
+aborted, so that its socket goes at once.
 """
 
 from __future__ import annotations
@@ -24,12 +27,13 @@ from arena.api import queries, wire
 from arena.api.cors import live_allowed
 from arena.api.forward import Forwarding
 from arena.api.live import REFUSED, Subscriptions
+from arena.api.transport import abort
 from arena.api.wire import Body
 from arena.cluster.split import Part, Split, merge, split
 from arena.config import GameServer
 from arena.engine.events import Event, Result, parse_event
 from arena.errors import QueryError, invalid_request
-from arena.live.outbox import Outbox
+from arena.live.outbox import Bounds, Outbox
 from arena.live.views import LiveViews
 from arena.service import Arena
 
@@ -74,8 +78,8 @@ def widened(value: object) -> bool:
 
 
 def _widened_inside(value: object) -> bool:
-    """Whether a value echoed as is (the frame id) holds a `widened` number anywhere. Iterative:
-    an id may nest a thousand levels deep."""
+    """Whether a value stored as sent (an event's meta) holds a `widened` number anywhere.
+    Iterative: it may nest a thousand levels deep."""
     stack = [value]
     while stack:
         v = stack.pop()
@@ -181,15 +185,27 @@ QUERY_OPS: dict[str, Callable[[Arena, dict[str, Any]], Body]] = {
 }
 
 
-def _check_id(frame_id: object) -> None:
-    """Raise FrameError bad_frame for an id that no answer could echo as sent: a number beyond a
-    double's range (1e400 reads as an infinity), or nesting deeper than json can write."""
-    if frame_id is None or type(frame_id) in (int, str):
-        return
-    try:
-        json.dumps(frame_id, allow_nan=False)
-    except (ValueError, RecursionError):
-        raise FrameError("bad_frame", "id cannot be echoed: it holds a number beyond a double's range or nests too deep") from None
+MAX_ECHOED_CHARS = 128
+"""An `id` or `sub` is echoed in its answer: one longer is `invalid_request`, so that what a
+connection is owed is bounded by its outbox's frames."""
+
+
+def echoed_id(frame: dict[str, Any]) -> str | int | None:
+    """The frame's `id`: a string of at most 128 code points or an integer (absent or null: none).
+    Raises FrameError invalid_request for anything else; its answer carries `id: null`."""
+    value = frame.get("id")
+    if value is None or type(value) is int or (type(value) is str and len(value) <= MAX_ECHOED_CHARS):
+        return value
+    raise FrameError("invalid_request", f"id must be a string of at most {MAX_ECHOED_CHARS} characters or an integer")
+
+
+def echoed_sub(frame: dict[str, Any]) -> str:
+    """An `unsubscribe` frame's `sub`. Raises FrameError invalid_request unless it is a string
+    of at most 128 code points."""
+    sub = frame.get("sub")
+    if type(sub) is not str or len(sub) > MAX_ECHOED_CHARS:
+        raise FrameError("invalid_request", f"sub must be a string of at most {MAX_ECHOED_CHARS} characters")
+    return sub
 
 
 def _error(frame_id: object, code: str, message: str) -> bytes:
@@ -197,7 +213,7 @@ def _error(frame_id: object, code: str, message: str) -> bytes:
 
 
 class Connection:
-    """One authenticated game server's WebSocket."""
+    """One WebSocket: a game server's on `/v1/ws`, or a public reader's on `/v1/live`."""
 
     def __init__(self, arena: Arena, websocket: WebSocket, server: GameServer | None, views: LiveViews) -> None:
         """``server`` None: the public read-only `/v1/live`, where `submit` is forbidden."""
@@ -211,26 +227,27 @@ class Connection:
         self.views = views
         self.forwarding: Forwarding = websocket.app.state.forwarding
         self.clustered = self.forwarding.clustered
-        self.stall_seconds = arena.settings.ping_timeout_seconds
+        self.outbox = Outbox(self._send, Bounds.of(arena.settings), on_stall=self._stall)
         self.stalled = False
         self._reader: asyncio.Task[None] | None = None
         self._subscriptions: Subscriptions | None = None
 
     def subscriptions(self) -> Subscriptions:
         if self._subscriptions is None:
-            outbox = Outbox(self._send, stall_seconds=self.stall_seconds, on_stall=self._stall)
-            self._subscriptions = Subscriptions(self.arena, self.views, outbox)
+            self._subscriptions = Subscriptions(self.arena, self.views, self.outbox)
         return self._subscriptions
 
     def _stall(self) -> None:
-        """A write stayed pending `ping_timeout_seconds`: the peer has stopped reading. End the
-        connection, so that it holds no subscription, task or frame any more."""
+        """A write stayed pending, or the outbox full, `ping_timeout_seconds`: the peer has
+        stopped reading. Abort the connection (a close would wait for the peer to read what is
+        sent), so that it holds no socket, subscription, task or frame any more."""
         if self.stalled:
             return
-        log.info("websocket from %s closed: a write was pending for %g s (ping_timeout_seconds), the peer reads nothing",
-                 self.websocket.client, self.stall_seconds)
+        log.info("websocket from %s aborted: a write was pending or its outbox full for %g s (ping_timeout_seconds), "
+                 "the peer reads nothing", self.websocket.client, self.outbox.bounds.stall_seconds)
         self.stalled = True
         self.open = False
+        abort(self.websocket.scope)
         if self._reader is not None:
             self._reader.cancel()
 
@@ -251,6 +268,7 @@ class Connection:
                 self._subscriptions.close()
             if self.tasks:
                 await asyncio.gather(*self.tasks, return_exceptions=True)
+            await self._flush()
         if self.arena.draining and self.open:
             self.open = False
             try:
@@ -258,11 +276,20 @@ class Connection:
             except Exception:  # already gone
                 pass
 
+    async def _flush(self) -> None:
+        """Until the outbox has sent what is owed (the acks of a shutdown), or is closed."""
+        outbox = self.outbox
+        if self.open:
+            await outbox.flushed()
+        outbox.close()
+
     async def _read(self) -> None:
         receive = self.websocket.receive
         clock = self.arena.clock
+        outbox = self.outbox
         while True:
             await self.slots.acquire()
+            await outbox.room()
             for handle in self.writable:
                 if not handle.mailbox.has_room():
                     await handle.mailbox.wait_room()
@@ -273,18 +300,17 @@ class Connection:
             received_at = clock.now()
             text = message.get("text")
             if text is None:
-                await self._reply(_error(None, "bad_frame", "frames must be JSON text, not binary"))
+                self._reply(_error(None, "bad_frame", "frames must be JSON text, not binary"))
                 continue
-            await self._frame(text, received_at)
+            self._frame(text, received_at)
 
-    async def _frame(self, text: str, received_at: int) -> None:
+    def _frame(self, text: str, received_at: int) -> None:
         frame_id: object = None
         try:
             frame = parse_frame(text)
-            if _widened_inside(frame.get("id")) or any(widened(v) for v in frame.values()):  # a query's integer field
+            if any(widened(v) for v in frame.values()):  # an integer id or query field beyond 64 bits
                 frame = exact_frame(text, frame)
-            _check_id(frame.get("id"))
-            frame_id = frame.get("id")
+            frame_id = echoed_id(frame)
             op = frame.get("op")
             if op == "submit":
                 if self.server is None:
@@ -292,7 +318,7 @@ class Connection:
                 self._submit(self.server, frame_id, frame, received_at, text)
                 return
             if op == "ping":
-                await self._reply(wire.dumps({"op": "pong", "id": frame_id}))
+                self._reply(wire.dumps({"op": "pong", "id": frame_id}))
                 return
             if op == "subscribe":
                 view = frame.get("view")
@@ -300,10 +326,10 @@ class Connection:
                 if self.clustered and isinstance(board, str) and not self.forwarding.local(board) and board in self.arena.boards:
                     self._spawn(self._subscribe_elsewhere(frame_id, frame, board))
                 else:
-                    await self._subscribe(frame_id, frame)
+                    self._subscribe(frame_id, frame)
                 return
             if op == "unsubscribe":
-                self.subscriptions().unsubscribe(frame_id, frame)
+                self.subscriptions().unsubscribe(frame_id, echoed_sub(frame))
                 self.slots.release()
                 return
             answer = QUERY_OPS.get(op) if isinstance(op, str) else None
@@ -315,11 +341,11 @@ class Connection:
                     self._spawn(self._forwarded(frame_id, board, frame))
                     return
             body = answer(self.arena, frame)
-            await self._reply(wire.dumps({"op": "result", "id": frame_id, **body}))
+            self._reply(wire.dumps({"op": "result", "id": frame_id, **body}))
         except FrameError as exc:
-            await self._reply(_error(frame_id, exc.code, exc.message))
+            self._reply(_error(frame_id, exc.code, exc.message))
         except QueryError as exc:
-            await self._reply(_error(frame_id, exc.code, exc.message))
+            self._reply(_error(frame_id, exc.code, exc.message))
 
     def _submit(self, server: GameServer, frame_id: object, frame: dict[str, Any], received_at: int, text: str | None) -> None:
         events = frame.get("events")
@@ -364,14 +390,14 @@ class Connection:
     async def _ack(self, frame_id: object, parts: Split, pending: list[tuple[Part, Awaitable[list[Result]]]]) -> None:
         # futures and forwardings always get results, never errors
         results = merge(parts, [(part, await answer) for part, answer in pending])
-        await self._reply(wire.dumps({"op": "ack", "id": frame_id, "results": wire.results(results)}))
+        self._reply(wire.dumps({"op": "ack", "id": frame_id, "results": wire.results(results)}))
 
-    async def _subscribe(self, frame_id: object, frame: dict[str, Any]) -> None:
+    def _subscribe(self, frame_id: object, frame: dict[str, Any]) -> None:
         """Raises QueryError for a view the query refuses."""
         refused = self.subscriptions().subscribe(frame_id, frame, QUERY_OPS)
         if refused is not None:
-            await self._reply(refused)
-        else:  # answered through the subscriptions' outbox
+            self._reply(refused)
+        else:  # `subscribed` is owed through the outbox already
             self.slots.release()
 
     async def _subscribe_elsewhere(self, frame_id: object, frame: dict[str, Any], board: str) -> None:
@@ -383,9 +409,9 @@ class Connection:
                 refused = await self.forwarding.error(board, {"op": "ask", "frame": view})
                 if refused is not None and refused.code in REFUSED:
                     raise refused
-            await self._subscribe(frame_id, frame)
+            self._subscribe(frame_id, frame)
         except QueryError as exc:
-            await self._reply(_error(frame_id, exc.code, exc.message))
+            self._reply(_error(frame_id, exc.code, exc.message))
 
     async def _forwarded(self, frame_id: object, board: str, frame: dict[str, Any]) -> None:
         """A query op for a board served elsewhere, answered by its owner."""
@@ -399,22 +425,14 @@ class Connection:
                 raise QueryError(error["code"], error["message"], error["status"])
             else:
                 body = answer["body"]
-            await self._reply(wire.dumps({"op": "result", "id": frame_id, **body}))
+            self._reply(wire.dumps({"op": "result", "id": frame_id, **body}))
         except QueryError as exc:
-            await self._reply(_error(frame_id, exc.code, exc.message))
+            self._reply(_error(frame_id, exc.code, exc.message))
 
-    async def _reply(self, payload: bytes) -> None:
-        """Send one answer and free its frame's in-flight slot (even when the peer is gone)."""
-        try:
-            if self.open:
-                async with asyncio.timeout(self.stall_seconds):
-                    await self.websocket.send({"type": "websocket.send", "text": payload.decode()})
-        except TimeoutError:
-            self._stall()
-        except Exception:  # the client went away; what it sent is journaled or answered already
-            self.open = False
-        finally:
-            self.slots.release()
+    def _reply(self, payload: bytes) -> None:
+        """Owe one frame's answer through the outbox and free the frame's in-flight slot."""
+        self.outbox.owe(payload)
+        self.slots.release()
 
 
 async def ingest(websocket: WebSocket) -> None:
@@ -447,7 +465,7 @@ async def _serve(websocket: WebSocket, arena: Arena, server: GameServer | None) 
         full = arena.connections >= arena.settings.max_connections
     if arena.draining or full:
         body = wire.dumps({"error": {"code": "unavailable", "message": "too many connections, retry later"}})
-        await websocket.send_denial_response(Response(body, 503, media_type="application/json"))
+        await websocket.send_denial_response(Response(body, 503, {"retry-after": wire.RETRY_AFTER}, "application/json"))
         return
     await websocket.accept()
     counted = arena.metrics.connections if server is not None else None

@@ -7,8 +7,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import select
-import socket
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -20,7 +18,7 @@ from hypothesis import strategies as st
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
-from support.faults import memory_kib, write_config
+from support.faults import flood, memory_kib, never_reading_websocket, write_config
 from support.server import ChildServer, token_for
 
 BOARDS: dict[str, dict[str, Any]] = {
@@ -103,8 +101,8 @@ def test_frame_over_max_frame_bytes_closes_1009(server: ChildServer) -> None:
     with _connect(server) as ws:
         _closed_with(ws, '{"op":"ping","id":"' + "x" * (1 << 20) + '"}', 1009)
     with _connect(server) as ws:  # just under the limit is a frame like any other
-        big = '{"op":"ping","id":"' + "x" * ((1 << 20) - 100) + '"}'
-        assert _ask(ws, big)["op"] == "pong"
+        big = '{"op":"ping","id":1,"pad":"' + "x" * ((1 << 20) - 100) + '"}'
+        assert _ask(ws, big) == {"op": "pong", "id": 1}
 
 
 def test_ten_thousand_events_in_one_frame_is_batch_too_large(server: ChildServer) -> None:
@@ -196,24 +194,33 @@ def test_huge_float_in_a_query_is_an_error_not_a_dead_connection(server: ChildSe
 @pytest.mark.parametrize("text, frame_id", [
     ('{"op":"ping","id":1000000000000000000000000000000}', 10**30),
     ('{"op":"ping","id":-9223372036854775809}', -(2**63) - 1),
-    ('{"op":"ping","id":[18446744073709551616, 1.5]}', [2**64, 1.5]),
     ('{"op":"ping","id":1000000000000000000000000000000,"x":1e400}', 10**30),
-    ('{"op":"ping","id":' + "[" * 300 + "]" * 300 + "}", json.loads("[" * 300 + "]" * 300)),
     ('{"op":"ping","id":"\\ud800"}', "\ud800"),
+    ('{"op":"ping","id":"' + "é" * 128 + '"}', "é" * 128),
+    ('{"op":"ping"}', None),
 ])
-def test_odd_ids_are_echoed_exactly(server: ChildServer, text: str, frame_id: object) -> None:
+def test_ids_are_echoed_exactly(server: ChildServer, text: str, frame_id: object) -> None:
     with _connect(server) as ws:
         assert _ask(ws, text) == {"op": "pong", "id": frame_id}
         _usable(ws)
 
 
-@pytest.mark.parametrize("text", ['{"op":"ping","id":1e400}', '{"op":"ping","id":' + "[" * 1000 + "]" * 1000 + "}"])
-def test_an_id_no_answer_can_echo_is_bad_frame(server: ChildServer, text: str) -> None:
-    """1e400 reads as an infinity, which JSON cannot write; 1,000 levels are too deep to write."""
+@pytest.mark.parametrize("frame_id", [
+    "1e400", "1.5", "false", "[18446744073709551616, 1.5]", "[" * 300 + "]" * 300, "[" * 1000 + "]" * 1000, '{"a": 1}',
+    '"' + "é" * 129 + '"',
+])
+def test_an_id_not_a_short_string_or_an_integer_is_invalid_request_with_a_null_id(server: ChildServer, frame_id: str) -> None:
+    """An `id` is a string of at most 128 code points or an integer (the contract, "A public
+    reader is a stranger"): an answer echoes nothing larger."""
     with _connect(server) as ws:
-        answer = _ask(ws, text)
-        assert answer["op"] == "error" and answer["code"] == "bad_frame" and answer["id"] is None, answer
+        answer = _ask(ws, '{"op":"ping","id":%s}' % frame_id)
+        assert answer["op"] == "error" and answer["code"] == "invalid_request" and answer["id"] is None, answer
         _usable(ws)
+
+
+def _echoed(frame_id: object) -> bool:
+    """Whether the contract echoes this id (else: invalid_request, id null)."""
+    return frame_id is None or type(frame_id) is int or (type(frame_id) is str and len(frame_id) <= 128)
 
 
 # -- events: one mutation of a valid event, and the reason the contract gives ----------------------
@@ -344,7 +351,10 @@ def _random_frames_get_a_well_formed_answer(server: ChildServer, observer: Clien
     with _connect(server) as ws:
         answer = _ask(ws, json.dumps(frame))
         is_object = isinstance(frame, dict)
-        assert answer["id"] == (frame.get("id") if is_object else None)
+        echoed = is_object and _echoed(frame.get("id"))
+        assert answer["id"] == (frame.get("id") if echoed else None)
+        if is_object and not echoed:
+            assert (answer["op"], answer["code"]) == ("error", "invalid_request"), answer
         if answer["op"] == "error":
             assert answer["code"] in FRAME_ERRORS | QUERY_ERRORS and isinstance(answer["message"], str), answer
             assert is_object or answer["code"] == "bad_frame"
@@ -395,40 +405,15 @@ def test_bad_query_parameters_are_client_errors(server: ChildServer, path: str, 
 
 
 def test_a_reader_that_never_reads_acks_is_throttled_without_hurting_others(server: ChildServer) -> None:
-    """A client pipelining submits and never reading: the server's acks fill the socket, its
-    in-flight slots stay taken, and it stops reading that connection. The client's writes then
-    stall; memory stays flat; another connection is served meanwhile."""
+    """A client pipelining submits and never reading: the server's acks fill the socket and its
+    outbox, and it stops reading that connection. The client's writes then stall; memory stays
+    flat; another connection is served meanwhile."""
     frame = json.dumps({"op": "submit", "id": 0, "events": [_valid("w") for _ in range(100)]}).encode()
-    # FIN + text opcode; "masked" + 16-bit length; a zero mask (clients must mask) keeps the payload
-    wire = bytes([0x81, 0x80 | 126]) + len(frame).to_bytes(2, "big") + b"\0\0\0\0" + frame
     before = memory_kib(server.pid)["VmRSS"]
-    sock = socket.create_connection(("127.0.0.1", server.port))
+    budget = 256 << 20  # what an unthrottled server would swallow in seconds
+    sock = never_reading_websocket(server.port, "/v1/ws", f"Authorization: Bearer {token_for('gs')}\r\n")
     try:
-        sock.sendall(
-            f"GET /v1/ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            f"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
-            f"Authorization: Bearer {token_for('gs')}\r\n\r\n".encode()
-        )
-        assert sock.recv(4096).startswith(b"HTTP/1.1 101")
-        sock.setblocking(False)
-        budget = 256 << 20  # what an unthrottled server would swallow in seconds
-        sent = 0
-        stalled_since: float | None = None
-        buffered = wire
-        deadline = time.monotonic() + 120
-        while sent < budget:
-            assert time.monotonic() < deadline, f"the server still reads after 120 s ({sent / 1e6:.1f} MB)"
-            try:
-                n = sock.send(buffered)
-                sent += n
-                buffered = buffered[n:] or wire
-                stalled_since = None
-            except BlockingIOError:
-                if stalled_since is None:
-                    stalled_since = time.monotonic()
-                elif time.monotonic() - stalled_since > 3:
-                    break  # the server has stopped reading us
-                select.select([], [sock], [], 0.01)  # until there is room, 10 ms at most
+        sent = flood(sock, frame, budget)
         assert sent < budget, "the server kept reading a client that never reads its acks"
         # Meanwhile another connection is served normally.
         with _connect(server) as ws:
@@ -439,6 +424,34 @@ def test_a_reader_that_never_reads_acks_is_throttled_without_hurting_others(serv
         print(f"\nslow reader: wrote {sent / 1e6:.1f} MB before the server stopped reading; "
               f"server RSS {before / 1024:.0f} -> {after / 1024:.0f} MiB")
         assert after - before < 200 * 1024, (before, after)
+    finally:
+        sock.close()
+    assert server.alive()
+
+
+@pytest.mark.parametrize(("what", "frame"), [
+    ("unsubscribe, 256 KB sub (invalid_request)", {"op": "unsubscribe", "id": 1, "sub": "s" * (256 << 10)}),
+    ("unsubscribe, 128-character sub", {"op": "unsubscribe", "id": "i" * 128, "sub": "s" * 128}),
+    ("ping", {"op": "ping", "id": "i" * 128}),
+])
+def test_a_public_reader_that_floods_frames_and_reads_nothing_costs_bounded_memory(
+    server: ChildServer, what: str, frame: dict[str, Any]
+) -> None:
+    """DoS 2 of issue 31: every answer of a /v1/live connection counts toward one bounded outbox;
+    while it is full the server reads no more of that connection. Before, each `unsubscribed`
+    went to an unbounded queue and the server grew by ~230 MiB/s."""
+    budget = 128 << 20
+    before = memory_kib(server.pid)["VmRSS"]
+    sock = never_reading_websocket(server.port, "/v1/live")
+    try:
+        sent = flood(sock, json.dumps(frame).encode(), budget)
+        after = memory_kib(server.pid)["VmRSS"]
+        print(f"\n{what}: wrote {sent / 1e6:.1f} MB; server RSS {before / 1024:.0f} -> {after / 1024:.0f} MiB")
+        assert after - before < 50 * 1024, (what, sent, before, after)
+        if len(frame.get("sub", "")) <= 128:  # answers as large as the frames: the outbox fills
+            assert sent < budget, "the server kept reading a client that never reads its answers"
+        with _connect(server) as ws:
+            _usable(ws)
     finally:
         sock.close()
     assert server.alive()

@@ -9,6 +9,7 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+import orjson
 import pytest
 import websockets
 
@@ -215,6 +216,45 @@ async def test_pipelined_frames_are_all_acked_in_order_of_their_ids(server: Any)
     total = sum(e["score"] for e in (await server.http.get("/v1/boards/sum/alltime/top")).json()["entries"])
     assert total == 300
     await client.close()
+
+
+async def test_through_a_tiny_outbox_every_frame_gets_its_answer_once(tmp_path: Path) -> None:
+    """Every frame owed goes through one bounded outbox (here 2 frames or 4 KiB, smaller than one
+    top-1000 answer), and the server reads no more while it is full: a client pipelining big
+    queries, submits, pings and subscriptions still gets each answer once, none dropped."""
+    config = make_config(tmp_path, BOARDS, SERVERS, max_in_flight_frames=2, max_frame_bytes=4096)
+    async with InProcessServer(config) as running:
+        client = await _connect(running)
+        for first in range(0, 1000, 25):
+            await client.submit([event("best", f"m{i}", i, NOW - 1, f"fill{i}") for i in range(first, first + 25)])
+        await client.close()
+        ws = await websockets.connect(running.ws_url, additional_headers={"Authorization": f"Bearer {token_for('gs')}"},
+                                      max_queue=1, max_size=None)
+        frames: list[dict[str, Any]] = []
+        for i in range(0, 100, 5):
+            frames += [{"op": "top", "id": i, "board": "best", "period": "alltime", "limit": 1000},
+                       {"op": "submit", "id": i + 1, "events": [event("sum", "late", 1, NOW - 1, f"late{i}")]},
+                       {"op": "ping", "id": i + 2},
+                       {"op": "subscribe", "id": i + 3, "view": {"op": "rank", "board": "sum", "period": "alltime",
+                                                                 "member": "late"}},
+                       {"op": "unsubscribe", "id": i + 4, "sub": "1"}]
+
+        async def send() -> None:
+            for frame in frames:
+                await ws.send(orjson.dumps(frame).decode())
+
+        sending = asyncio.create_task(send())
+        answers: dict[int, str] = {}
+        async with asyncio.timeout(60):
+            while len(answers) < len(frames):
+                answer = orjson.loads(await ws.recv())
+                if answer["op"] != "update":
+                    assert answer["id"] not in answers, answer
+                    answers[answer["id"]] = answer["op"]
+        await sending
+        assert answers == {f["id"]: {"top": "result", "submit": "ack", "ping": "pong", "subscribe": "subscribed",
+                                     "unsubscribe": "unsubscribed"}[f["op"]] for f in frames}
+        await ws.close()
 
 
 # -- every error code of the contract -------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 import os
 import random
 import socket
@@ -19,7 +20,7 @@ import pytest
 import websockets
 from websockets.frames import Frame, Opcode
 
-from support.server import Client, InProcessServer, event, make_config, token_for, until
+from support.server import Client, InProcessServer, established, event, make_config, token_for, until
 
 BOARDS = {"b": {"aggregation": "best", "periods": ["alltime", "daily"]}}
 PUSH_MS = 50
@@ -147,6 +148,25 @@ async def test_no_update_follows_unsubscribed(server: InProcessServer) -> None:
     assert len(live.updates(sub)) == seen
     await client.close()
     await other.close()
+
+
+@pytest.mark.parametrize("path", ["/v1/ws", "/v1/live"])
+async def test_an_echoed_id_or_sub_is_bounded_on_both_websockets(server: InProcessServer, path: str) -> None:
+    """The contract ("A public reader is a stranger"): an `id` is a string of at most 128 code
+    points or an integer, else `invalid_request` with `id: null`; a `sub` over 128 code points is
+    `invalid_request`. One frame parser for /v1/ws and /v1/live."""
+    headers = {"Authorization": f"Bearer {token_for('gs')}"} if path == "/v1/ws" else {}
+    client = Client(await websockets.connect(server.url.replace("http", "ws") + path, additional_headers=headers))
+    for sub in ("s" * 129, 7, None):
+        refused = await client.request({"op": "unsubscribe", "id": "u", "sub": sub})
+        assert (refused["op"], refused["id"], refused["code"]) == ("error", "u", "invalid_request"), refused
+    assert await client.request({"op": "unsubscribe", "id": "é" * 128, "sub": "s" * 128}) == {
+        "op": "unsubscribed", "id": "é" * 128, "sub": "s" * 128}
+    for frame_id in ("i" * 129, {"id": 1}, [1], 1.5, True):
+        await client.ws.send(orjson.dumps({"op": "ping", "id": frame_id}).decode())
+    await until(lambda: len(client.unmatched) == 5, "five answers")
+    assert [(f["op"], f["id"], f["code"]) for f in client.unmatched] == [("error", None, "invalid_request")] * 5
+    await client.close()
 
 
 @pytest.mark.parametrize(("view", "code"), [
@@ -370,15 +390,39 @@ async def test_v1_live_takes_no_token_answers_queries_and_subscriptions_and_refu
     await writer.close()
 
 
-async def test_v1_live_connections_are_limited(tmp_path: Path) -> None:
-    config = make_config(tmp_path / "data", BOARDS, max_live_connections=1)
-    async with InProcessServer(config) as server:
-        url = server.url.replace("http", "ws") + "/v1/live"
-        first = await websockets.connect(url)
+async def _refused_with_retry_after(server: InProcessServer, http: httpx.AsyncClient) -> None:
+    """A /v1/live handshake, a /v1/ws handshake and an event stream all get 503 with
+    `Retry-After: 1` (the contract: every 503 carries it)."""
+    ws = server.url.replace("http", "ws")
+    for url, headers in ((ws + "/v1/live", {}), (server.ws_url, {"Authorization": f"Bearer {token_for('gs')}"})):
         with pytest.raises(websockets.InvalidStatus) as refused:
-            await websockets.connect(url)
-        assert refused.value.response.status_code == 503
+            await websockets.connect(url, additional_headers=headers)
+        response = refused.value.response
+        assert (response.status_code, response.headers["Retry-After"]) == (503, "1"), url
+        assert orjson.loads(response.body)["error"]["code"] == "unavailable"
+    stream = await http.get("/v1/boards/b/alltime/top", headers={"Accept": "text/event-stream"})
+    assert (stream.status_code, stream.headers["retry-after"], stream.json()["error"]["code"]) == (503, "1", "unavailable")
+
+
+async def test_past_their_limits_live_connections_event_streams_and_game_servers_get_503_retry_after_1(tmp_path: Path) -> None:
+    config = make_config(tmp_path / "data", BOARDS, max_live_connections=1, max_connections=1)
+    async with InProcessServer(config) as server, httpx.AsyncClient(base_url=server.url, timeout=10) as http:
+        first = await websockets.connect(server.url.replace("http", "ws") + "/v1/live")  # takes the live slot
+        writer = await _client(server)  # takes the game servers' slot
+        await _refused_with_retry_after(server, http)
         await first.close()
+        await writer.close()
+
+
+async def test_while_draining_every_handshake_and_event_stream_gets_503_retry_after_1(tmp_path: Path) -> None:
+    async with InProcessServer(make_config(tmp_path / "data", BOARDS)) as server, \
+            httpx.AsyncClient(base_url=server.url, timeout=10) as http:
+        assert server.arena is not None
+        server.arena.draining = True  # what a SIGTERM sets once the connections stop reading
+        try:
+            await _refused_with_retry_after(server, http)
+        finally:
+            server.arena.draining = False
 
 
 # -- the Python client -----------------------------------------------------------------------------
@@ -543,35 +587,60 @@ async def impatient(tmp_path: Path) -> AsyncIterator[InProcessServer]:
         yield s
 
 
-async def test_a_websocket_that_reads_nothing_is_closed_after_a_write_pending_ping_timeout(
-    impatient: InProcessServer,
+def _upgrade(server: InProcessServer, path: str, headers: str = "") -> bytes:
+    key = base64.b64encode(os.urandom(16)).decode()
+    return (f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n{headers}\r\n").encode()
+
+
+@pytest.mark.parametrize("kind", ["/v1/ws", "/v1/live", "event stream"])
+async def test_a_reader_that_reads_nothing_is_aborted_after_ping_timeout_and_its_socket_goes_at_once(
+    impatient: InProcessServer, kind: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """DoS 3 of issue 31: a subscriber that never reads is let go once a write has been pending
+    `ping_timeout_seconds`, and its socket with it (an abort: a close waited for the peer to read
+    the megabytes queued, and the socket stayed ESTABLISHED for minutes). Nothing is logged as an
+    error (an event stream that ended without completing its response was)."""
+    caplog.set_level(logging.INFO)
     assert impatient.arena is not None
     arena = impatient.arena
-    key = base64.b64encode(os.urandom(16)).decode()
-    reader, stuck = await _never_reading(impatient, (
-        f"GET /v1/ws HTTP/1.1\r\nHost: 127.0.0.1:{impatient.port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nAuthorization: Bearer {token_for('gs')}\r\n\r\n"
-    ).encode())
-    async with asyncio.timeout(10):
-        assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 101")
-    subscribe = orjson.dumps({"op": "subscribe", "id": 1, "view": {"op": "top", "board": "b", "period": "alltime",
-                                                                    "limit": 1000}})
-    stuck.write(Frame(Opcode.TEXT, subscribe).serialize(mask=True))
-    await _until_stalled(impatient, lambda: arena.connections - 1)  # the writer's connection stays
+    if kind == "event stream":
+        _, stuck = await _never_reading(impatient, (
+            f"GET /v1/boards/b/alltime/top?limit=1000 HTTP/1.1\r\nHost: 127.0.0.1:{impatient.port}\r\n"
+            "Accept: text/event-stream\r\n\r\n"
+        ).encode())
+        await _until_stalled(impatient, lambda: arena.live_connections)
+    else:
+        token = f"Authorization: Bearer {token_for('gs')}\r\n" if kind == "/v1/ws" else ""
+        reader, stuck = await _never_reading(impatient, _upgrade(impatient, kind, token))
+        async with asyncio.timeout(10):
+            assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 101")
+        subscribe = orjson.dumps({"op": "subscribe", "id": 1, "view": {"op": "top", "board": "b", "period": "alltime",
+                                                                        "limit": 1000}})
+        stuck.write(Frame(Opcode.TEXT, subscribe).serialize(mask=True))
+        # the writer's own connection stays while it writes
+        await _until_stalled(impatient, (lambda: arena.connections - 1) if kind == "/v1/ws" else (lambda: arena.live_connections))
+    await until(lambda: established(impatient.port) == 0, "the server's side of the stalled socket to go", 10)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], [r.getMessage() for r in caplog.records]
+    assert any("aborted" in r.getMessage() for r in caplog.records)
     stuck.close()
 
 
-async def test_an_event_stream_that_reads_nothing_is_closed_after_a_write_pending_ping_timeout(
+async def test_a_public_reader_that_sends_frames_and_reads_no_answer_is_aborted_after_ping_timeout(
     impatient: InProcessServer,
 ) -> None:
-    assert impatient.arena is not None
-    arena = impatient.arena
-    _, stuck = await _never_reading(impatient, (
-        f"GET /v1/boards/b/alltime/top?limit=1000 HTTP/1.1\r\nHost: 127.0.0.1:{impatient.port}\r\n"
-        "Accept: text/event-stream\r\n\r\n"
-    ).encode())
-    await _until_stalled(impatient, lambda: arena.live_connections)
+    """Its outbox fills, the server stops reading it, and once a write has been pending (or the
+    outbox full) `ping_timeout_seconds` the connection is reset and its socket goes."""
+    reader, stuck = await _never_reading(impatient, _upgrade(impatient, "/v1/live"))
+    async with asyncio.timeout(10):
+        assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 101")
+    pings = Frame(Opcode.TEXT, orjson.dumps({"op": "ping", "id": "i" * 128})).serialize(mask=True) * 100
+    with pytest.raises(ConnectionError):
+        async with asyncio.timeout(30):
+            while True:  # until the server resets the connection
+                stuck.write(pings)
+                await stuck.drain()
+    await until(lambda: established(impatient.port) == 0, "the server's side of the socket to go", 10)
     stuck.close()
 
 

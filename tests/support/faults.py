@@ -9,6 +9,8 @@ import itertools
 import os
 import random
 import re
+import select
+import socket
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -18,6 +20,7 @@ from typing import Any
 import httpx
 import orjson
 import websockets
+from websockets.frames import Frame, Opcode
 
 from arena.config import JournalSettings
 from loadtest import config_toml
@@ -145,6 +148,44 @@ def memory_kib(pid: int) -> dict[str, int]:
         if key in ("VmRSS", "VmHWM"):
             found[key] = int(value.split()[0])
     return found
+
+
+# -- clients that never read -----------------------------------------------------------------------
+
+
+def never_reading_websocket(port: int, path: str, headers: str = "") -> socket.socket:
+    """A WebSocket on ``path`` (extra ``headers`` lines) that reads nothing after the handshake,
+    non-blocking."""
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                 f"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n{headers}\r\n".encode())
+    assert sock.recv(4096).startswith(b"HTTP/1.1 101")
+    sock.setblocking(False)
+    return sock
+
+
+def flood(sock: socket.socket, text: bytes, budget: int, timeout: float = 120.0) -> int:
+    """Send the text frame ``text`` over and over on ``sock`` (`never_reading_websocket`) until
+    the server has stopped reading it for 3 s, or ``budget`` bytes went: the bytes sent."""
+    wire = Frame(Opcode.TEXT, text).serialize(mask=True)
+    sent = 0
+    stalled_since: float | None = None
+    buffered = wire
+    deadline = time.monotonic() + timeout
+    while sent < budget:
+        assert time.monotonic() < deadline, f"the server still reads after {timeout:g} s ({sent / 1e6:.1f} MB)"
+        try:
+            n = sock.send(buffered)
+            sent += n
+            buffered = buffered[n:] or wire
+            stalled_since = None
+        except BlockingIOError:
+            if stalled_since is None:
+                stalled_since = time.monotonic()
+            elif time.monotonic() - stalled_since > 3:
+                break  # the server has stopped reading us
+            select.select([], [sock], [], 0.01)  # until there is room, 10 ms at most
+    return sent
 
 
 # -- steady ingest that remembers what was acked --------------------------------------------------

@@ -132,6 +132,21 @@ class ChildServer(ArenaServe):
         super().__init__(config_path, fault_injection=fault_injection, **options)
 
 
+def established(port: int) -> int:
+    """How many ESTABLISHED TCP sockets have the local port ``port``: a server's side of its
+    connections (from /proc/net/tcp and tcp6, so any process's)."""
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except FileNotFoundError:
+            continue
+        for line in lines:
+            local, _, state = line.split()[1:4]
+            count += state == "01" and int(local.rpartition(":")[2], 16) == port
+    return count
+
+
 async def until(condition: Callable[[], object], what: str, timeout: float = 30.0) -> None:
     """Poll ``condition`` (a function, or a coroutine function: then each poll is awaited) until
     it holds; fail the test after ``timeout`` seconds instead of hanging it."""
