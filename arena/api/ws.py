@@ -23,7 +23,7 @@ from starlette.websockets import WebSocket
 from arena.api import queries, wire
 from arena.api.cors import live_allowed
 from arena.api.forward import Forwarding
-from arena.api.live import REFUSED, Subscriptions
+from arena.api.live import REFUSED, Subscriptions, view_spec
 from arena.api.wire import Body
 from arena.cluster.split import Part, Split, merge, split
 from arena.config import GameServer
@@ -378,11 +378,10 @@ class Connection:
         """A subscription to a view of a board served elsewhere: refused if its owner's query
         refuses it (then watched there once for this node, see `arena.api.upstream`)."""
         try:
-            view = {k: v for k, v in frame["view"].items() if k != "id"}
-            if view.get("op") in QUERY_OPS:
-                refused = await self.forwarding.error(board, {"op": "ask", "frame": view})
-                if refused is not None and refused.code in REFUSED:
-                    raise refused
+            spec = view_spec(frame["view"])
+            refused = await self.forwarding.error(board, {"op": "ask", "frame": spec.fields})
+            if refused is not None and refused.code in REFUSED:
+                raise refused
             await self._subscribe(frame_id, frame)
         except QueryError as exc:
             await self._reply(_error(frame_id, exc.code, exc.message))
