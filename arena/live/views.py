@@ -46,7 +46,7 @@ log = logging.getLogger("arena.live")
 
 ENDED = "the table of this view is no longer retained; the subscription ended"
 
-ENTRIES_PER_SECOND = 30_000
+ENTRIES_PER_SECOND = 20_000
 """Entries evaluated and serialised per second at most, over all views of the process: about 7 %
 of one core (2 µs per `top` entry, 4 µs per `members` entry on a 20k-member board), so that a
 board's ingest keeps at least 0.8 of its rate (`python -m loadtest live --hostile`)."""
