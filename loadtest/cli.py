@@ -237,8 +237,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="instead: ingest without / with / without one /v1/live reader holding up to 100 distinct views"
                         " (members: 1,000 active members each, reaching max_view_entries and max_view_members;"
                         " top: top-1000 at offsets 0..99, issue 31's DoS 4)")
-    p.add_argument("--hostile-rounds", type=int, default=3,
-                   help="with --hostile: phases with the reader, each between two without it (default 3)")
+    p.add_argument("--hostile-rounds", type=int, default=5,
+                   help="with --hostile: phases with the reader, each between two without it (default 5)")
     p.add_argument("--json", type=Path, default=None, help="write results as JSON here")
     return top
 

@@ -10,23 +10,25 @@ subscriber whose last update differs (updates are compared without ``op``, ``sub
 
 Evaluation runs on the event loop that also runs ingest, so it is bounded by construction:
 
-- Work is counted in entries serialised (`ViewSpec.entries`: ``top`` its limit, ``around``
-  2·radius+1, ``members`` its members, the others 1). A budget window of one push interval
-  holds at most `budget` of them (`ENTRIES_PER_SECOND` times the interval, and never less than
-  the largest view, so that any view fits in a window). Evaluations at subscribe time are
-  charged to the same window. A view that moved but does not fit keeps its last answer and is
-  evaluated in a later window: its subscribers get fewer, newer updates.
+- Work is counted in units of about one entry serialised (`ViewSpec.cost`: the entries a view
+  asks — ``top`` its limit, ``around`` 2·radius+1, ``members`` twice its members, since each is
+  looked up — plus 2 for the view's own fields; about 2 µs each on a 20k-member board). A budget
+  window of one push interval holds at most `budget` units (`UNITS_PER_SECOND` times the
+  interval, and never less than the costliest view, so that any view fits in a window).
+  Evaluations at subscribe time are charged to the same window. A view that moved but does not
+  fit keeps its last answer and is evaluated in a later window: its subscribers get fewer,
+  newer updates. Views that fit are still evaluated in the same round, so small views keep
+  their pace beside a reader's large ones.
 - Views are kept in the order they were last evaluated, so a round starts with the views that
-  waited longest: round-robin, each moved view's turn comes within ``sum of all views' entries
-  / budget`` windows, however many views one connection holds.
-- A round yields to the loop after each evaluation (one view: at most 1000 entries, a couple of
-  milliseconds) and every `CHECKS_PER_TURN` version checks, so a commit never waits behind a
-  whole round.
+  waited longest: round-robin, each moved view's turn comes within ``sum of the views' costs /
+  budget`` windows, however many views one connection holds.
+- A round yields to the loop after each evaluation (one view: at most a few milliseconds) and
+  every `CHECKS_PER_TURN` version checks, so a commit never waits behind a whole round.
 
 With normal loads the budget is never reached and nothing changes: at most one update per
-interval per subscription, the newest state within an interval of the last change. A reader
-holding views at its connection's limits (`max_view_entries`) gets at most the budget's share
-of the loop, whatever the size of the board.
+interval per subscription, the newest state within an interval of the last change. Whatever
+readers hold (each connection at most `max_view_entries`), evaluation takes at most about 4 % of
+a core (`UNITS_PER_SECOND`), whatever the size of the board.
 """
 
 from __future__ import annotations
@@ -46,12 +48,14 @@ log = logging.getLogger("arena.live")
 
 ENDED = "the table of this view is no longer retained; the subscription ended"
 
-ENTRIES_PER_SECOND = 20_000
-"""Entries evaluated and serialised per second at most, over all views of the process: about 7 %
-of one core (2 µs per `top` entry, 4 µs per `members` entry on a 20k-member board), so that a
-board's ingest keeps at least 0.8 of its rate (`python -m loadtest live --hostile`)."""
-LARGEST_VIEW = 1000
-"""The most entries one view asks (`top`'s limit, `members`' list): a window holds at least one."""
+UNITS_PER_SECOND = 20_000
+"""Units of evaluation work (`ViewSpec.cost`) per second at most, over all views of the process:
+about 40 ms of CPU per second, so that a board's ingest keeps at least 0.8 of its rate on a
+shared machine (`python -m loadtest live --hostile`, docs/performance.md)."""
+VIEW_UNITS = 2
+"""A view's own cost beyond its entries: its table's fields, its dict, one serialisation."""
+COSTLIEST_VIEW = VIEW_UNITS + 2 * 1000
+"""A `members` view of 1,000 members: a window holds at least one."""
 CHECKS_PER_TURN = 256
 """Version checks between two turns of the event loop in a round (each about a microsecond)."""
 
@@ -70,7 +74,7 @@ class ViewSpec:
 
     @property
     def entries(self) -> int:
-        """The entries the view asks: its share of `max_view_entries` and of the evaluation budget."""
+        """The entries the view asks: its share of `max_view_entries`."""
         op, f = self.fields["op"], self.fields
         if op == "top":
             return int(f["limit"])
@@ -79,6 +83,12 @@ class ViewSpec:
         if op == "members":
             return len(f["members"])
         return 1
+
+    @property
+    def cost(self) -> int:
+        """The view's evaluation work in units of about one entry serialised (see the module)."""
+        looked_up = 2 if self.fields["op"] == "members" else 1
+        return VIEW_UNITS + looked_up * self.entries
 
     @property
     def members(self) -> int:
@@ -139,10 +149,10 @@ class LiveViews:
         """By key, least recently evaluated first."""
         self.evaluations = 0
         """Views evaluated and serialised so far (one per change of a view, whatever its subscribers)."""
-        self.budget = max(LARGEST_VIEW, round(ENTRIES_PER_SECOND * interval))
-        """Entries evaluated in one window of ``interval`` at most."""
+        self.budget = max(COSTLIEST_VIEW, round(UNITS_PER_SECOND * interval))
+        """Units of work (`ViewSpec.cost`) evaluated in one window of ``interval`` at most."""
         self.busiest = 0
-        """The most entries evaluated in one window so far (never above `budget`)."""
+        """The most units evaluated in one window so far (never above `budget`)."""
         self._spent = 0
         self._window = -1e9  # when the current budget window began (monotonic)
         self._task: asyncio.Task[None] | None = None
@@ -203,14 +213,14 @@ class LiveViews:
                     await asyncio.sleep(0)
             pause = max(due - time.monotonic(), 0.0)
 
-    def _charge(self, entries: int) -> bool:
-        """Take ``entries`` from the current window's budget; False if they do not fit."""
+    def _charge(self, cost: int) -> bool:
+        """Take ``cost`` units from the current window's budget; False if they do not fit."""
         now = time.monotonic()
         if now - self._window >= self.interval:
             self._window, self._spent = now, 0
-        if self._spent + entries > self.budget and self._spent > 0:
+        if self._spent + cost > self.budget and self._spent > 0:
             return False
-        self._spent += entries
+        self._spent += cost
         self.busiest = max(self.busiest, self._spent)
         return True
 
@@ -224,7 +234,7 @@ class LiveViews:
             return True
         if version == view.version:
             return True
-        if not self._charge(view.spec.entries):
+        if not self._charge(view.spec.cost):
             return False
         engine = version[0] if isinstance(version, tuple) else None
         if view.engine is not None and engine != view.engine:

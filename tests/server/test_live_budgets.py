@@ -116,7 +116,7 @@ async def test_a_connection_s_views_ask_at_most_their_budgets_and_unsubscribing_
 async def test_a_reader_at_its_limits_on_a_changing_board_gets_views_evaluated_within_the_budget(tmp_path: Path) -> None:
     """DoS 4, the deterministic part: one /v1/live connection holds ten distinct `members` views
     of a thousand members each (both budgets reached) while every push interval changes them
-    all. The entries evaluated in any push interval never exceed the registry's budget, a
+    all. The work evaluated in any push interval never exceeds the registry's budget, a
     bystander's small view keeps getting updates meanwhile, and once the writes stop every view
     ends on the plain query's answer. (The ingest ratio is measured by `python -m loadtest live
     --hostile`.)"""
@@ -144,7 +144,7 @@ async def test_a_reader_at_its_limits_on_a_changing_board_gets_views_evaluated_w
                                  for k in range(10)])
             await until(lambda s=seen: len(_updates(bystander, small)) > s, "the bystander's update")  # type: ignore[misc]
             rounds += 1
-        assert live.budget < sum(len(v["members"]) for v in views)  # the budget binds here
+        assert live.budget < 2 * sum(len(v["members"]) for v in views)  # the budget binds here: a view's cost is about 2 per member
         assert 0 < live.busiest <= live.budget
         for sub, view in zip(subs, views, strict=True):
             plain = {k: v for k, v in (await writer.request(view)).items() if k not in ("op", "id", "seq")}
