@@ -32,7 +32,7 @@ log = logging.getLogger("arena.live")
 
 TABLE_FIELDS = ("board", "period", "period_id")
 """The fields of every view: the table it asks about."""
-VIEW_FIELDS: dict[str, dict[str, object]] = {
+VIEW_FIELDS: dict[str, dict[str, int | None]] = {
     "top": {"limit": 10, "offset": 0},
     "rank": {"member": None},
     "around": {"member": None, "rank": None, "radius": 5},
@@ -40,8 +40,8 @@ VIEW_FIELDS: dict[str, dict[str, object]] = {
     "score_at_percentile": {"p": None},
     "members": {"members": None},
 }
-"""Each view op's own fields and their defaults (None: no default), as its query op reads them
-(`arena.api.ws.QUERY_OPS`)."""
+"""Each view op's own fields and their defaults (None: no default): the query ops read their
+defaults here too (`arena.api.ws.QUERY_OPS`)."""
 VIEW_OPS = tuple(VIEW_FIELDS)
 REFUSED = {"invalid_request", "unknown_board", "unknown_period", "period_not_retained"}
 """What a query refuses for what it asks: a view that gets one of these is not subscribed."""
@@ -62,7 +62,7 @@ def view_spec(view: object) -> ViewSpec:
     if unknown:
         raise invalid_request(f"a {view['op']} view has no field {str(unknown[0])[:64]!r}"
                               f" (its fields: op, {', '.join(TABLE_FIELDS)}, {', '.join(own)})")
-    fields = {name: value for name, value in ({**own, **view}).items() if value is not None}
+    fields = {name: value for name, value in ({**own, **view}).items() if value is not None or own.get(name) is not None}
     named = fields.get("members") if view["op"] == "members" else [fields.get("member")]
     if isinstance(named, list) and any(isinstance(m, str) and len(m) > MAX_MEMBER_CHARS for m in named):
         raise invalid_request(f"a member has at most {MAX_MEMBER_CHARS} code points")

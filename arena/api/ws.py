@@ -23,7 +23,7 @@ from starlette.websockets import WebSocket
 from arena.api import queries, wire
 from arena.api.cors import live_allowed
 from arena.api.forward import Forwarding
-from arena.api.live import REFUSED, Subscriptions, view_spec
+from arena.api.live import REFUSED, VIEW_FIELDS, Subscriptions, view_spec
 from arena.api.wire import Body
 from arena.cluster.split import Part, Split, merge, split
 from arena.config import GameServer
@@ -140,7 +140,7 @@ def _percent(frame: dict[str, Any]) -> Fraction:
 
 
 def _top(arena: Arena, f: dict[str, Any]) -> Body:
-    limit, offset = _int(f, "limit", 10), _int(f, "offset", 0)
+    limit, offset = _int(f, "limit", VIEW_FIELDS["top"]["limit"]), _int(f, "offset", VIEW_FIELDS["top"]["offset"])
     assert limit is not None and offset is not None
     return queries.top(arena, *_table_args(f), limit, offset)
 
@@ -152,7 +152,7 @@ def _rank(arena: Arena, f: dict[str, Any]) -> Body:
 
 
 def _around(arena: Arena, f: dict[str, Any]) -> Body:
-    radius = _int(f, "radius", 5)
+    radius = _int(f, "radius", VIEW_FIELDS["around"]["radius"])
     assert radius is not None
     return queries.around(arena, *_table_args(f), _str(f, "member", required=False), _int(f, "rank", None), radius)
 

@@ -47,6 +47,7 @@ async def server(tmp_path: Path) -> AsyncIterator[InProcessServer]:
     {**TOP, "junk": "x" * 600_000},  # DoS 5's view: any unknown field, whatever its size
     {**TOP, "id": 7},
     {**TOP, "member": "ann"},  # a field of another op
+    {**TOP, "offset": None},  # as the query: an offset must be an integer
     {"op": "rank", "board": "b", "period": "alltime", "member": "ann", "limit": 10},
     {"op": "rank", "board": "b", "period": "alltime", "member": "m" * 129},  # longer than any member
     {"op": "members", "board": "b", "period": "alltime", "members": ["ann", "m" * 129]},
