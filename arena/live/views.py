@@ -13,8 +13,9 @@ Evaluation runs on the event loop that also runs ingest, so it is bounded by con
 - Work is counted in units of about one entry serialised (`ViewSpec.cost`: the entries a view
   asks — ``top`` its limit, ``around`` 2·radius+1, ``members`` twice its members, since each is
   looked up — plus 2 for the view's own fields; about 2 µs each on a 20k-member board). A budget
-  window of one push interval holds at most `budget` units (`UNITS_PER_SECOND` times the
-  interval, and never less than the costliest view, so that any view fits in a window).
+  window of one push interval (at least 100 ms, the time `UNITS_PER_SECOND` takes to pay for
+  the costliest view, so that any view fits in a window) holds at most `budget` units:
+  `UNITS_PER_SECOND` times the window, whatever the push interval.
   Evaluations at subscribe time are charged to the same window. A view that moved but does not
   fit keeps its last answer and is evaluated in a later window: its subscribers get fewer,
   newer updates. Views that fit are still evaluated in the same round, so small views keep
@@ -149,8 +150,10 @@ class LiveViews:
         """By key, least recently evaluated first."""
         self.evaluations = 0
         """Views evaluated and serialised so far (one per change of a view, whatever its subscribers)."""
-        self.budget = max(COSTLIEST_VIEW, round(UNITS_PER_SECOND * interval))
-        """Units of work (`ViewSpec.cost`) evaluated in one window of ``interval`` at most."""
+        self.window = max(interval, COSTLIEST_VIEW / UNITS_PER_SECOND)
+        """The budget's window, in seconds: one push interval, or long enough for the costliest view."""
+        self.budget = round(UNITS_PER_SECOND * self.window)
+        """Units of work (`ViewSpec.cost`) evaluated in one `window` at most."""
         self.busiest = 0
         """The most units evaluated in one window so far (never above `budget`)."""
         self._spent = 0
@@ -198,7 +201,7 @@ class LiveViews:
                     log.exception("live view %s could not be evaluated", view.spec.key.decode(errors="replace"))
                     continue
                 if deferred:
-                    due = min(due, self._window + self.interval)
+                    due = min(due, self._window + self.window)
                 now = time.monotonic()
                 for subscription in list(view.subscriptions):
                     held = self._offer(subscription, now)
@@ -216,7 +219,7 @@ class LiveViews:
     def _charge(self, cost: int) -> bool:
         """Take ``cost`` units from the current window's budget; False if they do not fit."""
         now = time.monotonic()
-        if now - self._window >= self.interval:
+        if now - self._window >= self.window:
             self._window, self._spent = now, 0
         if self._spent + cost > self.budget and self._spent > 0:
             return False

@@ -117,7 +117,7 @@ async def test_a_connection_s_views_ask_at_most_their_budgets_and_unsubscribing_
 async def test_a_reader_at_its_limits_on_a_changing_board_gets_views_evaluated_within_the_budget(tmp_path: Path) -> None:
     """DoS 4, the deterministic part: one /v1/live connection holds ten distinct `members` views
     of a thousand members each (both budgets reached) while every push interval changes them
-    all. The work evaluated in any push interval never exceeds the registry's budget, a
+    all. The work evaluated in any budget window never exceeds the registry's budget, a
     bystander's small view keeps getting updates meanwhile, and once the writes stop every view
     ends on the plain query's answer. (The ingest ratio is measured by `python -m loadtest live
     --hostile`.)"""
