@@ -51,6 +51,12 @@ class ServerSettings:
     push_interval_ms: int = 100
     max_subscriptions: int = 100
     max_live_connections: int = 10_000
+    max_view_members: int = 10_000
+    """Members named by one connection's views together (`rank`, `percentile`, `around` a
+    member: 1; `members`: its list)."""
+    max_view_entries: int = 10_000
+    """Entries asked by one connection's views together (`top`: its limit; `around`:
+    2·radius+1; `members`: its list; the others 1)."""
     cors_origins: tuple[str, ...] = ()
     snapshot_every_events: int = 1_000_000
     """Journaled records between two snapshots of a board; 0: never."""
@@ -263,6 +269,8 @@ def _server(s: _Section) -> ServerSettings:
         push_interval_ms=s.int("push_interval_ms", d.push_interval_ms, 1, 60_000),
         max_subscriptions=s.int("max_subscriptions", d.max_subscriptions, 0),
         max_live_connections=s.int("max_live_connections", d.max_live_connections, 0),
+        max_view_members=s.int("max_view_members", d.max_view_members, 0),
+        max_view_entries=s.int("max_view_entries", d.max_view_entries, 0),
         cors_origins=_cors_origins(s),
         snapshot_every_events=s.int("snapshot_every_events", d.snapshot_every_events, 0),
     )

@@ -233,6 +233,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(members=10_000)
     p.add_argument("--subscribers", type=int, default=1000, help="live subscribers N (default 1000)")
     p.add_argument("--idle", type=int, default=0, help="idle subscribers for the memory measure (default 0: skip)")
+    p.add_argument("--hostile", choices=("members", "top"), default=None,
+                   help="instead: ingest without / with / without one /v1/live reader holding up to 100 distinct views"
+                        " (members: 1,000 active members each, reaching max_view_entries and max_view_members;"
+                        " top: top-1000 at offsets 0..99, issue 31's DoS 4)")
+    p.add_argument("--hostile-rounds", type=int, default=5,
+                   help="with --hostile: phases with the reader, each between two without it (default 5)")
     p.add_argument("--json", type=Path, default=None, help="write results as JSON here")
     return top
 
@@ -481,12 +487,21 @@ def cmd_cluster(a: argparse.Namespace) -> int:
 
 
 def cmd_live(a: argparse.Namespace) -> int:
-    from loadtest.live import live_benchmark, live_config, print_live, raise_open_files_limit
+    from loadtest.live import hostile_benchmark, live_benchmark, live_config, print_hostile, print_live, raise_open_files_limit
     from loadtest.workload import Workload
 
     raise_open_files_limit()
     cfg = live_config(_config(a))
     workload = Workload(cfg.workload_spec())
+    if a.hostile is not None:
+        async def hostile(target: Any) -> dict[str, Any]:
+            return {"command": "live --hostile", "config": cfg.as_dict(),
+                    "hostile": await hostile_benchmark(cfg, workload, target, a.hostile, a.hostile_rounds)}
+
+        found = _run(_with_arena(a, hostile))
+        print()
+        print_hostile(found["hostile"])
+        return _finish(a, found, found["hostile"]["summary"]["ok"])
 
     async def body(target: Any) -> dict[str, Any]:
         return {"command": "live", "config": cfg.as_dict(),

@@ -11,6 +11,13 @@ view, half spread over 100 member views (`rank` of the 100 most active members).
   cost without subscribers (the marginal cost of delivery);
 - (d) with ``--idle N``: the server's RSS per idle subscriber (one quiet view each).
 
+With ``--hostile SHAPE`` it measures instead what one public reader can take from ingest (issue
+31, DoS 4): ingest flat out without the reader, with one `/v1/live` connection holding as many
+distinct views as the server grants (up to 100: ``top`` asks top-1000 tables at offsets 0..99,
+the issue's attack; ``members`` asks 1,000 of the most active members per view, which reaches
+both `max_view_entries` and `max_view_members`), then without it again: the ratio of the middle
+rate to the mean of the other two, the updates the reader got, the CPU split and load average.
+
 The subscribers are raw asyncio protocols (a WebSocket frame parser and an event-stream splitter
 that count updates and look for the marker's name), so that the load generator stays cheap.
 """
@@ -22,6 +29,7 @@ import base64
 import contextlib
 import dataclasses
 import os
+import statistics
 import time
 from typing import Any, cast
 from urllib.parse import urlsplit
@@ -60,13 +68,16 @@ class Markers:
 
 
 class Subscriber(asyncio.Protocol):
-    """One live connection with one subscription: ``kind`` "ws" (`/v1/live`, a subscribe frame)
-    or "sse" (a query route with `Accept: text/event-stream`). Counts updates; answers pings."""
+    """One live connection: ``kind`` "ws" (`/v1/live`, a subscribe frame per view) or "sse" (a
+    query route with `Accept: text/event-stream`, the first view). Counts updates, and the
+    subscriptions granted and refused (`too_many_subscriptions`); answers pings."""
 
-    def __init__(self, kind: str, host: str, view: dict[str, Any], markers: Markers | None) -> None:
+    def __init__(self, kind: str, host: str, views: list[dict[str, Any]], markers: Markers | None) -> None:
         self.kind = kind
         self.markers = markers
         self.updates = 0
+        self.subscribed = 0
+        self.refused = 0
         self.errors: list[str] = []
         self.opened = False
         self.first: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -76,8 +87,11 @@ class Subscriber(asyncio.Protocol):
             key = base64.b64encode(os.urandom(16)).decode()
             self._request = (f"GET /v1/live HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                              f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode()
-            self._subscribe = Frame(Opcode.TEXT, orjson.dumps({"op": "subscribe", "id": 1, "view": view})).serialize(mask=True)
+            self._subscribe = b"".join(
+                Frame(Opcode.TEXT, orjson.dumps({"op": "subscribe", "id": i, "view": view})).serialize(mask=True)
+                for i, view in enumerate(views, 1))
         else:
+            view = views[0]
             path = arena_http_path(view["board"], view["period"], view["op"], view.get("member", ""))
             self._request = f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAccept: text/event-stream\r\n\r\n".encode()
             self._subscribe = b""
@@ -142,6 +156,10 @@ class Subscriber(asyncio.Protocol):
                 self._transport.write(Frame(Opcode.PONG, payload).serialize(mask=True))
             elif opcode == Opcode.TEXT and payload.startswith(b'{"op":"update"'):
                 self._update(payload)
+            elif opcode == Opcode.TEXT and payload.startswith(b'{"op":"subscribed"'):
+                self.subscribed += 1
+            elif opcode == Opcode.TEXT and payload.startswith(b'{"op":"error"') and b"too_many_subscriptions" in payload:
+                self.refused += 1
             elif opcode == Opcode.TEXT and payload.startswith(b'{"op":"error"'):
                 self._fail(payload[:200].decode(errors="replace"))
 
@@ -171,11 +189,11 @@ def _views(workload: Workload, board: str, period: str) -> list[dict[str, Any]]:
     return [top, *members]
 
 
-async def _open(target: ArenaTarget, kind: str, view: dict[str, Any], markers: Markers | None) -> Subscriber:
+async def _open(target: ArenaTarget, kind: str, views: list[dict[str, Any]], markers: Markers | None) -> Subscriber:
     parts = urlsplit(target.base_url)
     loop = asyncio.get_running_loop()
     assert parts.hostname is not None and parts.port is not None
-    _, subscriber = await loop.create_connection(lambda: Subscriber(kind, parts.netloc, view, markers),
+    _, subscriber = await loop.create_connection(lambda: Subscriber(kind, parts.netloc, views, markers),
                                                  parts.hostname, parts.port)
     return subscriber
 
@@ -188,7 +206,7 @@ async def open_subscribers(target: ArenaTarget, views: list[dict[str, Any]], cou
     for i in range(count):
         view = views[0] if i % 2 == 0 or len(views) == 1 else views[1 + (i // 2) % (len(views) - 1)]
         kind = "ws" if i % 4 < 2 else "sse"
-        subscribers.append(await _open(target, kind, view, markers if view is views[0] else None))
+        subscribers.append(await _open(target, kind, [view], markers if view is views[0] else None))
     try:
         async with asyncio.timeout(timeout):
             await asyncio.gather(*(s.first for s in subscribers))
@@ -286,6 +304,106 @@ async def live_benchmark(cfg: RunConfig, workload: Workload, target: ArenaTarget
     out["idle"] = await idle_memory(target, target.board, cfg.period, idle) if idle > 0 else None
     out["summary"] = summarise(out)
     return out
+
+
+HOSTILE_VIEWS = 100
+HOSTILE_SHAPES = ("members", "top")
+
+
+def hostile_views(workload: Workload, board: str, period: str, shape: str) -> list[dict[str, Any]]:
+    """The views of one hostile reader, all distinct and legal: see the module docstring."""
+    if shape == "top":
+        return [{"op": "top", "board": board, "period": period, "limit": 1000, "offset": k} for k in range(HOSTILE_VIEWS)]
+    hot = list(dict.fromkeys(workload.hot))  # the most active first, each once
+    taken = set(hot)
+    rest = [i for i in range(len(workload.names)) if i not in taken]
+    active = [workload.names[i] for i in hot + rest[:max(0, 1000 + HOSTILE_VIEWS - len(hot))]]
+    return [{"op": "members", "board": board, "period": period, "members": active[k:k + 1000]} for k in range(HOSTILE_VIEWS)]
+
+
+async def _hostile_phase(cfg: RunConfig, workload: Workload, target: ArenaTarget, views: list[dict[str, Any]],
+                         n: int) -> dict[str, Any]:
+    """Ingest flat out while one reader holds ``views`` (those the server grants)."""
+    reader = await _open(target, "ws", views, None)
+    try:
+        async with asyncio.timeout(60):
+            while reader.subscribed + reader.refused < len(views) or reader.updates < reader.subscribed:
+                if reader.errors:
+                    raise RuntimeError(f"the hostile reader failed: {reader.errors}")
+                await asyncio.sleep(0.05)
+        before, started = reader.updates, now()
+        res = await arena_ingest(cfg, workload, target, label=f"ingest with the hostile reader ({n})", stream_label=f"h{n}")
+        res["reader"] = {"asked": len(views), "granted": reader.subscribed, "refused": reader.refused,
+                         "updates": reader.updates - before, "updates_per_s": (reader.updates - before) / max(1e-9, now() - started),
+                         "errors": [e for e in reader.errors if "connection lost" not in e]}
+    finally:
+        reader.close()
+    return res
+
+
+def _per_server_cpu(phase: dict[str, Any]) -> float | None:
+    """Events acked per second of the server's CPU: what contention on a shared machine moves least."""
+    cpu = phase.get("server_cpu")
+    return phase["events_per_s"] / cpu if cpu else None
+
+
+async def hostile_benchmark(cfg: RunConfig, workload: Workload, target: ArenaTarget, shape: str,
+                            rounds: int) -> dict[str, Any]:
+    """Ingest without the reader, then ``rounds`` times with it and without it again; each
+    round's ratio is its rate with the reader over the mean of the phases without it on either
+    side (so a drift of the shared machine's load cancels out); see the module docstring."""
+    out: dict[str, Any] = {"shape": shape, "rounds": rounds}
+    out["prefill"] = await arena_prefill(cfg, workload, target)
+    views = hostile_views(workload, target.board, cfg.period, shape)
+    alone = [await arena_ingest(cfg, workload, target, label="ingest without the reader (0)", stream_label="a0")]
+    hostile: list[dict[str, Any]] = []
+    for n in range(1, rounds + 1):
+        hostile.append(await _hostile_phase(cfg, workload, target, views, n))
+        alone.append(await arena_ingest(cfg, workload, target, label=f"ingest without the reader ({n})", stream_label=f"a{n}"))
+    out["without"], out["with"] = alone, hostile
+    out["load_average"] = [round(x, 2) for x in os.getloadavg()]
+    ratios = [w["events_per_s"] / ((a["events_per_s"] + b["events_per_s"]) / 2) for w, a, b in zip(hostile, alone, alone[1:], strict=False)]
+    cpu_ratios = []
+    for w, a, b in zip(hostile, alone, alone[1:], strict=False):
+        per = [_per_server_cpu(x) for x in (w, a, b)]
+        if None not in per:
+            cpu_ratios.append(per[0] / ((per[1] + per[2]) / 2))  # type: ignore[operator]
+    ratio = statistics.median(ratios)
+    out["summary"] = {
+        "ingest_ratio": ratio, "ingest_ratios": ratios,
+        "per_server_cpu_ratio": statistics.median(cpu_ratios) if cpu_ratios else None,
+        "reader": hostile[-1]["reader"],
+        "ack_p99_ms": {"without": [a["ack_latency"]["p99_ms"] for a in alone], "with": [w["ack_latency"]["p99_ms"] for w in hostile]},
+        "cpu": {name: [{k: x.get(k) for k in ("client_cpu", "server_cpu", "other_cpu")} for x in phases]
+                for name, phases in (("without", alone), ("with", hostile))},
+        "targets": {"ingest_ratio >= 0.8": ratio >= 0.8},
+        "ok": all(x["ok"] for x in alone + hostile) and not any(w["reader"]["errors"] for w in hostile),
+    }
+    return out
+
+
+def _rates(phases: list[dict[str, Any]]) -> str:
+    return " / ".join(fmt_int(x["events_per_s"]) for x in phases)
+
+
+def print_hostile(out: dict[str, Any]) -> None:
+    s, reader = out["summary"], out["summary"]["reader"]
+    print(f"one hostile /v1/live reader ({out['shape']} views: {reader['granted']} of {reader['asked']} granted,"
+          f" {reader['refused']} refused too_many_subscriptions), {out['rounds']} rounds")
+    print(f"ingest without the reader  {_rates(out['without'])} ev/s")
+    print(f"ingest with the reader     {_rates(out['with'])} ev/s")
+    per_cpu = s["per_server_cpu_ratio"]
+    print(f"ratio (median of rounds)   {s['ingest_ratio']:.2f}x  (rounds: {', '.join(f'{r:.2f}' for r in s['ingest_ratios'])});"
+          f" per server CPU second {'n/a' if per_cpu is None else f'{per_cpu:.2f}x'}")
+    p99 = s["ack_p99_ms"]
+    print(f"ack p99 without {' / '.join(fmt_ms(x) for x in p99['without'])} ms, with {' / '.join(fmt_ms(x) for x in p99['with'])} ms;"
+          f" the reader got {fmt_int(reader['updates_per_s'])} updates/s in the last round")
+    for name, phases in s["cpu"].items():
+        for cpu in phases:
+            print(f"    cpu client/server/other {name:<8} {cpu['client_cpu']}/{cpu['server_cpu']}/{cpu['other_cpu']}")
+    print(f"load average {' '.join(str(x) for x in out['load_average'])}")
+    print("targets: " + ", ".join(f"{k}: {'yes' if v else 'no'}" for k, v in s["targets"].items()))
+    print(f"ok={s['ok']}")
 
 
 def summarise(out: dict[str, Any]) -> dict[str, Any]:

@@ -122,3 +122,15 @@ def test_snapshots_are_taken_every_million_records_by_default_and_zero_turns_the
     assert parse_config({"server": {"snapshot_every_events": 0}, "boards": {"b": {}}}).server.snapshot_every_events == 0
     with pytest.raises(ConfigError, match="snapshot_every_events"):
         parse_config({"server": {"snapshot_every_events": -1}, "boards": {"b": {}}})
+
+
+def test_the_view_budgets_of_a_connection_default_to_ten_thousand_and_are_checked() -> None:
+    server = parse_config({"boards": {"b": {}}}).server
+    assert (server.max_view_members, server.max_view_entries) == (10_000, 10_000)
+    tuned = parse_config({"server": {"max_view_members": 50, "max_view_entries": 0}, "boards": {"b": {}}}).server
+    assert (tuned.max_view_members, tuned.max_view_entries) == (50, 0)
+    for key, value, message in [("max_view_members", -1, "server.max_view_members: must be >= 0 (got -1)"),
+                                ("max_view_entries", "many", "server.max_view_entries: must be an integer (got 'many')")]:
+        with pytest.raises(ConfigError) as caught:
+            parse_config({"server": {key: value}, "boards": {"b": {}}})
+        assert str(caught.value) == message and "\n" not in str(caught.value)

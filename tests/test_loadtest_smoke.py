@@ -275,6 +275,21 @@ def test_the_live_benchmark_runs_end_to_end_on_tiny_numbers(tmp_path: Path) -> N
     assert live["with"]["updates"] > 0 and live["idle"]["idle"] == 8
 
 
+def test_the_hostile_reader_benchmark_runs_end_to_end_on_tiny_numbers(tmp_path: Path) -> None:
+    out = tmp_path / "hostile.json"
+    cmd = [sys.executable, "-m", "loadtest", "live", "--hostile", "members", "--hostile-rounds", "1", "--members", "2000",
+           "--seconds", "1",
+           "--warmup", "0.2", "--windows", "1", "--connections", "2", "--json", str(out)]
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=150, check=False)
+    assert proc.returncode == 0, f"live --hostile failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr[-4000:]}"
+    hostile = json.loads(out.read_text())["hostile"]
+    reader = hostile["summary"]["reader"]
+    assert (reader["asked"], reader["granted"], reader["refused"]) == (100, 10, 90)  # the budgets: 10 views of 1,000
+    assert hostile["summary"]["ok"] is True and reader["updates"] > 0
+    assert "ratio" in proc.stdout and "load average" in proc.stdout
+
+
 def test_the_cluster_benchmark_runs_end_to_end(postgres: str, tmp_path: Path) -> None:
     """`loadtest cluster` at a tiny size on the tests' PostgreSQL: both ingest phases exact, the
     killed node's boards served again, its schemas dropped."""

@@ -1,7 +1,9 @@
 """Subscriptions on a WebSocket: `subscribe` / `unsubscribe` frames, and what a view's answer is.
 
-A view is one of the table query ops with its fields; its answer is the query's answer, except
-that a member not (yet) in the table is a state (`entry: null`, `entries: []`), never an error.
+A view is one of the table query ops with exactly its fields (`view_spec`: the one place where a
+view's identity is computed); its answer is the query's answer, except that a member not (yet) in
+the table is a state (`entry: null`, `entries: []`), never an error. What one connection's views
+may ask is bounded (`max_subscriptions`, `max_view_entries`, `max_view_members`).
 """
 
 from __future__ import annotations
@@ -21,18 +23,51 @@ from arena.api.forward import Forwarding
 from arena.api.transport import abort
 from arena.api.upstream import Upstreams
 from arena.api.wire import Body
+from arena.engine.events import MAX_MEMBER_CHARS
 from arena.errors import QueryError, invalid_request
 from arena.live.outbox import EVENT_STREAM, Bounds, Outbox
-from arena.live.views import LiveViews, Subscription
+from arena.live.views import LiveViews, Subscription, ViewSpec
 from arena.service import Arena
 
 log = logging.getLogger("arena.live")
 
-VIEW_OPS = ("top", "rank", "around", "percentile", "score_at_percentile", "members")
+TABLE_FIELDS = ("board", "period", "period_id")
+"""The fields of every view: the table it asks about."""
+VIEW_FIELDS: dict[str, dict[str, int | None]] = {
+    "top": {"limit": 10, "offset": 0},
+    "rank": {"member": None},
+    "around": {"member": None, "rank": None, "radius": 5},
+    "percentile": {"member": None},
+    "score_at_percentile": {"p": None},
+    "members": {"members": None},
+}
+"""Each view op's own fields and their defaults (None: no default): the query ops read their
+defaults here too (`arena.api.ws.QUERY_OPS`)."""
+VIEW_OPS = tuple(VIEW_FIELDS)
 REFUSED = {"invalid_request", "unknown_board", "unknown_period", "period_not_retained"}
 """What a query refuses for what it asks: a view that gets one of these is not subscribed."""
 
 Answer = Callable[[Arena, dict[str, Any]], Body]
+
+
+def view_spec(view: object) -> ViewSpec:
+    """A view's fields as its query op reads them, with defaults filled in, so that two views that
+    ask the same thing are one view. Raises invalid_request for anything but an object with a
+    view op and only that op's fields, or a member named longer than a member can be (such a
+    view could only ever answer "absent", and would hold its text as long as it lives).
+    O(size of the view)."""
+    if not isinstance(view, dict) or view.get("op") not in VIEW_FIELDS:
+        raise invalid_request(f"view must be an object whose op is one of {', '.join(VIEW_OPS)}")
+    own = VIEW_FIELDS[view["op"]]
+    unknown = [name for name in view if name != "op" and name not in TABLE_FIELDS and name not in own]
+    if unknown:
+        raise invalid_request(f"a {view['op']} view has no field {str(unknown[0])[:64]!r}"
+                              f" (its fields: op, {', '.join(TABLE_FIELDS)}, {', '.join(own)})")
+    fields = {name: value for name, value in ({**own, **view}).items() if value is not None or own.get(name) is not None}
+    named = fields.get("members") if view["op"] == "members" else [fields.get("member")]
+    if isinstance(named, list) and any(isinstance(m, str) and len(m) > MAX_MEMBER_CHARS for m in named):
+        raise invalid_request(f"a member has at most {MAX_MEMBER_CHARS} code points")
+    return ViewSpec(fields)
 
 
 class QuerySource:
@@ -46,12 +81,13 @@ class QuerySource:
         self.upstreams = Upstreams(forwarding)
         self.clustered = forwarding.clustered
 
-    def version(self, view: dict[str, Any]) -> Hashable | None:
+    def version(self, spec: ViewSpec) -> Hashable | None:
+        view = spec.fields
         if self.clustered:
             if not self.forwarding.local(view["board"]):
-                return self.upstreams.of(view).version()
+                return self.upstreams.of(spec).version()
             if self.upstreams:
-                self.upstreams.release(view)  # served here now
+                self.upstreams.release(spec)  # served here now
         handle = self.arena.boards[view["board"]]
         engine = handle.engine
         if handle.state is not BoardState.READY or engine is None:
@@ -61,8 +97,9 @@ class QuerySource:
             current = engine.calendar.window_at(queries.period_kind(view["period"]), self.arena.clock.now()).period_id
         return (id(engine), engine.last_seq, current)
 
-    def evaluate(self, view: dict[str, Any]) -> tuple[int, bytes] | str:
-        upstream = self.upstreams.get(view)
+    def evaluate(self, spec: ViewSpec) -> tuple[int, bytes] | str:
+        view = spec.fields
+        upstream = self.upstreams.get(spec)
         if upstream is not None:
             assert upstream.answer is not None  # its version was not None
             return upstream.answer
@@ -76,9 +113,8 @@ class QuerySource:
             body = absent(self.arena, view)
         return engine.last_seq, orjson.dumps(body)
 
-
-    def released(self, view: dict[str, Any]) -> None:
-        self.upstreams.release(view)
+    def released(self, spec: ViewSpec) -> None:
+        self.upstreams.release(spec)
 
     def close(self) -> None:
         self.upstreams.close()
@@ -113,23 +149,35 @@ class Subscriptions:
 
     def subscribe(self, frame_id: object, frame: dict[str, Any], ops: dict[str, Answer]) -> bytes | None:
         """Subscribe to the frame's view: None when answered through the outbox, else the error
-        frame's bytes. Raises QueryError for a view the query refuses."""
-        view = frame.get("view")
-        if not isinstance(view, dict) or view.get("op") not in VIEW_OPS:
-            raise invalid_request(f"view must be an object whose op is one of {', '.join(VIEW_OPS)}")
-        fields = {k: v for k, v in view.items() if k != "id"}
-        if len(self._subs) >= self.arena.settings.max_subscriptions:
-            return wire.dumps({"op": "error", "id": frame_id, "code": "too_many_subscriptions",
-                           "message": f"at most {self.arena.settings.max_subscriptions} subscriptions per connection"})
+        frame's bytes (past a limit: `too_many_subscriptions`). Raises QueryError for a view the
+        query refuses. O(subscriptions of the connection)."""
+        spec = view_spec(frame.get("view"))
+        settings = self.arena.settings
+        held = [s.view.spec for s in self._active()]
+        if len(held) >= settings.max_subscriptions:
+            return _too_many(frame_id, f"at most {settings.max_subscriptions} subscriptions per connection")
         try:
-            ops[fields["op"]](self.arena, fields)  # what the query refuses, the subscription refuses
+            ops[spec.fields["op"]](self.arena, spec.fields)  # what the query refuses, the subscription refuses
         except QueryError as exc:
             if exc.code in REFUSED:
                 raise
+        if spec.entries + sum(v.entries for v in held) > settings.max_view_entries:
+            return _too_many(frame_id, f"the views of a connection ask at most {settings.max_view_entries} entries"
+                                       " (max_view_entries; top counts its limit, around 2*radius+1, members its members)")
+        if spec.members + sum(v.members for v in held) > settings.max_view_members:
+            return _too_many(frame_id, f"the views of a connection name at most {settings.max_view_members} members"
+                                       " (max_view_members)")
         sub = str(next(self._ids))
         self.outbox.owe(wire.dumps({"op": "subscribed", "id": frame_id, "sub": sub}))
-        self._subs[sub] = self.views.subscribe(sub, self.outbox, fields)
+        self._subs[sub] = self.views.subscribe(sub, self.outbox, spec)
         return None
+
+    def _active(self) -> list[Subscription]:
+        """The connection's subscriptions, less those the registry ended (their table left
+        retention): what they held is given back."""
+        if not all(s.active for s in self._subs.values()):
+            self._subs = {sub: s for sub, s in self._subs.items() if s.active}
+        return list(self._subs.values())
 
     def unsubscribe(self, frame_id: object, sub: str) -> None:
         subscription = self._subs.pop(sub, None)
@@ -142,6 +190,12 @@ class Subscriptions:
         for subscription in self._subs.values():
             self.views.unsubscribe(subscription)
         self._subs.clear()
+
+
+def _too_many(frame_id: object, message: str) -> bytes:
+    return wire.dumps({"op": "error", "id": frame_id, "code": "too_many_subscriptions", "message": message})
+
+
 PING_SECONDS = 15.0
 """A comment line this often keeps proxies from closing an idle event stream."""
 
@@ -175,7 +229,7 @@ async def event_stream(
 
     stalled = asyncio.Event()
     outbox = Outbox(chunk, Bounds.of(arena.settings), EVENT_STREAM, on_stall=stalled.set)
-    subscription = arena.live.subscribe("1", outbox, view)
+    subscription = arena.live.subscribe("1", outbox, view_spec(view))
     watch = asyncio.create_task(disconnected())
     arena.add_reader(watch)  # a shutdown cancels it: the stream ends
     ends: list[asyncio.Task[Any]] = [watch, asyncio.create_task(stalled.wait())]

@@ -19,6 +19,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from arena.api import wire
 from arena.api.forward import FORWARDED
+from arena.api.live import view_spec
 from arena.api.ws import QUERY_OPS
 from arena.cluster import peers
 from arena.engine.events import Reason
@@ -121,7 +122,7 @@ class Watches:
                 return True
             outbox.owe(peers.dumps({"watching": True, "id": message.get("id")}))
             assert self.arena.live is not None
-            self._subscriptions[watch] = self.arena.live.subscribe(watch, outbox, message["view"])
+            self._subscriptions[watch] = self.arena.live.subscribe(watch, outbox, view_spec(message["view"]))
             return True
         if op == "unwatch":
             subscription = self._subscriptions.pop(str(message.get("watch")), None)

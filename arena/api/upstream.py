@@ -14,11 +14,10 @@ import logging
 from collections.abc import Hashable
 from typing import Any
 
-import orjson
-
 from arena.api import wire
 from arena.api.forward import RETRY_SECONDS, Forwarding
 from arena.cluster.peers import NotHere, PeerGone, TooLarge
+from arena.live.views import ViewSpec
 
 log = logging.getLogger("arena.cluster")
 
@@ -28,10 +27,10 @@ _LONG_WAIT = 3600.0
 class Upstream:
     """One view of a board served elsewhere, watched at its owner until `close`."""
 
-    def __init__(self, forwarding: Forwarding, fields: dict[str, Any]) -> None:
+    def __init__(self, forwarding: Forwarding, spec: ViewSpec) -> None:
         self.forwarding = forwarding
-        self.fields = fields
-        self.board: str = fields["board"]
+        self.fields = spec.fields
+        self.board: str = spec.fields["board"]
         self.answer: tuple[int, bytes] | str | None = None
         """The owner's last answer (seq, body), the code that ended the view, or None (none yet,
         or the owner is gone)."""
@@ -122,21 +121,20 @@ class Upstreams:
     def __len__(self) -> int:
         return len(self._views)
 
-    def of(self, fields: dict[str, Any]) -> Upstream:
-        """The view's upstream, watched from now on if it was not. O(size of the view)."""
-        key = orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
-        upstream = self._views.get(key)
+    def of(self, spec: ViewSpec) -> Upstream:
+        """The view's upstream, watched from now on if it was not. O(1)."""
+        upstream = self._views.get(spec.key)
         if upstream is None:
-            upstream = self._views[key] = Upstream(self.forwarding, fields)
+            upstream = self._views[spec.key] = Upstream(self.forwarding, spec)
         return upstream
 
-    def get(self, fields: dict[str, Any]) -> Upstream | None:
-        return self._views.get(orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)) if self._views else None
+    def get(self, spec: ViewSpec) -> Upstream | None:
+        return self._views.get(spec.key) if self._views else None
 
-    def release(self, fields: dict[str, Any]) -> None:
+    def release(self, spec: ViewSpec) -> None:
         """The view has no subscriber any more here, or its board is served here now."""
         if self._views:
-            upstream = self._views.pop(orjson.dumps(fields, option=orjson.OPT_SORT_KEYS), None)
+            upstream = self._views.pop(spec.key, None)
             if upstream is not None:
                 upstream.close()
 

@@ -26,7 +26,7 @@ from starlette.websockets import WebSocket
 from arena.api import queries, wire
 from arena.api.cors import live_allowed
 from arena.api.forward import Forwarding
-from arena.api.live import REFUSED, Subscriptions
+from arena.api.live import REFUSED, VIEW_FIELDS, Subscriptions, view_spec
 from arena.api.transport import abort
 from arena.api.wire import Body
 from arena.cluster.split import Part, Split, merge, split
@@ -144,7 +144,7 @@ def _percent(frame: dict[str, Any]) -> Fraction:
 
 
 def _top(arena: Arena, f: dict[str, Any]) -> Body:
-    limit, offset = _int(f, "limit", 10), _int(f, "offset", 0)
+    limit, offset = _int(f, "limit", VIEW_FIELDS["top"]["limit"]), _int(f, "offset", VIEW_FIELDS["top"]["offset"])
     assert limit is not None and offset is not None
     return queries.top(arena, *_table_args(f), limit, offset)
 
@@ -156,7 +156,7 @@ def _rank(arena: Arena, f: dict[str, Any]) -> Body:
 
 
 def _around(arena: Arena, f: dict[str, Any]) -> Body:
-    radius = _int(f, "radius", 5)
+    radius = _int(f, "radius", VIEW_FIELDS["around"]["radius"])
     assert radius is not None
     return queries.around(arena, *_table_args(f), _str(f, "member", required=False), _int(f, "rank", None), radius)
 
@@ -404,11 +404,10 @@ class Connection:
         """A subscription to a view of a board served elsewhere: refused if its owner's query
         refuses it (then watched there once for this node, see `arena.api.upstream`)."""
         try:
-            view = {k: v for k, v in frame["view"].items() if k != "id"}
-            if view.get("op") in QUERY_OPS:
-                refused = await self.forwarding.error(board, {"op": "ask", "frame": view})
-                if refused is not None and refused.code in REFUSED:
-                    raise refused
+            spec = view_spec(frame["view"])
+            refused = await self.forwarding.error(board, {"op": "ask", "frame": spec.fields})
+            if refused is not None and refused.code in REFUSED:
+                raise refused
             self._subscribe(frame_id, frame)
         except QueryError as exc:
             self._reply(_error(frame_id, exc.code, exc.message))
