@@ -278,6 +278,10 @@ def _row(entry: Mapping[str, Any]) -> Row:
 # -- the checker -------------------------------------------------------------------------------------
 
 
+KINDS = ("lost", "journaled twice", "never sent", "stale", "not the oracle's", "seq went back", "seq past the journal", "no seq")
+"""The kinds of violation, gravest first."""
+
+
 @dataclass
 class Report:
     answers: int = 0
@@ -286,17 +290,22 @@ class Report:
     unavailable: Counter[str] = field(default_factory=Counter)
     no_answer: int = 0
     acked: int = 0
-    violations: list[str] = field(default_factory=list)
     kinds: Counter[str] = field(default_factory=Counter)
-    """How many violations of each kind: stale, not the oracle's, seq went back, no seq, lost..."""
+    """How many violations of each kind (`KINDS`)."""
+    _found: list[tuple[int, str]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not self.violations
+        return not self._found
+
+    @property
+    def violations(self) -> list[str]:
+        """Every violation, the gravest kinds first (`KINDS`), each kind in the order found."""
+        return [text for _, text in sorted(self._found, key=lambda found: found[0])]
 
     def flag(self, kind: str, violation: str) -> None:
         self.kinds[kind] += 1
-        self.violations.append(violation)
+        self._found.append((KINDS.index(kind), violation))
 
     def __str__(self) -> str:
         head = (f"{self.answers} answers ({self.checked} checked, 503: {dict(self.unavailable)}, "
