@@ -1,6 +1,7 @@
 """The history checker itself (`support.history.check`), on fabricated histories: a correct one
-passes, and a stale answer, a wrong body, a lost ack, a seq going back on a connection, an
-answer without seq and an event journaled that nobody sent are each flagged."""
+passes, and a stale answer, a wrong body, a lost ack, a rejected event journaled, a seq going
+back on a connection, an answer without seq and an event journaled that nobody sent are each
+flagged."""
 
 from __future__ import annotations
 
@@ -72,6 +73,13 @@ def test_a_body_that_is_not_the_oracles_at_its_seq_is_flagged() -> None:
 def test_a_lost_ack_is_flagged() -> None:
     [v] = violations(history(top(3, sent=3.1, received=3.2)), JOURNAL[:3])  # k4 acked, not journaled
     assert "event k4 was acked accepted" in v and "(lost)" in v
+
+
+def test_a_rejected_event_in_the_journal_is_flagged() -> None:
+    h = history(top(3, sent=3.1, received=3.2))
+    h.acks[3] = Ack("b", "k4", "rejected:unavailable", 3.5, 4.0)  # answered unavailable, yet journaled
+    [v] = violations(h)
+    assert "event k4 was answered rejected:unavailable" in v and "journaled at seq 4" in v
 
 
 def test_a_seq_going_back_on_a_connection_is_flagged() -> None:

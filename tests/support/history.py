@@ -8,7 +8,7 @@ every record in seq order, and `check` holds each answer to the contract's "Neve
     seq;
 (c) on one WS connection, answers about one board never go back in seq;
 
-and every acked event is in its journal exactly once, as it was sent. A 503 ``not_ready`` or
+and every acked event is in its journal exactly once, as it was sent (and no rejected one is). A 503 ``not_ready`` or
 ``unavailable`` is allowed and counted. Times are this process's monotonic clock: an ack is
 stamped after it is read and a query before it is sent, so both err on the lenient side.
 
@@ -278,7 +278,8 @@ def _row(entry: Mapping[str, Any]) -> Row:
 # -- the checker -------------------------------------------------------------------------------------
 
 
-KINDS = ("lost", "journaled twice", "never sent", "stale", "not the oracle's", "seq went back", "seq past the journal", "no seq")
+KINDS = ("lost", "rejected but journaled", "journaled twice", "never sent", "stale", "not the oracle's", "seq went back",
+         "seq past the journal", "no seq")
 """The kinds of violation, gravest first."""
 
 
@@ -375,13 +376,16 @@ def check(history: History, journals: Mapping[str, Sequence[Journaled]], boards:
 def _ack_floors(history: History, seq_of: Mapping[tuple[str, str], int],
                 report: Report) -> dict[str, Callable[[float], tuple[int, str | None]]]:
     """board -> (query sent at t -> the greatest journal seq of an event acked before t, its key);
-    every recorded ack missing from the journal is a violation."""
+    an acked event missing from the journal, or a rejected one in it, is a violation."""
     acked: dict[str, list[tuple[float, int, str]]] = {}
     for ack in history.acks:
+        seq = seq_of.get((ack.board, ack.key))
         if not ack.recorded:
+            if seq is not None:
+                report.flag("rejected but journaled", f"board {ack.board}: event {ack.key} was answered {ack.status} at "
+                                                      f"+{ack.acked - history.started:.3f}s and is journaled at seq {seq}")
             continue
         report.acked += 1
-        seq = seq_of.get((ack.board, ack.key))
         if seq is None:
             report.flag("lost", f"board {ack.board}: event {ack.key} was acked {ack.status} at "
                                      f"+{ack.acked - history.started:.3f}s and is not in the journal (lost)")
