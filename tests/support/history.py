@@ -115,9 +115,12 @@ class History:
     answers: list[Answer] = field(default_factory=list)
     no_answer: int = 0
     """Queries that got no answer at all (refused, reset, timed out): not a violation."""
+    recorded: Counter[str] = field(default_factory=Counter)
+    """board -> how many of its events were acked accepted or duplicate."""
 
-    def acked(self, board: str) -> int:
-        return sum(1 for a in self.acks if a.board == board and a.recorded)
+    def add(self, ack: Ack) -> None:
+        self.acks.append(ack)
+        self.recorded[ack.board] += ack.recorded
 
 
 # -- what the journal holds --------------------------------------------------------------------------
@@ -514,7 +517,7 @@ class Recorder:
         acked = time.monotonic()
         for e, r in zip(events, results, strict=True):
             status = r.status.value if r.reason is None else f"{r.status.value}:{r.reason}"
-            self.history.acks.append(Ack(e.board, r.idempotency_key, status, sent, acked))
+            self.history.add(Ack(e.board, r.idempotency_key, status, sent, acked))
 
     async def seed(self, timeout: float = 60.0) -> None:
         """Every member on every board once, acked, before anyone reads."""
@@ -536,8 +539,9 @@ class Recorder:
 
     async def until_acked(self, more: int, what: str, timeout: float = 60.0) -> None:
         """Wait until every board has ``more`` acked events beyond what it has now."""
-        counts = {b: self.history.acked(b) for b in self.workload.boards}
-        await until(lambda: all(self.history.acked(b) >= counts[b] + more for b in counts), what, timeout)
+        recorded = self.history.recorded
+        counts = {b: recorded[b] for b in self.workload.boards}
+        await until(lambda: all(recorded[b] >= counts[b] + more for b in counts), what, timeout)
         self._raise_failures()
 
     async def stop(self) -> History:
