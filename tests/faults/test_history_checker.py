@@ -14,7 +14,7 @@ from support.oracle import OBoard, OEvent
 BOARDS = {"b": OBoard(aggregation="sum")}
 T0 = 1_796_216_400_000
 EVENTS = [OEvent("ann", 5, T0, "k1"), OEvent("bob", 7, T0 + 1, "k2"), OEvent("ann", 4, T0 + 2, "k3"), OEvent("cid", 1, T0 + 3, "k4")]
-JOURNAL = [Journaled(seq, e.key, e) for seq, e in enumerate(EVENTS, 1)]
+JOURNAL = [Journaled(seq, e) for seq, e in enumerate(EVENTS, 1)]
 
 
 def entry(rank: int, member: str, score: int, reached: int) -> dict[str, Any]:
@@ -96,8 +96,8 @@ def test_an_answer_without_seq_is_flagged() -> None:
 
 
 def test_an_event_journaled_twice_or_never_sent_is_flagged() -> None:
-    stranger = Journaled(5, "k9", OEvent("eve", 1, T0, "k9"))
-    again = Journaled(6, "k1", EVENTS[0])
+    stranger = Journaled(5, OEvent("eve", 1, T0, "k9"))
+    again = Journaled(6, EVENTS[0])
     found = violations(history(top(4, sent=4.1, received=4.2)), [*JOURNAL, stranger, again])
     assert any("event k1 is journaled 2 times" in v for v in found)
     assert any("journaled event k9" in v and "was sent as None" in v for v in found)

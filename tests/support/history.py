@@ -8,9 +8,10 @@ every record in seq order, and `check` holds each answer to the contract's "Neve
     seq;
 (c) on one WS connection, answers about one board never go back in seq;
 
-and every acked event is in its journal exactly once, as it was sent (and no rejected one is). A 503 ``not_ready`` or
-``unavailable`` is allowed and counted. Times are this process's monotonic clock: an ack is
-stamped after it is read and a query before it is sent, so both err on the lenient side.
+and every acked event is in its journal exactly once, as it was sent (and no rejected one is).
+A 503 ``not_ready`` or ``unavailable`` is allowed and counted. Times are this process's monotonic
+clock: an ack is stamped after it is read and a query before it is sent, so both err on the
+lenient side.
 
 `record` runs the writers (`arena.client.ArenaClient`, which reconnects and resends unacked
 events with the same keys) and readers (HTTP, WS query ops on `/v1/live`, a subscription) around
@@ -25,7 +26,6 @@ import bisect
 import itertools
 import math
 import random
-import sqlite3
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -128,10 +128,9 @@ class History:
 
 @dataclass(frozen=True)
 class Journaled:
-    """A journal record: a score event (``key`` set), a void (``target`` set) or a close marker."""
+    """A journal record: a score event (``event`` set), a void (``target`` set) or a close marker."""
 
     seq: int
-    key: str | None = None
     event: OEvent | None = None
     target: int | None = None
 
@@ -146,8 +145,6 @@ async def journal_records(journal: JournalSettings, data_dir: Path, board: str) 
         db = open_readonly(journal_file(data_dir, board))
         try:
             rows = [db.execute(sql.format(t="")).fetchall() for sql in (events, voids, closes)]
-        except sqlite3.OperationalError:  # a journal without voids or markers yet may lack their tables
-            rows = [db.execute(events.format(t="")).fetchall(), [], []]
         finally:
             db.close()
     else:
@@ -155,7 +152,7 @@ async def journal_records(journal: JournalSettings, data_dir: Path, board: str) 
         where = f"{journal.schema}."
         rows = [[tuple(r) for r in await postgres.fetch(journal.url, sql.format(t=where) + " WHERE board = $1", board)]
                 for sql in (events, voids, closes)]
-    found = [Journaled(seq, _key(key), OEvent(member, value, occurred_at, _key(key))) for seq, key, member, value, occurred_at in rows[0]]
+    found = [Journaled(seq, OEvent(member, value, occurred_at, _key(key))) for seq, key, member, value, occurred_at in rows[0]]
     found += [Journaled(seq, target=target) for seq, target in rows[1]]
     found += [Journaled(seq) for (seq,) in rows[2]]
     return sorted(found, key=lambda r: r.seq)
@@ -281,7 +278,7 @@ def _row(entry: Mapping[str, Any]) -> Row:
 # -- the checker -------------------------------------------------------------------------------------
 
 
-KINDS = ("lost", "rejected but journaled", "journaled twice", "never sent", "stale", "not the oracle's", "seq went back",
+KINDS = ("lost", "rejected but journaled", "journaled twice", "not as sent", "stale", "not the oracle's", "seq went back",
          "seq past the journal", "no seq")
 """The kinds of violation, gravest first."""
 
@@ -326,16 +323,16 @@ def check(history: History, journals: Mapping[str, Sequence[Journaled]], boards:
     report = Report(answers=len(history.answers), no_answer=history.no_answer)
     seq_of: dict[tuple[str, str], int] = {}
     for board, records in journals.items():
-        keys = Counter(r.key for r in records if r.key is not None)
+        keys = Counter(r.event.key for r in records if r.event is not None)
         for k, n in keys.items():
             if n > 1:
                 report.flag("journaled twice", f"board {board}: event {k} is journaled {n} times")
         for r in records:
-            if r.event is not None and r.key is not None:
-                seq_of[(board, r.key)] = r.seq
-                sent = history.sent.get(r.key)
-                if sent is None or sent != (board, r.event.fingerprint):
-                    report.flag("never sent", f"board {board}: journaled event {r.key} {r.event.fingerprint} was sent as {sent}")
+            if r.event is not None:
+                seq_of[(board, r.event.key)] = r.seq
+                sent = history.sent.get(r.event.key)
+                if sent != (board, r.event.fingerprint):
+                    report.flag("not as sent", f"board {board}: journaled event {r.event.key} {r.event.fingerprint} was sent as {sent}")
     floors = _ack_floors(history, seq_of, report)
     by_board: dict[str, list[Answer]] = {}
     last_on: dict[tuple[int, str], Answer] = {}
