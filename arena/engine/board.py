@@ -47,7 +47,10 @@ class BoardEngine:
         self.tables: dict[TableKey, RankedTable] = {}
         self.markers: dict[TableKey, CloseRecord] = {}
         self.disputes: dict[TableKey, int] = {}
-        self.ready: set[PeriodKind] = set()
+        self.ready: frozenset[PeriodKind] = frozenset()
+        """The kinds whose tables readers may see (`view`); set only by `publish`."""
+        self.ready_windows: frozenset[Window] = frozenset()
+        """Tables readers may see ahead of their kind (a replay's current short tables)."""
         self.last_seq = last_seq
         self.router = Router(self.calendar, self.kinds, self._marker_seq)
         """Routes journaled records (replay, voids) by the markers installed here."""
@@ -57,6 +60,25 @@ class BoardEngine:
     def _marker_seq(self, key: TableKey) -> float:
         marker = self.markers.get(key)
         return NO_MARKER if marker is None else marker.seq
+
+    # -- readers ---------------------------------------------------------------------------
+
+    def publish(self, seq: int, kinds: Iterable[PeriodKind], windows: Iterable[Window] = ()) -> None:
+        """Let readers see the tables of ``kinds`` (every window) and of ``windows`` (ahead of
+        their kind) as the journal up to ``seq``, which answers then report: the one rule for
+        publishing a board's tables (DESIGN.md, "Never stale"). Call only when those tables hold
+        every record of the board journaled up to ``seq`` and nothing else; from then on the
+        live path changes tables and `last_seq` together (`commit_steps`, `void`). O(kinds)."""
+        assert not self._in_flight, "a load publishes, with no plan in flight"
+        self.last_seq = seq
+        self.ready = frozenset(kinds)
+        self.ready_windows = frozenset(windows)
+
+    def unpublish(self) -> None:
+        """Hide every table from readers (`view` answers not_ready) before a load changes them,
+        or after a crash left them in doubt; `publish` shows them again. O(1)."""
+        self.ready = frozenset()
+        self.ready_windows = frozenset()
 
     # -- time ------------------------------------------------------------------------------
 
@@ -301,7 +323,7 @@ class BoardEngine:
         """
         if kind not in self.kinds:
             raise not_found("unknown_period", f"board {self.spec.name!r} has no {kind.value} table")
-        if kind not in self.ready:
+        if not self.ready and not self.ready_windows:
             raise not_ready(self.spec.name)
         if period_id is None:
             window = self.calendar.window_at(kind, now)
@@ -310,6 +332,8 @@ class BoardEngine:
                 window = self.calendar.window_by_id(kind, period_id)
             except UnknownPeriod as exc:
                 raise not_found("unknown_period", f"{period_id!r} is not a {kind.value} period id") from exc
+        if kind not in self.ready and window not in self.ready_windows:
+            raise not_ready(self.spec.name)
         key = (kind, window.period_id)
         table = self.tables.get(key)
         if table is not None:
@@ -323,7 +347,10 @@ class BoardEngine:
 
     def listed_tables(self, kind: PeriodKind, now: int) -> list[RankedTable]:
         """The tables of `listed_windows`, an empty one for a window no event reached: what the
-        periods route lists and `arena rebuild` prints. O(listed windows)."""
+        periods route lists and `arena rebuild` prints. Raises QueryError not_ready until every
+        table of the kind is published. O(listed windows)."""
+        if kind not in self.ready:
+            raise not_ready(self.spec.name)
         listed = []
         for window in self.listed_windows(kind, now):
             table = self.tables.get((kind, window.period_id))
