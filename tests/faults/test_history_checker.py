@@ -1,7 +1,7 @@
 """The history checker itself (`support.history.check`), on fabricated histories: a correct one
 passes, and a stale answer, a wrong body, a lost ack, a rejected event journaled, a seq going
-back on a connection, an answer without seq and an event journaled that nobody sent are each
-flagged."""
+back on a connection, a subscription ended by an error, an answer without seq and an event
+journaled that nobody sent are each flagged."""
 
 from __future__ import annotations
 
@@ -108,3 +108,10 @@ def test_an_error_the_oracle_does_not_expect_is_flagged() -> None:
     answer = Answer("http", None, query, 4.1, 4.2, {"error": {"code": "member_not_found"}, "seq": 4}, "member_not_found")
     [v] = violations(history(answer))
     assert "error: got 'member_not_found', oracle says None" in v
+
+
+def test_a_subscription_ended_by_an_error_is_flagged() -> None:
+    ended = {"op": "error", "id": None, "sub": "1", "code": "not_ready", "message": "the subscription ended"}
+    answer = Answer("update", 3, Query("top", "b", {"limit": 10, "offset": 0}), None, 2.0, ended, "not_ready")
+    [v] = violations(history(answer))
+    assert v.startswith("update#3 top(b,limit=10,offset=0), answered at +2.000s: {'op': 'error'")

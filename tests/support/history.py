@@ -6,7 +6,8 @@ every record in seq order, and `check` holds each answer to the contract's "Neve
     received before the query was sent, on any connection, through any node;
 (b) its body is the oracle's standings (`support.oracle`) over the journal's records up to its
     seq;
-(c) on one WS connection, answers about one board never go back in seq;
+(c) on one WS connection, answers about one board never go back in seq, and a subscription
+    is never ended by an error (loading and failed boards are states of it, never a refusal);
 
 and every acked event is in its journal exactly once, as it was sent (and no rejected one is).
 A 503 ``not_ready`` or ``unavailable`` is allowed and counted. Times are this process's monotonic
@@ -279,7 +280,7 @@ def _row(entry: Mapping[str, Any]) -> Row:
 
 
 KINDS = ("lost", "rejected but journaled", "journaled twice", "not as sent", "stale", "not the oracle's", "seq went back",
-         "seq past the journal", "no seq")
+         "subscription ended", "seq past the journal", "no seq")
 """The kinds of violation, gravest first."""
 
 
@@ -337,6 +338,9 @@ def check(history: History, journals: Mapping[str, Sequence[Journaled]], boards:
     by_board: dict[str, list[Answer]] = {}
     last_on: dict[tuple[int, str], Answer] = {}
     for answer in history.answers:
+        if answer.via == "update" and answer.error is not None:
+            report.flag("subscription ended", f"{answer.describe(history.started)}: {_short(answer.body)}")
+            continue
         if answer.error in UNAVAILABLE:
             report.unavailable[answer.error] += 1
             continue
@@ -525,7 +529,7 @@ class Recorder:
                 await self.write(client, events[start:start + 500], time.monotonic() + timeout)
 
     def start(self, *, writers: int = 3, batch: int = 10, http_readers: int = 3, ws_readers: int = 2,
-              subscribers: int = 1, timeout: float = 180.0) -> None:
+              subscribers: int = 2, timeout: float = 180.0) -> None:
         deadline = time.monotonic() + timeout
         rng = random.Random(self.workload.seed + 1)
         tasks = [self._writer(f"w{i}", random.Random(rng.random()), batch, deadline) for i in range(writers)]
@@ -621,8 +625,10 @@ class Recorder:
                             continue
                         if frame["op"] == "update":
                             self.history.answers.append(Answer("update", connection, query, None, time.monotonic(), frame))
-                        else:
-                            assert frame["op"] == "subscribed", frame
+                        elif frame["op"] != "subscribed":  # the contract never ends a subscription of a table it keeps
+                            error = frame.get("code", frame["op"])
+                            self.history.answers.append(Answer("update", connection, query, None, time.monotonic(), frame, error))
+                            break
             except (OSError, websockets.WebSocketException, TimeoutError):
                 await self._no_answer()
 
