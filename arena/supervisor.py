@@ -175,8 +175,8 @@ class Supervisor:
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:  # any crash: fail the batch in flight, then restart or give up
-                    if handle.engine is not None:  # it may have stopped halfway through an apply or a load
-                        handle.engine.unpublish()  # not_ready until the restart's load publishes again
+                    handle.crashed()
+                    self.metrics.board_state.labels(handle.name).set(0)
                     for submission in actor.unanswered:
                         handle.answer(submission, unavailable_results(submission.events))
                     if handle.name in self._leaving:
