@@ -108,14 +108,6 @@ class BoardHandle:
             raise not_ready(self.name)
         return engine.view(kind, period_id, now)
 
-    def crashed(self) -> None:
-        """Its actor crashed, maybe halfway through an apply or a load: hide its tables (queries
-        answer not_ready, /readyz fails) until the restart's load publishes them again."""
-        self.state = BoardState.LOADING
-        self.loaded.clear()
-        if self.engine is not None:
-            self.engine.unpublish()
-
     def fail(self, message: str) -> None:
         """Mark the board failed: every queued and future submission gets `unavailable`."""
         self.state = BoardState.FAILED

@@ -175,8 +175,6 @@ class Supervisor:
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:  # any crash: fail the batch in flight, then restart or give up
-                    handle.crashed()
-                    self.metrics.board_state.labels(handle.name).set(0)
                     for submission in actor.unanswered:
                         handle.answer(submission, unavailable_results(submission.events))
                     if handle.name in self._leaving:

@@ -13,6 +13,7 @@ is in flight: it is decided as if that plan were committed, and is void if that 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 
 from arena.engine.events import Fingerprint
 from arena.engine.periods import Calendar, PeriodKind, UnknownPeriod, Window
@@ -75,10 +76,23 @@ class BoardEngine:
         self.ready_windows = frozenset(windows)
 
     def unpublish(self) -> None:
-        """Hide every table from readers (`view` answers not_ready) before a load changes them,
-        or after a crash left them in doubt; `publish` shows them again. O(1)."""
+        """Hide every table from readers (`view` answers not_ready) before a load changes them;
+        `publish` shows them again. O(1)."""
         self.ready = frozenset()
         self.ready_windows = frozenset()
+
+    @contextmanager
+    def _changing(self) -> Iterator[None]:
+        """Around one step of the live path that changes tables and `last_seq` together: if it
+        fails halfway (a bug: the actor crashes, and its restart reloads), the tables hide, so
+        that no reader sees a change half made. A crash anywhere else leaves them whole, and they
+        answer until the restart begins (a PostgreSQL outage crashes the actor and keeps it
+        reopening the journal for as long as it lasts)."""
+        try:
+            yield
+        except BaseException:
+            self.unpublish()
+            raise
 
     # -- time ------------------------------------------------------------------------------
 
@@ -136,8 +150,9 @@ class BoardEngine:
         step = max(step, 1)
         for begin in range(0, len(records), step):
             chunk = records[begin : begin + step]
-            self.fold(self._routed(chunk, plan.routes))
-            self.last_seq = chunk[-1].seq
+            with self._changing():
+                self.fold(self._routed(chunk, plan.routes))
+                self.last_seq = chunk[-1].seq
             if begin + step < len(records):
                 yield
         self.last_seq = plan.last_seq
@@ -218,9 +233,10 @@ class BoardEngine:
         every window its event was applied to, where the member's state is merged again from
         its ``remaining`` events. Returns the windows disputed, once per void. Call with no plan
         in flight. O(remaining events * kinds)."""
-        self.last_seq = records[-1].seq
-        disputed = [window for target in targets for window in self.count_void(target.seq, target.occurred_at)]
-        self._recompute_member(targets[0].member, set(disputed), remaining)
+        with self._changing():
+            self.last_seq = records[-1].seq
+            disputed = [window for target in targets for window in self.count_void(target.seq, target.occurred_at)]
+            self._recompute_member(targets[0].member, set(disputed), remaining)
         return disputed
 
     def count_void(self, target_seq: int, occurred_at: int) -> tuple[Window, ...]:

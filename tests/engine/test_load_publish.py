@@ -9,17 +9,24 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
+from unittest.mock import patch
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from arena.engine.board import BoardEngine
+from arena.engine.events import Event
 from arena.engine.periods import PeriodKind
 from arena.engine.records import ScoreRecord
+from arena.engine.spec import BoardSpec
+from arena.engine.table import RankedTable
+from arena.engine.times import parse_rfc3339_ms
 from arena.errors import QueryError
 from arena.journal.snapshots import SnapshotStore
 from arena.replay import replay, replay_tail
 from arena.snapshotter import Snapshotter, start_from_snapshot
+from support.engine_harness import EngineHarness
 from support.engines import Live, on_a_journal, pinned
 from support.journals import BackendKind
 from support.oracle import DAY, Frame, OBoard, Oracle, Row, boards_and_frames, engine_rows, spec_of
@@ -27,6 +34,7 @@ from support.oracle import DAY, Frame, OBoard, Oracle, Row, boards_and_frames, e
 PROPERTY = settings(max_examples=40, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 LOADS = ("replay", "snapshot", "standby")
+T0 = parse_rfc3339_ms("2026-06-01T12:00:00Z")
 ANSWERED_ELSEWHERE = {"unknown_period", "period_not_retained"}
 """What a query may answer but a table: the window is not a table of the board (any more)."""
 
@@ -126,3 +134,24 @@ def test_a_load_answers_not_ready_or_the_oracle_at_its_seq_at_every_turn(
         assert engine.ready == frozenset(engine.kinds) and engine.last_seq == journal.last_seq
 
     on_a_journal(backend_kind, spec, data, body)
+
+
+def test_a_live_apply_that_fails_halfway_hides_the_tables_and_one_between_steps_leaves_them() -> None:
+    """The live path changes tables and seq together; a step that fails halfway (a bug: the
+    actor crashes and its restart reloads) hides every table rather than show half of it."""
+    spec = BoardSpec("b", periods=(PeriodKind.ALLTIME, PeriodKind.DAILY))
+    harness = EngineHarness({"b": spec})
+    engine = harness.engines["b"]
+    now = T0
+    harness.submit("gs", [{"board": "b", "member": "m", "value": 1, "occurred_at": now, "idempotency_key": "k0"}], now)
+    events = [Event("b", f"m{i}", i, now, f"k{i + 1}") for i in range(4)]
+    plan = engine.decide([(events, now, "gs")], {}, now)
+    steps = engine.commit_steps(plan, 2)
+    next(steps)  # the first two events: a pause, where the tables are the journal up to a seq
+    assert len(engine.view(PeriodKind.ALLTIME, None, now)) == 3 and engine.last_seq == 3
+    with patch.object(RankedTable, "apply_updates", side_effect=RuntimeError("a bug")), pytest.raises(RuntimeError):
+        next(steps)
+    for kind in spec.periods:
+        with pytest.raises(QueryError) as hidden:
+            engine.view(kind, None, now)
+        assert hidden.value.code == "not_ready"

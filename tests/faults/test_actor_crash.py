@@ -134,9 +134,9 @@ async def test_past_the_restart_intensity_the_board_is_failed_not_looping(tmp_pa
         await client.close()
 
 
-async def test_a_crashed_board_answers_not_ready_until_its_restart_has_loaded(tmp_path: Path, monkeypatch: Any) -> None:
-    """A crash may stop an apply halfway: nothing is answered from the crashed actor's tables,
-    and the restart's answers hold everything acked before the crash."""
+async def test_a_restarted_board_answers_not_ready_until_it_has_loaded_then_everything_acked(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
     loading = asyncio.Event()
     replay = arena.replay.replay
 
@@ -151,6 +151,9 @@ async def test_a_crashed_board_answers_not_ready_until_its_restart_has_loaded(tm
         monkeypatch.setattr(arena.actor, "replay", held_replay)
         await _crash(http, "a", 1)
         assert statuses(await client.submit([event("a", "x", 5, now, "crash-1")])) == ["rejected:unavailable"]
+        assert server.arena is not None
+        runs = server.arena.supervisor.runs
+        await until(lambda: runs["a"] == 2, "the restart")
         top = await http.get("/v1/boards/a/alltime/top")
         assert (top.status_code, top.json()["error"]["code"]) == (503, "not_ready")
         assert (await http.get("/readyz")).status_code == 503
