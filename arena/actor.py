@@ -326,18 +326,19 @@ class BoardActor:
         propagate to the supervisor; `unanswered` then holds the submissions to fail."""
         handle = self.handle
         board = handle.name
-        engine = self.followed or BoardEngine(handle.spec)
+        followed = self.followed
+        engine = followed or BoardEngine(handle.spec)
         self.followed = None
-        handle.engine = None if engine.ready else engine  # a followed engine serves once caught up
+        engine.unpublish()  # every load publishes its tables when it ends (`arena.replay.finish_load`)
+        handle.engine = engine
         handle.state = BoardState.LOADING
         handle.loaded.clear()
         self.metrics.board_state.labels(board).set(0)
         started = None
-        if engine.ready:
+        if followed is not None:
             began = time.perf_counter()
             events = await replay_tail(engine, self.journal, self.journal.last_seq, self.clock.now())
             started = ReplayReport(board, events, time.perf_counter() - began, []), engine.last_seq
-            handle.engine = engine
         elif self.snapshots is not None:
             started = await start_from_snapshot(engine, self.journal, self.snapshots, self.clock.now())
         report, snapshot_seq = started or (await replay(engine, self.journal, self.clock.now()), 0)

@@ -1,10 +1,15 @@
 """Rebuilding a board's tables from its journal: the one replay used by a starting actor, a
-restarted actor and `arena rebuild`.
+restarted actor and `arena rebuild`; and `replay_tail`, the records after a loaded seq (a
+snapshot's, a standby copy's).
+
+Every load hides the engine's tables from readers when it begins (`BoardEngine.unpublish`) and
+ends in `finish_load`, which publishes them at the seq they hold: a reader gets `not_ready`
+until then, never a partial table (DESIGN.md, "Never stale").
 
 Current hourly/daily/weekly tables load first, from a pass over the events since the earliest
-of their windows began; they answer while the second pass reads the older events for the alltime,
-monthly and retained closed tables. Each event is read once: the first pass folds it into every
-table it belongs to.
+of their windows began; those tables (only they: not the older retained ones of their kinds)
+answer while the second pass reads the older events for the alltime, monthly and retained closed
+tables. Each event is read once: the first pass folds it into every table it belongs to.
 
 A journal that can (`FoldingJournal`) folds the events itself, bucket by bucket: a bucket is the
 span of instants whose records go to the same windows (one `Route`), and its events below the
@@ -60,11 +65,14 @@ async def replay(
     names the file).
     """
     started = time.perf_counter()
+    engine.unpublish()
     upto = upto_seq if upto_seq is not None else journal.last_seq
     for marker in await journal.close_markers(upto):
         engine.close(marker)
     voids = await journal.voids(upto)
     voided = {void.target_seq for void, _occurred_at in voids}
+    for void, occurred_at in voids:  # disputes count by markers alone: before any table is published
+        engine.count_void(void.target_seq, occurred_at)
 
     short = [kind for kind in engine.kinds if kind in SHORT_KINDS]
     rest = [kind for kind in engine.kinds if kind not in SHORT_KINDS]
@@ -83,22 +91,27 @@ async def replay(
         await _read(loader, journal, upto, since, None, fold)
         tables = await _one_by_one(loader.finish(first_windows, only=first_windows.__contains__))
         reports += _reports(loader, tables, time.perf_counter() - pass_started)
-        engine.ready.update(short)
+        # only these tables are complete: their kinds' older (retained) and later tables are not
+        engine.publish(upto, (), first_windows)
         if on_ready:
             on_ready(frozenset(short))
     await _read(loader, journal, upto, None, since, fold)
     tables = await _one_by_one(loader.finish(engine.calendar.window_at(kind, now) for kind in rest))
     reports += _reports(loader, tables, time.perf_counter() - pass_started)
-    events = loader.events
-    for void, occurred_at in voids:
-        engine.count_void(void.target_seq, occurred_at)
-    engine.last_seq = upto
-    engine.ready.update(engine.kinds)
+    finish_load(engine, upto, now, rotate=not everything)  # rotating would retire the older closed tables just loaded on purpose
     if on_ready:
         on_ready(frozenset(engine.kinds))
-    if not everything:  # rotating would retire the older closed tables just loaded on purpose
+    return ReplayReport(engine.spec.name, loader.events, time.perf_counter() - started, reports)
+
+
+def finish_load(engine: BoardEngine, upto: int, now: int, *, rotate: bool = True) -> None:
+    """The last step of every load (a full replay, a snapshot and its tail, a standby's tail at a
+    takeover or a hand-off, a restart): ``engine``'s tables now hold every record journaled up to
+    seq ``upto``: open the current windows, retire what the retention drops, and publish every
+    kind at ``upto`` (`BoardEngine.publish`), in one step. O(tables + kinds)."""
+    engine.publish(upto, engine.kinds)
+    if rotate:
         engine.rotate(now)
-    return ReplayReport(engine.spec.name, events, time.perf_counter() - started, reports)
 
 
 async def _read(loader: Loader, journal: Journal, upto: int, since: int | None, before: int | None, fold: bool) -> None:
@@ -144,8 +157,10 @@ def _reports(loader: Loader, tables: list[RankedTable], seconds: float) -> list[
 async def replay_tail(engine: BoardEngine, journal: Journal, upto: int, now: int) -> int:
     """Apply ``journal``'s records after ``engine.last_seq`` up to seq ``upto`` to ``engine``
     (loaded up to its last_seq: a standby's copy, or a snapshot's tables), as of ``now``, and
-    leave its tables as a full replay up to ``upto`` would; the score events applied. Raises
-    JournalError. O(records in the tail + members of its voids' events)."""
+    leave its tables as a full replay up to ``upto`` would; the score events applied. Readers
+    see none of its tables until it ends (`finish_load`). Raises JournalError. O(records in the
+    tail + members of its voids' events)."""
+    engine.unpublish()
     after = engine.last_seq
     include = retained_by(engine.retention_floors(now))
     for marker in await journal.close_markers(upto):
@@ -169,9 +184,8 @@ async def replay_tail(engine: BoardEngine, journal: Journal, upto: int, now: int
         assert target is not None, "a void's event is journaled"
         remaining = [e for e in await journal.member_events(target.member, before_seq=upto + 1) if not e.voided]
         engine.void([void], [target], remaining)
-    engine.last_seq = upto
     for key, table in list(engine.tables.items()):  # as a replay leaves them out: past the retention, or closed empty
         if not include(table.window) or (table.closed and not len(table)):
             del engine.tables[key]
-    engine.rotate(now)
+    finish_load(engine, upto, now)
     return events

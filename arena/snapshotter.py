@@ -148,6 +148,7 @@ async def start_from_snapshot(
         log.warning("board %s: snapshot at seq %d ignored: %s; replaying the journal in full", board, snapshot.seq, reason)
         return None
 
+    engine.unpublish()  # as every load: no table is seen before the tail is applied
     include = retained_by(floors)  # as a full replay: the tables retained today
     for image in snapshot.tables:  # one table a turn: each is O(n), about 0.3 s at 10**6 entries
         window = image.window
@@ -158,9 +159,8 @@ async def start_from_snapshot(
     for marker in await journal.close_markers(snapshot.seq):
         engine.close(marker)
     engine.last_seq = snapshot.seq
-    engine.ready.update(engine.kinds)
     upto = journal.last_seq
-    events = await replay_tail(engine, journal, upto, now)
+    events = await replay_tail(engine, journal, upto, now)  # publishes at its end
     seconds = time.perf_counter() - started
     log.info("board %s: started from the snapshot at seq %d and %d records after it", board, snapshot.seq, upto - snapshot.seq)
     return ReplayReport(board, events, seconds, [TableReport(t, 0, seconds) for t in engine.tables.values()]), snapshot.seq

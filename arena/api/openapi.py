@@ -111,8 +111,10 @@ def _with(base: str, **properties: Doc) -> Doc:
 
 
 ENTRY = _object(["rank", "member", "score", "reached_at"], rank=_int(1), member=_STRING, score={"type": "integer"}, reached_at=_TIME)
+SEQ = {**_int(0), "description": "the board's last journal seq the answer reflects; on one WebSocket connection, "
+       "answers about one board never go back in seq"}
 TABLE_FIELDS = _object(
-    ["board", "period", "period_id", "start", "end", "closed", "size"],
+    ["board", "period", "period_id", "start", "end", "closed", "size", "seq"],
     board=_STRING,
     period=_STRING,
     period_id=_STRING,
@@ -120,6 +122,7 @@ TABLE_FIELDS = _object(
     end=_NULLABLE_TIME,
     closed={"type": "boolean"},
     size=_int(0),
+    seq=SEQ,
 )
 _ENTRIES = {"type": "array", "items": _ref("Entry")}
 _VOID_EVENT = _object(["board", "idempotency_key", "voided", "already_voided"], board=_STRING, idempotency_key=_STRING,
@@ -139,11 +142,12 @@ SCHEMAS: Doc = {
     "TableMembers": _with("Table", entries=_ENTRIES, missing={"type": "array", "items": _STRING}),
     "Percentile": _with("Table", entry=_ref("Entry"), top_percent={"type": "number"}),
     "ScoreAtPercentile": _with("Table", p={"type": "number"}, entry={"oneOf": [_ref("Entry"), {"type": "null"}]}),
-    "Digest": _with("Table", sha256={"type": "string", "pattern": "^[0-9a-f]{64}$"}, seq=_int(0)),
+    "Digest": _with("Table", sha256={"type": "string", "pattern": "^[0-9a-f]{64}$"}),
     "Periods": _object(
-        ["board", "period", "periods"],
+        ["board", "period", "periods", "seq"],
         board=_STRING,
         period=_STRING,
+        seq=SEQ,
         periods={"type": "array", "items": _object(
             ["period_id", "start", "end", "closed", "closed_at", "size", "disputes"],
             period_id=_STRING, start=_NULLABLE_TIME, end=_NULLABLE_TIME, closed={"type": "boolean"},

@@ -34,10 +34,15 @@ def period_kind(period: str) -> PeriodKind:
 
 
 def view(arena: Arena, board: str, period: str, period_id: str | None) -> tuple[RankedTable, Body]:
-    """The table a query names and its fields (`table_fields`): the one way a query views a table."""
+    """The table a query names and its fields (`table_fields`) with ``seq``, the board's last
+    journal seq the table reflects: the one way a query views a table. The seq is read in the
+    same step as the table (no await between), and the caller reads the table before it awaits."""
     now = arena.clock.now()
-    table = arena.board(board).view(period_kind(period), period_id, now)
-    return table, table_fields(arena, board, table, now)
+    handle = arena.board(board)
+    table = handle.view(period_kind(period), period_id, now)
+    engine = handle.engine
+    assert engine is not None  # the table was viewed
+    return table, {**wire.table_fields(board, table, engine.window_closed(table.window, now)), "seq": engine.last_seq}
 
 
 def table_fields(arena: Arena, board: str, table: RankedTable, now: int) -> Body:
@@ -136,15 +141,11 @@ async def digest(arena: Arena, board: str, period: str, period_id: str | None) -
     one digest at a time per server, so that concurrent ones cannot crowd out everything else."""
     async with arena.digest_turn:
         table, body = view(arena, board, period, period_id)
-        engine = arena.board(board).engine
-        assert engine is not None
-        seq = engine.last_seq
         h = hashlib.sha256()
         for piece in table.canonical_text(table.snapshot(), DIGEST_STEP):
             h.update(piece)
             await asyncio.sleep(0)
     body["sha256"] = h.hexdigest()
-    body["seq"] = seq
     return body
 
 
@@ -169,7 +170,7 @@ def periods(arena: Arena, board: str, period: str) -> Body:
             "size": len(table),
             "disputes": engine.disputes.get((kind, window.period_id), 0),
         })
-    return {"board": board, "period": kind.value, "periods": listed}
+    return {"board": board, "period": kind.value, "periods": listed, "seq": engine.last_seq}
 
 
 def boards(arena: Arena) -> Body:

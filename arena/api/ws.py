@@ -231,6 +231,8 @@ class Connection:
         self.stalled = False
         self._reader: asyncio.Task[None] | None = None
         self._subscriptions: Subscriptions | None = None
+        self._seqs: dict[str, int] = {}
+        """Per board, the highest seq of an answer sent on this connection (`_result`)."""
 
     def subscriptions(self) -> Subscriptions:
         if self._subscriptions is None:
@@ -340,8 +342,7 @@ class Connection:
                 if isinstance(board, str) and not self.forwarding.local(board) and board in self.arena.boards:
                     self._spawn(self._forwarded(frame_id, board, frame))
                     return
-            body = answer(self.arena, frame)
-            self._reply(wire.dumps({"op": "result", "id": frame_id, **body}))
+            self._reply(self._result(frame_id, answer(self.arena, frame)))
         except FrameError as exc:
             self._reply(_error(frame_id, exc.code, exc.message))
         except QueryError as exc:
@@ -413,20 +414,38 @@ class Connection:
             self._reply(_error(frame_id, exc.code, exc.message))
 
     async def _forwarded(self, frame_id: object, board: str, frame: dict[str, Any]) -> None:
-        """A query op for a board served elsewhere, answered by its owner."""
+        """A query op for a board served elsewhere, answered by its owner. An answer older than
+        one this connection was sent (an old owner's, during a move) is asked again once."""
         self.forwarding.count("queries")
         try:
-            answer = await self.forwarding.ask(board, {"op": "ask", "frame": {k: v for k, v in frame.items() if k != "id"}})
-            if answer is None:  # served here after all
-                body = QUERY_OPS[frame["op"]](self.arena, frame)
-            elif "error" in answer:
-                error = answer["error"]
-                raise QueryError(error["code"], error["message"], error["status"])
-            else:
-                body = answer["body"]
-            self._reply(wire.dumps({"op": "result", "id": frame_id, **body}))
+            body = await self._ask(board, frame)
+            if body["seq"] < self._seqs.get(board, 0):
+                body = await self._ask(board, frame)
+            self._reply(self._result(frame_id, body))
         except QueryError as exc:
             self._reply(_error(frame_id, exc.code, exc.message))
+
+    async def _ask(self, board: str, frame: dict[str, Any]) -> Body:
+        """A query op's answer from the board's owner (or here, if it is served here now)."""
+        answer = await self.forwarding.ask(board, {"op": "ask", "frame": {k: v for k, v in frame.items() if k != "id"}})
+        if answer is None:  # served here after all
+            return QUERY_OPS[frame["op"]](self.arena, frame)
+        if "error" in answer:
+            error = answer["error"]
+            raise QueryError(error["code"], error["message"], error["status"])
+        body: Body = answer["body"]
+        return body
+
+    def _result(self, frame_id: object, body: Body) -> bytes:
+        """The `result` frame of a query's answer, unless the connection was owed a newer answer
+        about its board: answers about one board never go back in seq on one connection (DESIGN.md,
+        "Never stale"; the outbox sends owed frames in order). Raises QueryError unavailable instead."""
+        board, seq = body["board"], body["seq"]
+        if seq < self._seqs.get(board, 0):
+            raise QueryError("unavailable", f"board {board!r} answered from an older state than this connection was "
+                             "sent (it is moving between nodes); retry", 503)
+        self._seqs[board] = seq
+        return wire.dumps({"op": "result", "id": frame_id, **body})
 
     def _reply(self, payload: bytes) -> None:
         """Owe one frame's answer through the outbox and free the frame's in-flight slot."""

@@ -86,6 +86,9 @@ class TableInfo:
     end: datetime | None
     closed: bool
     size: int
+    seq: int
+    """The board's last journal seq the answer reflects: it holds every event acked before the
+    query was sent, and on one connection answers about one board never go back in seq."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,5 +182,6 @@ def parse_info(body: Mapping[str, Any]) -> dict[str, Any]:
         "end": _optional_time(body["end"]),
         "closed": body["closed"],
         "size": body["size"],
+        "seq": body["seq"],
     }
 

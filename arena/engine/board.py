@@ -13,6 +13,7 @@ is in flight: it is decided as if that plan were committed, and is void if that 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 
 from arena.engine.events import Fingerprint
 from arena.engine.periods import Calendar, PeriodKind, UnknownPeriod, Window
@@ -47,7 +48,10 @@ class BoardEngine:
         self.tables: dict[TableKey, RankedTable] = {}
         self.markers: dict[TableKey, CloseRecord] = {}
         self.disputes: dict[TableKey, int] = {}
-        self.ready: set[PeriodKind] = set()
+        self.ready: frozenset[PeriodKind] = frozenset()
+        """The kinds whose tables readers may see (`view`); set only by `publish`."""
+        self.ready_windows: frozenset[Window] = frozenset()
+        """Tables readers may see ahead of their kind (a replay's current short tables)."""
         self.last_seq = last_seq
         self.router = Router(self.calendar, self.kinds, self._marker_seq)
         """Routes journaled records (replay, voids) by the markers installed here."""
@@ -57,6 +61,38 @@ class BoardEngine:
     def _marker_seq(self, key: TableKey) -> float:
         marker = self.markers.get(key)
         return NO_MARKER if marker is None else marker.seq
+
+    # -- readers ---------------------------------------------------------------------------
+
+    def publish(self, seq: int, kinds: Iterable[PeriodKind], windows: Iterable[Window] = ()) -> None:
+        """Let readers see the tables of ``kinds`` (every window) and of ``windows`` (ahead of
+        their kind) as the journal up to ``seq``, which answers then report: the one rule for
+        publishing a board's tables (DESIGN.md, "Never stale"). Call only when those tables hold
+        every record of the board journaled up to ``seq`` and nothing else; from then on the
+        live path changes tables and `last_seq` together (`commit_steps`, `void`). O(kinds)."""
+        assert not self._in_flight, "a load publishes, with no plan in flight"
+        self.last_seq = seq
+        self.ready = frozenset(kinds)
+        self.ready_windows = frozenset(windows)
+
+    def unpublish(self) -> None:
+        """Hide every table from readers (`view` answers not_ready) before a load changes them;
+        `publish` shows them again. O(1)."""
+        self.ready = frozenset()
+        self.ready_windows = frozenset()
+
+    @contextmanager
+    def _changing(self) -> Iterator[None]:
+        """Around one step of the live path that changes tables and `last_seq` together: if it
+        fails halfway (a bug: the actor crashes, and its restart reloads), the tables hide, so
+        that no reader sees a change half made. A crash anywhere else leaves them whole, and they
+        answer until the restart begins (a PostgreSQL outage crashes the actor and keeps it
+        reopening the journal for as long as it lasts)."""
+        try:
+            yield
+        except BaseException:
+            self.unpublish()
+            raise
 
     # -- time ------------------------------------------------------------------------------
 
@@ -114,8 +150,9 @@ class BoardEngine:
         step = max(step, 1)
         for begin in range(0, len(records), step):
             chunk = records[begin : begin + step]
-            self.fold(self._routed(chunk, plan.routes))
-            self.last_seq = chunk[-1].seq
+            with self._changing():
+                self.fold(self._routed(chunk, plan.routes))
+                self.last_seq = chunk[-1].seq
             if begin + step < len(records):
                 yield
         self.last_seq = plan.last_seq
@@ -196,9 +233,10 @@ class BoardEngine:
         every window its event was applied to, where the member's state is merged again from
         its ``remaining`` events. Returns the windows disputed, once per void. Call with no plan
         in flight. O(remaining events * kinds)."""
-        self.last_seq = records[-1].seq
-        disputed = [window for target in targets for window in self.count_void(target.seq, target.occurred_at)]
-        self._recompute_member(targets[0].member, set(disputed), remaining)
+        with self._changing():
+            self.last_seq = records[-1].seq
+            disputed = [window for target in targets for window in self.count_void(target.seq, target.occurred_at)]
+            self._recompute_member(targets[0].member, set(disputed), remaining)
         return disputed
 
     def count_void(self, target_seq: int, occurred_at: int) -> tuple[Window, ...]:
@@ -301,7 +339,7 @@ class BoardEngine:
         """
         if kind not in self.kinds:
             raise not_found("unknown_period", f"board {self.spec.name!r} has no {kind.value} table")
-        if kind not in self.ready:
+        if not self.ready and not self.ready_windows:
             raise not_ready(self.spec.name)
         if period_id is None:
             window = self.calendar.window_at(kind, now)
@@ -310,6 +348,8 @@ class BoardEngine:
                 window = self.calendar.window_by_id(kind, period_id)
             except UnknownPeriod as exc:
                 raise not_found("unknown_period", f"{period_id!r} is not a {kind.value} period id") from exc
+        if kind not in self.ready and window not in self.ready_windows:
+            raise not_ready(self.spec.name)
         key = (kind, window.period_id)
         table = self.tables.get(key)
         if table is not None:
@@ -323,7 +363,10 @@ class BoardEngine:
 
     def listed_tables(self, kind: PeriodKind, now: int) -> list[RankedTable]:
         """The tables of `listed_windows`, an empty one for a window no event reached: what the
-        periods route lists and `arena rebuild` prints. O(listed windows)."""
+        periods route lists and `arena rebuild` prints. Raises QueryError not_ready until every
+        table of the kind is published. O(listed windows)."""
+        if kind not in self.ready:
+            raise not_ready(self.spec.name)
         listed = []
         for window in self.listed_windows(kind, now):
             table = self.tables.get((kind, window.period_id))

@@ -227,6 +227,53 @@ async def test_a_board_that_moved_is_re_routed_not_refused(nodes: Nodes) -> None
     assert (await get(f"{nodes.a.url}/v1/boards/b1/alltime/members/m")).json()["entry"]["score"] == 1
 
 
+async def test_on_one_connection_answers_about_a_board_never_go_back_in_seq(nodes: Nodes) -> None:
+    """b1 moves from b to a, whose journal of it (each node keeps its own here) is behind b's:
+    the connection that was sent b's seq gets `unavailable` rather than a's older answer; a new
+    connection gets a's answer."""
+    op = {"op": "top", "board": "b1", "period": "alltime"}
+    client = await Client.connect(nodes.a.ws_url, token_for("gs"))
+    try:
+        await client.submit([event("b1", f"m{i}", i, NOW, f"s{i}") for i in range(3)])
+        forwarded = await client.request(op)
+        assert (forwarded["op"], forwarded["seq"]) == ("result", 3)
+        await nodes.owners(b1=nodes.a)
+        older = await client.request(op)
+        assert (older["op"], older["code"]) == ("error", "unavailable")
+        fresh = await Client.connect(nodes.a.ws_url, token_for("gs"))
+        try:
+            assert ((answer := await fresh.request(op))["op"], answer["seq"]) == ("result", 0)
+        finally:
+            await fresh.close()
+    finally:
+        await client.close()
+
+
+async def test_an_owner_s_answer_older_than_one_the_connection_was_sent_is_asked_again_once(
+    nodes: Nodes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    op = {"op": "rank", "board": "b1", "period": "alltime", "member": "m"}
+    client = await Client.connect(nodes.a.ws_url, token_for("gs"))
+    try:
+        await client.submit([event("b1", "m", 1, NOW, "t1"), event("b1", "m", 2, NOW, "t2")])
+        assert (await client.request(op))["seq"] == 2
+        ask = Forwarding.ask
+        asked: list[int] = []
+
+        async def an_old_owner_first(self: Forwarding, board: str, message: dict[str, Any]) -> dict[str, Any] | None:
+            answer = await ask(self, board, message)
+            asked.append(len(asked))
+            if len(asked) == 1 and answer is not None:  # as an old owner would answer, once
+                return {**answer, "body": {**answer["body"], "seq": 1}}
+            return answer
+
+        monkeypatch.setattr(Forwarding, "ask", an_old_owner_first)
+        again = await client.request(op)
+        assert (again["op"], again["seq"], again["entry"]["score"], len(asked)) == ("result", 2, 3, 2)
+    finally:
+        await client.close()
+
+
 def updates(client: Client, sub: str) -> list[dict[str, Any]]:
     return [f for f in client.unmatched if f.get("op") == "update" and f.get("sub") == sub]
 

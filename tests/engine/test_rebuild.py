@@ -176,7 +176,7 @@ def test_deciding_a_batch_before_the_one_ahead_is_committed_changes_nothing(
     serial, _ = drive(board, frames)
     spec = spec_of(board)
     engine = BoardEngine(spec)
-    engine.ready.update(engine.kinds)
+    engine.publish(0, engine.kinds)
     known: dict[str, Fingerprint] = {}
     journal: list[Record] = []
     ahead: Plan | None = None
@@ -343,7 +343,7 @@ def test_the_marker_journaled_by_a_late_event_itself_keeps_it_out(rebuild: Any) 
 def test_a_batch_received_before_the_close_is_applied_even_if_decided_after(rebuild: Any) -> None:
     spec = BoardSpec("b", periods=(PeriodKind.DAILY,))
     engine = BoardEngine(spec)
-    engine.ready.update(engine.kinds)
+    engine.publish(0, engine.kinds)
     day = ms("2026-06-01T12:00:00Z")
     moment = ms("2026-06-02T00:01:00Z")
     event = Event("b", "a", 7, day, "k")
@@ -360,7 +360,7 @@ def test_frames_of_one_batch_on_either_side_of_the_close_are_routed_each_by_its_
     # the same occurred_at in every frame: what differs is only received_at
     spec = daily_board()
     engine = BoardEngine(spec)
-    engine.ready.update(engine.kinds)
+    engine.publish(0, engine.kinds)
     day = ms("2026-06-01T12:00:00Z")
     moment = ms("2026-06-02T00:01:00Z")
     frames = [([Event("b", "a", 7, day, "k1")], moment - 1, "gs"), ([Event("b", "b", 9, day, "k2")], moment, "gs")]

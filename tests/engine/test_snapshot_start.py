@@ -17,7 +17,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arena.clock import Clock
 from arena.engine.board import BoardEngine
 from arena.engine.periods import PeriodKind, Window
 from arena.engine.spec import BoardSpec
@@ -29,33 +28,13 @@ from arena.replay import replay
 from arena.snapshot import FORMAT, MAGIC, decode
 from arena.snapshotter import Snapshotter, start_from_snapshot
 from support.engine_harness import EngineHarness
-from support.engines import Live, full_replay, state
-from support.journals import BackendKind, Store, journal_store
+from support.engines import Live, full_replay, on_a_journal, pinned, state
+from support.journals import BackendKind, Store
 from support.oracle import Frame, OBoard, boards_and_frames, spec_of
 
 STORED_PROPERTY = settings(max_examples=30, deadline=None,
                            suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 DAY = 86_400_000
-
-
-def pinned(now: int) -> Clock:
-    clock = Clock()
-    clock.set(now)
-    return clock
-
-
-def on_a_journal(backend_kind: BackendKind, spec: BoardSpec, data: st.DataObject,
-                 body: Callable[[Live, SnapshotStore], Awaitable[None]]) -> None:
-    """Run ``body`` with a `Live` engine on a fresh journal of the backend, and its snapshot store."""
-    async def run() -> None:
-        async with journal_store(*backend_kind) as store:
-            journal = await store.open(spec)
-            try:
-                await body(Live(spec, journal, data), snapshot_store(store.backend()))
-            finally:
-                await journal.close()
-
-    asyncio.run(run())
 
 
 @STORED_PROPERTY

@@ -11,6 +11,8 @@ from typing import Any
 
 import httpx
 
+import arena.actor
+import arena.replay
 from arena.actor import BoardState
 from support.faults import journaled
 from support.server import Client, InProcessServer, event, make_config, statuses, token_for, until
@@ -129,4 +131,34 @@ async def test_past_the_restart_intensity_the_board_is_failed_not_looping(tmp_pa
         metrics = (await http.get("/metrics")).text
         assert 'arena_actor_restarts_total{board="a"} 2.0' in metrics
         assert 'arena_board_ready{board="a"} -1.0' in metrics
+        await client.close()
+
+
+async def test_a_restarted_board_answers_not_ready_until_it_has_loaded_then_everything_acked(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    loading = asyncio.Event()
+    replay = arena.replay.replay
+
+    async def held_replay(*args: Any, **kwargs: Any) -> Any:
+        await loading.wait()
+        return await replay(*args, **kwargs)
+
+    async with InProcessServer(make_config(tmp_path, BOARDS)) as server, httpx.AsyncClient(base_url=server.url) as http:
+        client = await Client.connect(server.ws_url, token_for("gs"))
+        now = _now()
+        assert statuses(await client.submit([event("a", "m", 3, now, "k1"), event("a", "m", 4, now, "k2")])) == ["accepted"] * 2
+        monkeypatch.setattr(arena.actor, "replay", held_replay)
+        await _crash(http, "a", 1)
+        assert statuses(await client.submit([event("a", "x", 5, now, "crash-1")])) == ["rejected:unavailable"]
+        assert server.arena is not None
+        runs = server.arena.supervisor.runs
+        await until(lambda: runs["a"] == 2, "the restart")
+        top = await http.get("/v1/boards/a/alltime/top")
+        assert (top.status_code, top.json()["error"]["code"]) == (503, "not_ready")
+        assert (await http.get("/readyz")).status_code == 503
+        loading.set()
+        await _until_ready(server, "a", 2)
+        top = await http.get("/v1/boards/a/alltime/top")
+        assert (top.status_code, top.json()["seq"], top.json()["entries"][0]["score"]) == (200, 2, 7)
         await client.close()

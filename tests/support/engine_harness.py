@@ -24,7 +24,7 @@ class EngineHarness:
     def __init__(self, boards: Mapping[str, BoardSpec], servers: Mapping[str, Sequence[str]] | None = None) -> None:
         self.engines = {name: BoardEngine(spec) for name, spec in boards.items()}
         for engine in self.engines.values():
-            engine.ready.update(engine.kinds)
+            engine.publish(0, engine.kinds)
         self.servers = {k: list(v) for k, v in (servers or {"gs": ["*"]}).items()}
         self.journals: dict[str, list[Record]] = {name: [] for name in boards}
         self.keys: dict[str, dict[str, Fingerprint]] = {name: {} for name in boards}

@@ -5,16 +5,20 @@ whose frames and voids are journaled as it goes (`Live`)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from hypothesis import strategies as st
 
+from arena.clock import Clock
 from arena.engine.board import BoardEngine
 from arena.engine.records import ScoreRecord, VoidRecord
 from arena.engine.spec import BoardSpec
 from arena.journal import Journal
+from arena.journal.snapshots import SnapshotStore, snapshot_store
 from arena.replay import replay
 from support.engine_harness import EngineHarness
+from support.journals import BackendKind, journal_store
 from support.oracle import Frame
 
 
@@ -44,6 +48,26 @@ async def void(engine: BoardEngine, journal: Journal, target: ScoreRecord, now: 
     remaining = [e for e in await journal.member_events(stored.member) if e.seq != stored.seq and not e.voided]
     await journal.append([record])
     engine.void([record], [stored], remaining)
+
+
+def pinned(now: int) -> Clock:
+    clock = Clock()
+    clock.set(now)
+    return clock
+
+
+def on_a_journal(backend_kind: BackendKind, spec: BoardSpec, data: st.DataObject,
+                 body: Callable[[Live, SnapshotStore], Awaitable[None]]) -> None:
+    """Run ``body`` with a `Live` engine on a fresh journal of the backend, and its snapshot store."""
+    async def run() -> None:
+        async with journal_store(*backend_kind) as store:
+            journal = await store.open(spec)
+            try:
+                await body(Live(spec, journal, data), snapshot_store(store.backend()))
+            finally:
+                await journal.close()
+
+    asyncio.run(run())
 
 
 class Live:

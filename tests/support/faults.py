@@ -23,10 +23,11 @@ import websockets
 from websockets.frames import Frame, Opcode
 
 from arena.config import JournalSettings
+from arena.engine.times import parse_rfc3339_ms
 from loadtest import config_toml
 from support import postgres
 from support.arena_cli import arena, rebuild_digests
-from support.server import make_config, token_for
+from support.server import ADMIN_TOKEN, make_config, token_for
 
 Fingerprint = tuple[str, int, int]
 TableId = tuple[str, str, str]
@@ -84,6 +85,27 @@ async def stored(journal: JournalSettings, data_dir: Path, board: str) -> dict[s
         return journaled(data_dir, board)
     assert journal.url is not None
     return await postgres.journaled(journal.url, journal.schema, board)
+
+
+async def audited(url: str, board: str, members: Sequence[str]) -> list[dict[str, Any]]:
+    """Every journaled event of ``members`` on ``board``, as the admin audit route lists them
+    (page by page, newest first), with ``occurred_at`` as epoch milliseconds."""
+    found: list[dict[str, Any]] = []
+    async with httpx.AsyncClient(base_url=url, timeout=30, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}) as http:
+        for member in members:
+            before: int | None = None
+            while True:
+                params: dict[str, Any] = {"member": member, "limit": 1000}
+                if before is not None:
+                    params["before_seq"] = before
+                answer = await http.get(f"/v1/boards/{board}/events", params=params)
+                assert answer.status_code == 200, answer.text
+                page = answer.json()["events"]
+                found += [{**e, "occurred_at": parse_rfc3339_ms(e["occurred_at"])} for e in page]
+                if len(page) < 1000:
+                    break
+                before = page[-1]["seq"]
+    return found
 
 
 # -- what the server answers ------------------------------------------------------------------

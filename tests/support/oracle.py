@@ -130,13 +130,17 @@ def rank(board: OBoard, events: list[OEvent]) -> list[Row]:
     by_member: dict[str, list[OEvent]] = {}
     for e in events:
         by_member.setdefault(e.member, []).append(e)
-    rows = [(m, *standing(board, evs)) for m, evs in by_member.items()]
+    return ranked(board, [(m, *standing(board, evs)) for m, evs in by_member.items()])
+
+
+def ranked(board: OBoard, standings: list[tuple[str, int, int]]) -> list[Row]:
+    """A table's entries in rank order from its (member, score, reached_at) standings."""
 
     def order(row: tuple[str, int, int]) -> tuple[int, int, str]:
         member, score, reached = row
         return (-score if board.order == "desc" else score, reached if board.tie == "earliest" else -reached, member)
 
-    return [(i + 1, m, s, r) for i, (m, s, r) in enumerate(sorted(rows, key=order))]
+    return [(i + 1, m, s, r) for i, (m, s, r) in enumerate(sorted(standings, key=order))]
 
 
 def digest(rows: list[Row]) -> str:

@@ -49,15 +49,19 @@ async def fetchval(url: str, sql: str, *args: Any) -> Any:
         await conn.close()
 
 
+async def fetch(url: str, sql: str, *args: Any) -> list[asyncpg.Record]:
+    """Run one query on a connection of its own; its rows."""
+    conn = await asyncpg.connect(url, timeout=10)
+    try:
+        return list(await conn.fetch(sql, *args))
+    finally:
+        await conn.close()
+
+
 async def journaled(url: str, schema: str, board: str) -> dict[str, tuple[str, int, int]]:
     """idempotency_key -> (member, value, occurred_at) of every score event of a board, read
     from the tables (as support.faults.journaled reads a sqlite file)."""
-    conn = await asyncpg.connect(url, timeout=10)
-    try:
-        rows = await conn.fetch(
-            f"SELECT idempotency_key, member, value, occurred_at FROM {schema}.score_event WHERE board = $1", board)
-    finally:
-        await conn.close()
+    rows = await fetch(url, f"SELECT idempotency_key, member, value, occurred_at FROM {schema}.score_event WHERE board = $1", board)
     return {bytes(key).decode(): (member, value, occurred_at) for key, member, value, occurred_at in rows}
 
 

@@ -265,7 +265,8 @@ class Client:
             future.set_exception(ConnectionError("connection closed"))
             return future
         self._waiting[frame["id"]] = future
-        asyncio.ensure_future(self.ws.send(orjson.dumps(frame).decode()))
+        sending = asyncio.ensure_future(self.ws.send(orjson.dumps(frame).decode()))
+        sending.add_done_callback(lambda done: done.cancelled() or done.exception())  # a closed connection fails `future`
         return future
 
     async def request(self, frame: dict[str, Any], timeout: float = 10.0) -> dict[str, Any]:

@@ -1,0 +1,129 @@
+"""The history checker (`support.history`) on one `arena serve` node, on both journal backends:
+while writers stream and readers query (HTTP, WS query ops, a subscription), a fault strikes —
+SIGKILL and a restart, a graceful restart, a start from a snapshot with a long journal tail, a
+supervisor restart, a PostgreSQL restart — and afterwards every answer must reflect every event
+acked before its query was sent and equal the oracle's standings at its seq ("Never stale")."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import signal
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from arena.config import JournalSettings
+from support.faults import parse_metric, write_config
+from support.history import Recorder, Workload, check_journals, members, record
+from support.oracle import OBoard
+from support.postgres import EmbeddedPostgres
+from support.server import ChildServer, until
+
+WORKLOAD = Workload(
+    {"total": OBoard(aggregation="sum", min_value=0, max_value=9), "best": OBoard(aggregation="best", max_value=1000)},
+    members(30),
+)
+
+
+async def _served(tmp_path: Path, journal: JournalSettings, workload: Workload = WORKLOAD, **settings: Any) -> ChildServer:
+    server = ChildServer(write_config(tmp_path, workload.board_config(), journal=journal, **settings))
+    await asyncio.to_thread(server.start)
+    return server
+
+
+async def _restart(server: ChildServer, sig: int) -> None:
+    """Stop ``server`` with ``sig`` and start it again on its port at once: readers meet it
+    while its boards load."""
+    if sig == signal.SIGKILL:
+        server.kill()
+    else:
+        assert await asyncio.to_thread(server.stop) == 0
+    await asyncio.to_thread(server.start, port=server.port, ready=False)
+
+
+async def _judge(server: ChildServer, history: Any, journal: JournalSettings, tmp_path: Path,
+                 workload: Workload = WORKLOAD) -> None:
+    report = await check_journals(history, workload, journal, tmp_path / "data")
+    print(f"\n{report}")
+    assert report.ok, f"{report}\nserver log:\n{server.log_tail()}"
+    assert report.checked > 0 and report.acked > 0
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["sigkill", "sigterm"])
+async def test_answers_are_never_stale_across_a_restart(tmp_path: Path, served_journal: JournalSettings, sig: int) -> None:
+    server = await _served(tmp_path, served_journal)
+    try:
+        async def fault(recorder: Recorder) -> None:
+            await _restart(server, sig)
+
+        history = await record(WORKLOAD, lambda: [server.url], fault)
+    finally:
+        server.kill()
+    await _judge(server, history, served_journal, tmp_path)
+
+
+async def test_answers_are_never_stale_across_a_supervisor_restart(tmp_path: Path, served_journal: JournalSettings) -> None:
+    server = await _served(tmp_path, served_journal, max_restarts=10, restart_window_seconds=3600)
+    try:
+        async def fault(recorder: Recorder) -> None:
+            async with httpx.AsyncClient(base_url=server.url) as http:
+                for board in WORKLOAD.boards:
+                    answer = await http.post(f"/v1/_test/boards/{board}/crash", json={"times": 1})
+                    assert answer.status_code == 200, answer.text
+                    await until(partial(_restarts, http, board), f"board {board} restarted")
+
+        history = await record(WORKLOAD, lambda: [server.url], fault)
+    finally:
+        server.kill()
+    await _judge(server, history, served_journal, tmp_path)
+
+
+async def _restarts(http: httpx.AsyncClient, board: str) -> bool:
+    return parse_metric((await http.get("/metrics")).text, "arena_actor_restarts_total", board=board) >= 1
+
+
+SNAPSHOT_EVERY = 20_000
+TAIL = re.compile(r"started from the snapshot at seq \d+ and (\d+) records after it")
+BIG = Workload({"total": OBoard(aggregation="sum", min_value=0, max_value=9)}, members(2000), seed=7)
+
+
+@pytest.mark.slow
+async def test_answers_are_never_stale_during_a_start_from_a_snapshot_with_a_long_tail(
+        tmp_path: Path, served_journal: JournalSettings) -> None:
+    """A snapshot at about 20k records, then 12.5k more and SIGKILL: the restart loads the
+    snapshot and replays a tail of thousands of events while the readers hammer the board."""
+    server = await _served(tmp_path, served_journal, BIG, snapshot_every_events=SNAPSHOT_EVERY)
+    try:
+        async def fault(recorder: Recorder) -> None:
+            await until(lambda: " written to " in server.log(), "the first snapshot", timeout=120)
+            await recorder.until_acked(SNAPSHOT_EVERY * 5 // 8, "a long tail", timeout=120)
+            await _restart(server, signal.SIGKILL)
+            await until(lambda: TAIL.search(server.log()), "the start from the snapshot")
+            tail = TAIL.search(server.log())
+            assert tail is not None and int(tail[1]) >= SNAPSHOT_EVERY // 4, tail[0] if tail else None
+
+        history = await record(BIG, lambda: [server.url], fault, writers=4, batch=500, http_readers=4)
+    finally:
+        server.kill()
+    await _judge(server, history, served_journal, tmp_path, BIG)
+
+
+@pytest.mark.slow
+async def test_answers_are_never_stale_across_a_postgresql_restart(tmp_path: Path, own_postgres: EmbeddedPostgres) -> None:
+    journal = JournalSettings("postgresql", own_postgres.url, "arena")
+    server = await _served(tmp_path, journal)
+    try:
+        async def fault(recorder: Recorder) -> None:
+            await asyncio.to_thread(own_postgres.stop)
+            answered = len(recorder.history.answers)
+            await until(lambda: len(recorder.history.answers) > answered + 100, "answers without the store")
+            await asyncio.to_thread(own_postgres.start)
+
+        history = await record(WORKLOAD, lambda: [server.url], fault)
+    finally:
+        server.kill()
+    await _judge(server, history, journal, tmp_path)
