@@ -97,7 +97,7 @@ class QuerySource:
             current = engine.calendar.window_at(queries.period_kind(view["period"]), self.arena.clock.now()).period_id
         return (id(engine), engine.last_seq, current)
 
-    def evaluate(self, spec: ViewSpec) -> tuple[int, bytes] | str:
+    def evaluate(self, spec: ViewSpec) -> tuple[int, bytes] | str | None:
         view = spec.fields
         upstream = self.upstreams.get(spec)
         if upstream is not None:
@@ -106,8 +106,10 @@ class QuerySource:
         try:
             body = self.ops[view["op"]](self.arena, view)
         except QueryError as exc:
-            if exc.code != "member_not_found":
+            if exc.code in REFUSED:  # its table left retention: the subscription ends
                 return exc.code
+            if exc.code != "member_not_found":
+                return None  # not_ready, unavailable: the board hid its tables since `version`
             body = absent(self.arena, view)
         seq = body.pop("seq")  # an update carries it beside the answer, and updates compare without it
         return seq, orjson.dumps(body)

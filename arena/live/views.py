@@ -106,9 +106,10 @@ class Source(Protocol):
         """What the view's answer depends on, or None while its board is loading or failed
         (then nothing is sent). Cheap: called for every view once per push interval."""
 
-    def evaluate(self, view: ViewSpec) -> tuple[int, bytes] | str:
-        """The view's answer now: (the seq it reflects, its body as JSON), or the error code that
-        ends its subscriptions (`period_not_retained`)."""
+    def evaluate(self, view: ViewSpec) -> tuple[int, bytes] | str | None:
+        """The view's answer now: (the seq it reflects, its body as JSON), the error code that
+        ends its subscriptions (`period_not_retained`), or None while its board answers nothing
+        (`not_ready`, `unavailable`: a state of the subscriptions, never their end)."""
 
     def released(self, view: ViewSpec) -> None:
         """The view's last subscription ended."""
@@ -246,6 +247,11 @@ class LiveViews:
         view.version, view.engine = version, engine
         self.evaluations += 1
         answer = self.source.evaluate(view.spec)
+        if answer is None:  # as a version of None: nothing is sent until the board answers again
+            view.body = view.version = None
+            for subscription in view.subscriptions:
+                subscription.forced = True
+            return True
         if isinstance(answer, str):  # the view's table left retention: its subscriptions end
             for subscription in list(view.subscriptions):
                 subscription.outbox.end(subscription.sub, answer, ENDED)
