@@ -49,7 +49,7 @@ class BoardEngine:
         self.markers: dict[TableKey, CloseRecord] = {}
         self.disputes: dict[TableKey, int] = {}
         self.ready: frozenset[PeriodKind] = frozenset()
-        """The kinds whose tables readers may see (`view`); set only by `publish`."""
+        """The kinds whose tables readers may see (`view`); set only by `publish` and `unpublish`."""
         self.ready_windows: frozenset[Window] = frozenset()
         """Tables readers may see ahead of their kind (a replay's current short tables)."""
         self.last_seq = last_seq
