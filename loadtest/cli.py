@@ -493,24 +493,18 @@ def cmd_live(a: argparse.Namespace) -> int:
     raise_open_files_limit()
     cfg = live_config(_config(a))
     workload = Workload(cfg.workload_spec())
-    if a.hostile is not None:
-        async def hostile(target: Any) -> dict[str, Any]:
-            return {"command": "live --hostile", "config": cfg.as_dict(),
-                    "hostile": await hostile_benchmark(cfg, workload, target, a.hostile, a.hostile_rounds)}
-
-        found = _run(_with_arena(a, hostile))
-        print()
-        print_hostile(found["hostile"])
-        return _finish(a, found, found["hostile"]["summary"]["ok"])
+    hostile = a.hostile is not None
+    name = "hostile" if hostile else "live"
 
     async def body(target: Any) -> dict[str, Any]:
-        return {"command": "live", "config": cfg.as_dict(),
-                "live": await live_benchmark(cfg, workload, target, a.subscribers, a.idle)}
+        measured = await (hostile_benchmark(cfg, workload, target, a.hostile, a.hostile_rounds) if hostile
+                          else live_benchmark(cfg, workload, target, a.subscribers, a.idle))
+        return {"command": "live --hostile" if hostile else "live", "config": cfg.as_dict(), name: measured}
 
     out = _run(_with_arena(a, body))
     print()
-    print_live(out["live"])
-    return _finish(a, out, out["live"]["summary"]["ok"])
+    (print_hostile if hostile else print_live)(out[name])
+    return _finish(a, out, out[name]["summary"]["ok"])
 
 
 COMMANDS = {"compare": cmd_compare, "ingest": cmd_ingest, "query": cmd_query, "lag": cmd_lag,
