@@ -23,6 +23,7 @@ import time
 
 import asyncpg
 
+from arena.cluster.node import NodeState
 from arena.config import ClusterSettings
 from arena.errors import JournalError, JournalUnavailable, SchemaHeld
 from arena.journal.postgresql import HINT, OWNERSHIP_CHANNEL, STORE_ERRORS, PostgresBackend
@@ -32,11 +33,11 @@ log = logging.getLogger("arena.cluster")
 LEASE_SECONDS = ClusterSettings().lease_seconds
 """A single node's (no ``[cluster]``): the contract's default."""
 _RENEW = (
-    "INSERT INTO {s}.node_lease AS l VALUES ($1, $2, now() + make_interval(secs => $3), $4, 'joining')"
+    "INSERT INTO {s}.node_lease AS l VALUES ($1, $2, now() + make_interval(secs => $3), $4, $5)"
     " ON CONFLICT (node_id) DO UPDATE SET instance = EXCLUDED.instance, expires_at = EXCLUDED.expires_at,"
-    " url = EXCLUDED.url, state = CASE WHEN l.instance = EXCLUDED.instance THEN l.state ELSE 'joining' END"
+    " url = EXCLUDED.url, state = CASE WHEN l.instance = EXCLUDED.instance THEN l.state ELSE EXCLUDED.state END"
 )
-"""A process's lease starts ``joining``: see `arena.cluster.membership.NodeRow.state`."""
+"""A process's lease starts ``joining`` ($5: `NodeState.JOINING`; see `arena.cluster.node`)."""
 _GIVE_UP = "DELETE FROM {s}.node_lease WHERE node_id = $1 AND instance = $2"
 _STATE = "UPDATE {s}.node_lease SET state = $3 WHERE node_id = $1 AND instance = $2"
 
@@ -101,16 +102,16 @@ class NodeLease:
         if backend.clustered:  # the others place its boards without it now
             await backend.hint()
 
-    async def mark(self, state: str) -> bool:
+    async def mark(self, state: NodeState) -> bool:
         """Set this process's `NodeRow.state` (``serving``, ``leaving``) and hint the other
         nodes. False, logged, when the store cannot be reached."""
         backend = self.backend
         try:
             async with backend.store.connection() as conn, conn.transaction():
-                await conn.execute(backend.store.sql(_STATE), backend.node_id, backend.instance, state)
+                await conn.execute(backend.store.sql(_STATE), backend.node_id, backend.instance, state.value)
                 await conn.execute(HINT, OWNERSHIP_CHANNEL, backend.store.schema)
         except (*STORE_ERRORS, JournalUnavailable) as exc:
-            log.warning("node %s: not marked as %s: %s", backend.node_id, state, exc)
+            log.warning("node %s: not marked as %s: %s", backend.node_id, state.value, exc)
             return False
         return True
 
@@ -121,7 +122,8 @@ class NodeLease:
         backend = self.backend
         holder = await backend.other_holder(conn)
         if holder is None:
-            await conn.execute(backend.store.sql(_RENEW), backend.node_id, backend.instance, self.lease_seconds, self.url)
+            await conn.execute(backend.store.sql(_RENEW), backend.node_id, backend.instance, self.lease_seconds, self.url,
+                               NodeState.JOINING.value)
         return holder
 
     async def _take(self) -> tuple[str, float] | None:

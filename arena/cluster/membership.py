@@ -11,6 +11,7 @@ from typing import Any
 import asyncpg
 
 from arena.cluster.directory import Owner
+from arena.cluster.node import NodeState
 from arena.cluster.placement import placements
 from arena.errors import JournalUnavailable
 from arena.journal.postgresql import STORE_ERRORS, PostgresBackend, PostgresStore
@@ -31,15 +32,13 @@ class NodeRow:
     alive: bool
     expired_for: float
     """Seconds since its lease expired; negative while alive: minus the seconds it has left."""
-    state: str
-    """``joining``: a process that started follows the boards placed on it as a standby; their
-    owners keep them until it is ``serving`` (caught up), then hand them off. ``leaving``: it
-    hands its boards off (SIGTERM): no placement names it, though it still holds them."""
+    state: NodeState
+    """What its process last said of its life (`arena.cluster.node`): never ``starting``."""
 
     @property
     def placed(self) -> bool:
         """Placement spreads the boards over it: alive and not leaving."""
-        return self.alive and self.state != "leaving"
+        return self.alive and self.state is not NodeState.LEAVING
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +91,7 @@ async def read_cluster(conn: asyncpg.Connection, store: PostgresStore) -> Cluste
     nodes = await conn.fetch(store.sql(_NODES))
     owners = await conn.fetch(store.sql(_OWNERS))
     return ClusterRead(
-        nodes={n: NodeRow(n, instance, url, live, float(ago), state) for n, instance, url, live, ago, state in nodes},
+        nodes={n: NodeRow(n, instance, url, live, float(ago), NodeState(state)) for n, instance, url, live, ago, state in nodes},
         owners={board: OwnerRow(n, instance, int(epoch)) for board, n, instance, epoch in owners},
     )
 

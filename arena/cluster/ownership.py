@@ -35,6 +35,7 @@ from arena.clock import wait_set
 from arena.cluster.directory import Directory, Owner
 from arena.cluster.lease import NodeLease
 from arena.cluster.membership import ClusterRead, read_cluster
+from arena.cluster.node import NodeLife, NodeState
 from arena.cluster.placement import placements
 from arena.cluster.plan import Held, Plan, plan
 from arena.cluster.standby import Follower
@@ -75,12 +76,11 @@ class Ownership:
         self._busy: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._away = False  # the last beat failed (logged once per streak)
-        self._leaving = False
+        self.life = NodeLife()
+        """This process's life: ``joining`` or ``serving`` as the last beat read its lease, once
+        ``leaving`` for good."""
         self._hinted = asyncio.Event()
         self._listener: asyncpg.Connection | None = None
-        self._joined = False
-        self._joining = True
-        """This process's lease says ``joining`` (`NodeRow.state`), as the last beat read it."""
         self._started = time.monotonic()
         self.takeover = Histogram(
             "arena_takeover_seconds", "From a board's owner lease expiring (or its release) to this node serving it",
@@ -114,10 +114,10 @@ class Ownership:
     async def leave(self) -> None:
         """Hand every board served here off (SIGTERM), and take none any more: its actors drain
         and commit what they took, then each owner row is released for the next node."""
-        if self._leaving:
+        if self.life.state is NodeState.LEAVING:
             return
-        self._leaving = True
-        await self.lease.mark("leaving")
+        self.life.move(NodeState.LEAVING)
+        await self.lease.mark(NodeState.LEAVING)
         served = [b for b in self.supervisor.handles if self.supervisor.serving(b)]
         log.info("node %s leaving: handing off %d boards", self.backend.node_id, len(served))
         await asyncio.gather(*(self._handing_off(b) for b in served))
@@ -164,14 +164,14 @@ class Ownership:
             log.error("node %s: another process of this node id holds its lease: %s", self.backend.node_id, holder[0])
             return None
         self.directory.renewed(sent)
-        if not self._joined:  # the others hand this node its boards now, not at their next beat
-            self._joined = True
+        if self.life.state is NodeState.STARTING:  # the others hand this node its boards now, not at their next beat
+            self.life.move(NodeState.JOINING)
             await self.backend.hint()
         boards = list(self.supervisor.handles)
         for board in boards:
             if board not in self._busy:
                 self.directory.set(board, read.owner(board))
-        if self._leaving:
+        if self.life.state is NodeState.LEAVING:
             return None
         failed = {b for b, h in self.supervisor.handles.items() if h.failure is not None}
         held = Held(self.backend.owned, {b for b in boards if self.supervisor.serving(b)}, self._busy | failed,
@@ -186,8 +186,10 @@ class Ownership:
         for board in todo.take:
             self._start(board, self._take(board, read.ownerless_for(board), sent))
         self._follow(todo)
-        self._joining = read.nodes[self.backend.node_id].state == "joining"
-        if self._joining:
+        stored = read.nodes[self.backend.node_id].state
+        if stored is not self.life.state:  # joining or serving: it is never leaving while the node is not
+            self.life.move(stored)
+        if self.life.state is NodeState.JOINING:
             await self._join(todo)
         return read.next_expiry(self.backend.node_id)
 
@@ -200,7 +202,7 @@ class Ownership:
             log.warning("node %s: serving after %.0fs without having caught up with %d boards (%s): they"
                         " replay in full when taken", self.backend.node_id, time.monotonic() - self._started,
                         len(todo.behind), ", ".join(todo.behind[:5]))
-        if await self.lease.mark("serving"):
+        if await self.lease.mark(NodeState.SERVING):
             log.info("node %s: serving (caught up with the boards its owners hand it off)", self.backend.node_id)
 
     def _follow(self, todo: Plan) -> None:
@@ -228,7 +230,7 @@ class Ownership:
                 return
             if follower.engine is not None:
                 self.followed_seq.labels(follower.spec.name).set(follower.engine.last_seq)
-        if self._joining and not loaded:  # a first load done: beat now, this node may have caught up
+        if self.life.state is NodeState.JOINING and not loaded:  # a first load done: beat now, this node may have caught up
             self._hinted.set()
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Set
 from dataclasses import dataclass
 
 from arena.cluster.membership import ClusterRead
+from arena.cluster.node import NodeState
 from arena.cluster.placement import Placement
 
 JOIN_LIMIT_SECONDS = 30.0
@@ -81,7 +82,7 @@ def plan(node_id: str, instance: str, read: ClusterRead, placed: Mapping[str, Pl
             epoch = held.owned.get(board)
             if epoch is None or row is None or (row.instance, row.epoch) != (instance, epoch):
                 disown.append(board)
-            elif owner is not None and owner != node_id and read.nodes[owner].state == "serving":
+            elif owner is not None and owner != node_id and read.nodes[owner].state is NodeState.SERVING:
                 hand_off.append(board)
         elif owner == node_id:
             if read.owner(board) is None or (row is not None and row.instance == instance):
@@ -93,7 +94,7 @@ def plan(node_id: str, instance: str, read: ClusterRead, placed: Mapping[str, Pl
     acting = busy | {*take, *disown, *hand_off, *(board for board, _ in release)}
     follow = (standing_by | coming) - served - acting
     behind = sorted(b for b in coming if not followed.get(b, False))
-    joining = read.nodes[node_id].state == "joining"
+    joining = read.nodes[node_id].state is NodeState.JOINING
     return Plan(
         take, disown, hand_off, release, follow,
         unfollow={b for b in followed if b not in follow and b not in acting},

@@ -11,15 +11,16 @@ from hypothesis import strategies as st
 
 from arena.cluster.directory import Owner
 from arena.cluster.membership import ClusterRead, NodeRow, OwnerRow
+from arena.cluster.node import NodeState
 from arena.cluster.placement import placements, preference
 from arena.cluster.plan import JOIN_LIMIT_SECONDS, Held, Plan, plan
 
-NODES = {n: NodeRow(n, f"i{n}", f"http://{n}", True, -2.0, "serving") for n in "abc"}
+NODES = {n: NodeRow(n, f"i{n}", f"http://{n}", True, -2.0, NodeState.SERVING) for n in "abc"}
 BOARDS = [f"board-{i}" for i in range(40)]
 
 
 def dead(node: str, for_seconds: float) -> NodeRow:
-    return NodeRow(node, f"i{node}", f"http://{node}", False, for_seconds, "serving")
+    return NodeRow(node, f"i{node}", f"http://{node}", False, for_seconds, NodeState.SERVING)
 
 
 def plan_for(node: str, read: ClusterRead, boards: list[str] = BOARDS, owned: dict[str, int] | None = None,
@@ -77,7 +78,7 @@ def test_a_served_board_placed_on_a_joining_node_is_handed_off() -> None:
 def test_a_joining_node_is_handed_no_board_until_it_serves_but_takes_the_ownerless_ones() -> None:
     """A node started (`NodeRow.state` joining) follows the boards placed on it while their
     owners keep them; the ownerless ones (a cluster's first start) it takes at once."""
-    joining = {**NODES, "c": NodeRow("c", "ic", "http://c", True, -2.0, "joining")}
+    joining = {**NODES, "c": NodeRow("c", "ic", "http://c", True, -2.0, NodeState.JOINING)}
     before = placed_on("a", ["a", "b"])
     owners = {b: OwnerRow("a", "ia", 1) for b in before}
     todo = plan_for("a", ClusterRead(joining, owners), owned=dict.fromkeys(before, 1), served=set(before))
@@ -95,7 +96,7 @@ def test_a_leaving_node_is_placed_nowhere_and_its_released_boards_go_to_the_next
     """A node handing its boards off (SIGTERM) still holds its lease: placed over the nodes that
     stay, its released boards are taken by their next node, which keeps them (no second hop
     back to the leaving node, no board left waiting for its lease to end)."""
-    nodes = {**NODES, "a": NodeRow("a", "ia", "http://a", True, -2.0, "leaving")}
+    nodes = {**NODES, "a": NodeRow("a", "ia", "http://a", True, -2.0, NodeState.LEAVING)}
     mine = placed_on("a", list(NODES))
     released = ClusterRead(nodes, {b: OwnerRow("a", "", 5) for b in mine})
     taken = {n: plan_for(n, released, mine).take for n in "bc"}
@@ -144,7 +145,7 @@ def test_a_node_follows_the_boards_it_stands_by_for_and_stops_following_the_othe
 
 
 def test_a_joining_node_follows_its_future_boards_and_serves_once_caught_up_with_them() -> None:
-    joining = {**NODES, "c": NodeRow("c", "ic", "http://c", True, -2.0, "joining")}
+    joining = {**NODES, "c": NodeRow("c", "ic", "http://c", True, -2.0, NodeState.JOINING)}
     coming = placed_on("c", list(NODES))
     owners = {b: OwnerRow(preference(b, ["a", "b"])[0], f"i{preference(b, ['a', 'b'])[0]}", 1) for b in BOARDS}
     read = ClusterRead(joining, owners)
@@ -156,19 +157,19 @@ def test_a_joining_node_follows_its_future_boards_and_serves_once_caught_up_with
     assert plan_for("c", read, followed=dict.fromkeys(coming, True)).serve
     late = plan_for("c", read, started=JOIN_LIMIT_SECONDS)
     assert (late.serve, late.behind) == (True, sorted(coming))  # past the limit: serves, and they replay in full
-    released = ClusterRead(joining | {"c": NodeRow("c", "ic", "http://c", True, -2.0, "serving")},
+    released = ClusterRead(joining | {"c": NodeRow("c", "ic", "http://c", True, -2.0, NodeState.SERVING)},
                            {**owners, **{b: OwnerRow("a", "", 1) for b in coming}})
     taking = plan_for("c", released, followed=dict.fromkeys(coming, True))
     assert taking.take == coming and taking.unfollow == set()  # handed off: taken from the copies, not dropped
     assert not plan_for("a", read).serve  # a serving node has nothing to join
 
 
-STATES = st.sampled_from(["joining", "serving", "leaving"])
+STATES = st.sampled_from([NodeState.JOINING, NodeState.SERVING, NodeState.LEAVING])
 
 
 @given(st.dictionaries(st.sampled_from(sorted(NODES)), st.tuples(st.booleans(), STATES), min_size=1))
 def test_every_ownerless_board_is_planned_to_exactly_one_live_node_that_placement_spreads_it_over(
-        states: dict[str, tuple[bool, str]]) -> None:
+        states: dict[str, tuple[bool, NodeState]]) -> None:
     nodes = {n: NodeRow(n, f"i{n}", f"http://{n}", alive, -2.0 if alive else 1.0, state) for n, (alive, state) in states.items()}
     read = ClusterRead(nodes, {})
     takers: dict[str, list[str]] = {b: [] for b in BOARDS}
@@ -186,7 +187,7 @@ def test_every_ownerless_board_is_planned_to_exactly_one_live_node_that_placemen
 @given(st.dictionaries(st.sampled_from(BOARDS), st.booleans()), st.floats(0, 2 * JOIN_LIMIT_SECONDS))
 def test_a_joining_node_is_never_handed_a_board_before_it_serves_and_serves_only_caught_up_or_past_the_limit(
         followed: dict[str, bool], started: float) -> None:
-    joining = {**NODES, "c": NodeRow("c", "ic", "http://c", True, -2.0, "joining")}
+    joining = {**NODES, "c": NodeRow("c", "ic", "http://c", True, -2.0, NodeState.JOINING)}
     owners = {b: OwnerRow(preference(b, ["a", "b"])[0], f"i{preference(b, ['a', 'b'])[0]}", 1) for b in BOARDS}
     read = ClusterRead(joining, owners)
     for node in "ab":

@@ -5,6 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from arena.cluster.membership import ClusterRead, NodeRow, OwnerRow, view
+from arena.cluster.node import NodeState
 from arena.cluster.placement import Placement, placements, preference, weight
 
 boards = st.text(min_size=1, max_size=12)
@@ -52,7 +53,7 @@ def test_every_process_agrees() -> None:
 def test_the_cluster_view_names_the_placements_standbys_while_a_board_is_ownerless() -> None:
     """The next owner of a board whose owner died is not listed among its standbys: those are
     the ones the ownership loop has follow it (`placements`)."""
-    nodes = {n: NodeRow(n, f"i{n}", f"http://{n}", n != "node-c", -2.0 if n != "node-c" else 1.0, "serving")
+    nodes = {n: NodeRow(n, f"i{n}", f"http://{n}", n != "node-c", -2.0 if n != "node-c" else 1.0, NodeState.SERVING)
              for n in ("node-a", "node-b", "node-c", "node-d")}
     dead_owner = "node-c"
     board = next(f"b{i}" for i in range(100) if preference(f"b{i}", nodes)[0] == dead_owner)
