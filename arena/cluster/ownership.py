@@ -33,14 +33,15 @@ from prometheus_client import Gauge, Histogram
 
 from arena.clock import wait_set
 from arena.cluster.directory import Directory, Owner
-from arena.cluster.lease import NodeLease
+from arena.cluster.grants import Grants
+from arena.cluster.lease import OWNERSHIP_CHANNEL, NodeLease, hint
 from arena.cluster.membership import ClusterRead, read_cluster
 from arena.cluster.node import NodeLife, NodeState
 from arena.cluster.placement import placements
 from arena.cluster.plan import Held, Plan, plan
 from arena.cluster.standby import Follower
 from arena.errors import JournalError, JournalUnavailable, OwnedElsewhere
-from arena.journal.postgresql import OWNERSHIP_CHANNEL, STORE_ERRORS
+from arena.journal.postgresql import STORE_ERRORS
 from arena.metrics import Metrics
 from arena.supervisor import Supervisor
 
@@ -60,9 +61,10 @@ EXPIRY_MARGIN_SECONDS = 0.02
 class Ownership:
     """The loop of one node (`run`, cancelled to stop); `beat` once at start, before it serves."""
 
-    def __init__(self, lease: NodeLease, directory: Directory, supervisor: Supervisor, metrics: Metrics,
+    def __init__(self, lease: NodeLease, grants: Grants, directory: Directory, supervisor: Supervisor, metrics: Metrics,
                  standbys: int = 1) -> None:
         self.lease = lease
+        self.grants = grants
         self.standbys = standbys
         self.followers: dict[str, Follower] = {}
         """The boards this node follows as a standby."""
@@ -88,11 +90,11 @@ class Ownership:
         )
         self.followed_seq = Gauge("arena_standby_seq", "The journal seq up to which this node's standby copy of a"
                                   " board is loaded", ["board"], registry=metrics.registry)
-        self.backend.on_lost = self._fenced
 
     async def run(self) -> None:
         """Beat every ``lease_seconds`` / 3 until cancelled; then stop what it started."""
         period = self.lease.lease_seconds / 3
+        self._spawn(self._disowning_fenced())
         try:
             while True:
                 started = time.monotonic()
@@ -166,7 +168,7 @@ class Ownership:
         self.directory.renewed(sent)
         if self.life.state is NodeState.STARTING:  # the others hand this node its boards now, not at their next beat
             self.life.move(NodeState.JOINING)
-            await self.backend.hint()
+            await hint(self.backend.store)
         boards = list(self.supervisor.handles)
         for board in boards:
             if board not in self._busy:
@@ -174,7 +176,7 @@ class Ownership:
         if self.life.state is NodeState.LEAVING:
             return None
         failed = {b for b, h in self.supervisor.handles.items() if h.failure is not None}
-        held = Held(self.backend.owned, {b for b in boards if self.supervisor.serving(b)}, self._busy | failed,
+        held = Held(self.grants.owned, {b for b in boards if self.supervisor.serving(b)}, self._busy | failed,
                     {b: f.engine is not None for b, f in self.followers.items()}, time.monotonic() - self._started)
         todo = plan(self.backend.node_id, self.backend.instance, read, placements(boards, read.placing, self.standbys), held)
         for board in todo.disown:
@@ -269,7 +271,7 @@ class Ownership:
                 if follower is not None:  # not granted: its engine was not taken
                     self.followers.setdefault(board, follower)
                 return
-            epoch = self.backend.owned.get(board)
+            epoch = self.grants.owned.get(board)
             if epoch is not None:
                 self.directory.set(board, Owner(self.backend.node_id, self.lease.url, epoch))
             log.info("board %s: granted to node %s (epoch %s)%s", board, self.backend.node_id, epoch,
@@ -282,13 +284,13 @@ class Ownership:
         directory names no owner, so the edges hold its frames for the next one."""
         log.info("board %s: handing it off to the next node in its placement", board)
         self.directory.set(board, None)
-        epoch = self.backend.owned.get(board)
+        epoch = self.grants.owned.get(board)
         await self.supervisor.hand_off(board)
         if epoch is not None:
             await self._release(board, epoch)
 
     async def _release(self, board: str, epoch: int) -> None:
-        if not await self.backend.release(board, epoch):
+        if not await self.grants.release(board, epoch):
             log.warning("board %s: not released yet (tried again at the next beat)", board)
 
     async def _disown(self, board: str) -> None:
@@ -296,8 +298,10 @@ class Ownership:
         self.directory.set(board, None)
         await self.supervisor.disown(board)
 
-    def _fenced(self, board: str) -> None:
-        """An append of ``board`` was refused by its fence: disown it now, not at the next beat
-        (the supervisor must not restart it and grant it again)."""
-        if board not in self._busy:
-            self._start(board, self._disown(board))
+    async def _disowning_fenced(self) -> None:
+        """Disown each board whose append was refused by its fence (`Grants.fenced`) now, not at
+        the next beat (the supervisor must not restart it and grant it again)."""
+        while True:
+            board = await self.grants.fenced.get()
+            if board not in self._busy:
+                self._start(board, self._disown(board))
