@@ -1,10 +1,12 @@
 """Grants and fencing (`arena.cluster.grants`) without a second node: a server's writable open
 is granted a new epoch, an append refused by its fence raises OwnershipLost and queues the board
-for the ownership loop, and a cluster node is not granted a board another live process owns."""
+for the ownership loop, a cluster node is not granted a board another live process owns, and a
+grant whose journal cannot be opened is given back."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 import pytest
 
@@ -13,7 +15,8 @@ from arena.cluster.lease import NodeLease
 from arena.config import JournalSettings
 from arena.engine.events import Event
 from arena.engine.records import ScoreRecord
-from arena.errors import OwnedElsewhere, OwnershipLost
+from arena.engine.scoring import Aggregation
+from arena.errors import BoardDefinitionChanged, OwnedElsewhere, OwnershipLost
 from arena.journal.postgresql import PostgresBackend
 from support.journals import SPEC
 
@@ -61,3 +64,16 @@ async def test_a_cluster_node_is_not_granted_a_board_another_live_process_owns(p
     finally:
         await a.close()
         await b.close()
+
+
+async def test_a_grant_whose_journal_cannot_be_opened_is_given_back(grants: Grants) -> None:
+    """As when the grant and the open were one transaction: a board whose definition changed is
+    left to no process (another node may open it), and this one owns nothing of it."""
+    journal = await grants.open(SPEC)
+    await journal.append([score(1)])
+    await journal.close()
+    with pytest.raises(BoardDefinitionChanged):
+        await grants.open(replace(SPEC, aggregation=Aggregation.SUM))
+    async with grants.backend.store.connection() as conn:
+        row = await conn.fetchrow(grants.backend.store.sql("SELECT instance, epoch FROM {s}.board_owner WHERE board = 'b'"))
+    assert (row[0], row[1]) == ("", 2)
