@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 
 from arena.cli import rebuild_board, table_rows
 from arena.clock import Clock
+from arena.cluster.grants import Grants
 from arena.cluster.lease import NodeLease
 from arena.config import Config, JournalSettings
 from arena.datadir import DataDirLock
@@ -54,8 +55,8 @@ def sides(config: Config, url: str, to_postgresql: bool) -> Sides:
     durability = config.server.durability
     pg = PostgresBackend(postgresql.journal, durability, f"arena-migrate@{socket.gethostname()}")
     files = SqliteBackend(config.server.data_dir, durability)
-    if to_postgresql:
-        return Sides(sqlite, postgresql, files, pg, pg)
+    if to_postgresql:  # granted as a server's writes are: not while another node holds the schema
+        return Sides(sqlite, postgresql, files, Grants(pg), pg)
     return Sides(postgresql, sqlite, pg, files, pg)
 
 

@@ -20,6 +20,7 @@ from arena.metrics import Metrics
 from arena.supervisor import Supervisor
 
 if TYPE_CHECKING:
+    from arena.cluster.grants import Grants
     from arena.cluster.lease import NodeLease
     from arena.cluster.ownership import Ownership
 
@@ -38,17 +39,20 @@ class Arena:
         backend = journal_backend(config)
         self.lease: NodeLease | None = None
         """On postgresql, this node's lease on the schema (what the data_dir lock is on sqlite)."""
+        grants: Grants | None = None  # on postgresql: who may write each board
         if config.journal.backend == "postgresql":
+            from arena.cluster.grants import Grants
             from arena.cluster.lease import LEASE_SECONDS, NodeLease
             from arena.journal.postgresql import PostgresBackend
 
             assert isinstance(backend, PostgresBackend)
             lease_seconds = config.cluster.lease_seconds if config.cluster else LEASE_SECONDS
-            self.lease = NodeLease(backend, lease_seconds, config.advertise_url)
+            self.lease = NodeLease(backend, lease_seconds, config.advertise_url, clustered=config.cluster is not None)
+            grants = Grants(backend, clustered=config.cluster is not None)
         self._renewals: asyncio.Task[None] | None = None
         self._leased = False
-        self.journal_faults = WriteFaults(backend) if fault_injection else None
-        self.backend: JournalBackend = self.journal_faults or backend
+        self.journal_faults = WriteFaults(grants or backend) if fault_injection else None
+        self.backend: JournalBackend = self.journal_faults or grants or backend
         self.supervisor = Supervisor(config, self.clock, self.metrics, self.backend, snapshot_store(backend))
         self.boards: dict[str, BoardHandle] = self.supervisor.handles
         cluster = config.cluster
@@ -59,10 +63,10 @@ class Arena:
             handle.here = lambda name=name: self.directory.local(name)  # type: ignore[misc]
         self.ownership: Ownership | None = None
         """In a cluster: the loop that takes and gives up this node's boards."""
-        if cluster is not None and self.lease is not None:
+        if cluster is not None and self.lease is not None and grants is not None:
             from arena.cluster.ownership import Ownership
 
-            self.ownership = Ownership(self.lease, self.directory, self.supervisor, self.metrics, cluster.standbys)
+            self.ownership = Ownership(self.lease, grants, self.directory, self.supervisor, self.metrics, cluster.standbys)
         self.fault_injection = fault_injection
         self.connections = 0
         self.live_connections = 0  # /v1/live (and, later, SSE streams): bounded by max_live_connections

@@ -1,4 +1,4 @@
-"""Nodes sharing one PostgreSQL journal. For now a node is a cluster of one: its lease on the
-schema (`arena.cluster.lease`) is what keeps a second `arena serve` off it, as the data_dir lock
-does on sqlite; board ownership epochs, which fence every append, live with the journal store
-(`arena.journal.postgresql`)."""
+"""Nodes sharing one PostgreSQL journal: each holds a lease on the schema (`lease`); who may
+write a board is granted in its owner row and fences every append (`grants`); where boards live
+is placement (`placement`), and what a node does after each read of the leases and owner rows is
+a pure plan (`plan`) that its ownership loop carries out (`ownership`)."""

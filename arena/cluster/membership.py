@@ -11,7 +11,8 @@ from typing import Any
 import asyncpg
 
 from arena.cluster.directory import Owner
-from arena.cluster.placement import preference
+from arena.cluster.node import NodeState
+from arena.cluster.placement import placements
 from arena.errors import JournalUnavailable
 from arena.journal.postgresql import STORE_ERRORS, PostgresBackend, PostgresStore
 
@@ -31,15 +32,13 @@ class NodeRow:
     alive: bool
     expired_for: float
     """Seconds since its lease expired; negative while alive: minus the seconds it has left."""
-    state: str
-    """``joining``: a process that started follows the boards placed on it as a standby; their
-    owners keep them until it is ``serving`` (caught up), then hand them off. ``leaving``: it
-    hands its boards off (SIGTERM): no placement names it, though it still holds them."""
+    state: NodeState
+    """What its process last said of its life (`arena.cluster.node`): never ``starting``."""
 
     @property
     def placed(self) -> bool:
         """Placement spreads the boards over it: alive and not leaving."""
-        return self.alive and self.state != "leaving"
+        return self.alive and self.state is not NodeState.LEAVING
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,37 +91,42 @@ async def read_cluster(conn: asyncpg.Connection, store: PostgresStore) -> Cluste
     nodes = await conn.fetch(store.sql(_NODES))
     owners = await conn.fetch(store.sql(_OWNERS))
     return ClusterRead(
-        nodes={n: NodeRow(n, instance, url, live, float(ago), state) for n, instance, url, live, ago, state in nodes},
+        nodes={n: NodeRow(n, instance, url, live, float(ago), NodeState(state)) for n, instance, url, live, ago, state in nodes},
         owners={board: OwnerRow(n, instance, int(epoch)) for board, n, instance, epoch in owners},
     )
 
 
 async def cluster_view(backend: PostgresBackend, boards: Iterable[str], standbys: int) -> dict[str, Any]:
-    """``{"node", "nodes": [{"node_id", "url", "alive", "boards"}], "boards": {B: {"owner",
-    "epoch", "standbys"}}}`` for the configured ``boards``. A board whose owner's lease expired is
-    ownerless (owner null), and listed under its owner node while that node's process holds its
-    lease; its standbys are the next ``standbys`` live nodes in its placement order. Raises
-    JournalUnavailable when the store cannot be read."""
+    """`view` of the cluster as the journal's tables say it is now. Raises JournalUnavailable
+    when the store cannot be read."""
     store = backend.store
     try:
         async with store.connection() as conn, conn.transaction(readonly=True):
             read = await read_cluster(conn, store)
     except STORE_ERRORS as exc:
         raise JournalUnavailable(store.redact(f"cannot read the cluster at {store.where}: {exc}")) from exc
-    placing = read.placing
-    view: dict[str, Any] = {}
+    return view(backend.node_id, read, boards, standbys)
+
+
+def view(node_id: str, read: ClusterRead, boards: Iterable[str], standbys: int) -> dict[str, Any]:
+    """``{"node", "nodes": [{"node_id", "url", "alive", "boards"}], "boards": {B: {"owner",
+    "epoch", "standbys"}}}`` for the configured ``boards``, as node ``node_id`` shows it. A board
+    whose owner's lease expired is ownerless (owner null), and listed under its owner node while
+    that node's process holds its lease; its standbys are its placement's (`placements`, as the
+    ownership loop plans from), less its owner while a move makes it one of them."""
+    shown: dict[str, Any] = {}
     owned: dict[str, list[str]] = {}
-    for board in sorted(boards):
+    for board, place in placements(sorted(boards), read.placing, standbys).items():
         row = read.owners.get(board)
         if row is not None and read.holds(row):
             owned.setdefault(row.node_id, []).append(board)
         owner = read.owner(board)
         owner_id = None if owner is None else owner.node_id
-        following = [n for n in preference(board, placing) if n != owner_id][:standbys]
-        view[board] = {"owner": owner_id, "epoch": 0 if row is None else row.epoch, "standbys": following}
+        shown[board] = {"owner": owner_id, "epoch": 0 if row is None else row.epoch,
+                       "standbys": [n for n in place.standbys if n != owner_id]}
     return {
-        "node": backend.node_id,
+        "node": node_id,
         "nodes": [{"node_id": n.node_id, "url": n.url, "alive": n.alive, "boards": owned.get(n.node_id, [])}
                   for n in read.nodes.values()],
-        "boards": view,
+        "boards": shown,
     }

@@ -16,7 +16,8 @@ A release or a node's arrival is notified (`OWNERSHIP_CHANNEL`): the listening n
 once; a node that missed it (its listener was away) acts at its next beat anyway. On SIGTERM
 (`leave`) the node hands every board off before it gives its lease up.
 
-What to do is a pure function of one read (`plan`); the loop only carries it out.
+What to do is a pure function of one read and the placements it gives (`arena.cluster.plan`);
+the loop only carries it out.
 """
 
 from __future__ import annotations
@@ -24,8 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Coroutine, Iterable, Set
-from dataclasses import dataclass
+from collections.abc import Coroutine
 from typing import Any
 
 import asyncpg
@@ -33,12 +33,15 @@ from prometheus_client import Gauge, Histogram
 
 from arena.clock import wait_set
 from arena.cluster.directory import Directory, Owner
-from arena.cluster.lease import NodeLease
+from arena.cluster.grants import Grants
+from arena.cluster.lease import OWNERSHIP_CHANNEL, NodeLease, hint
 from arena.cluster.membership import ClusterRead, read_cluster
-from arena.cluster.placement import preference
+from arena.cluster.node import NodeLife, NodeState
+from arena.cluster.placement import placements
+from arena.cluster.plan import Held, Plan, plan
 from arena.cluster.standby import Follower
 from arena.errors import JournalError, JournalUnavailable, OwnedElsewhere
-from arena.journal.postgresql import OWNERSHIP_CHANNEL, STORE_ERRORS
+from arena.journal.postgresql import STORE_ERRORS
 from arena.metrics import Metrics
 from arena.supervisor import Supervisor
 
@@ -55,63 +58,13 @@ from the takeovers."""
 
 EXPIRY_MARGIN_SECONDS = 0.02
 
-JOIN_LIMIT_SECONDS = 30.0
-"""A node joining serves at the latest this long after its start, caught up or not (a board it
-cannot follow then replays in full when it takes it), so that no journal keeps it out for good."""
-
-
-@dataclass(frozen=True, slots=True)
-class Plan:
-    take: list[str]
-    disown: list[str]
-    hand_off: list[str]
-    release: list[tuple[str, int]]
-    """Boards not served here whose owner rows still name this process (a release that failed),
-    with their epochs."""
-
-
-def standing_by(node_id: str, alive: list[str], boards: Iterable[str], standbys: int) -> set[str]:
-    """The boards whose placement over ``alive`` names ``node_id`` among their ``standbys``."""
-    return {b for b in boards if node_id in preference(b, alive)[1 : 1 + standbys]}
-
-
-def plan(node_id: str, instance: str, read: ClusterRead, boards: Iterable[str], owned: dict[str, int],
-         served: Set[str], busy: Set[str]) -> Plan:
-    """What node ``node_id`` (process ``instance``) does after ``read``: the boards to take (its
-    placement names this node, and no other live process owns it), the boards to disown (served
-    here, and no longer granted to this process under the epoch it serves: ``owned``) and the
-    boards to hand off (served here, placed on another live node) or to release (see `Plan`). ``busy``: boards being taken,
-    given up or failed here, left alone. O(boards × nodes)."""
-    take: list[str] = []
-    disown: list[str] = []
-    hand_off: list[str] = []
-    release: list[tuple[str, int]] = []
-    placing = read.placing
-    for board in boards:
-        if board in busy:
-            continue
-        row = read.owners.get(board)
-        epoch = owned.get(board)
-        placed = preference(board, placing)[:1]
-        if board in served:
-            if epoch is None or row is None or (row.instance, row.epoch) != (instance, epoch):
-                disown.append(board)
-            elif placed and placed != [node_id] and read.nodes[placed[0]].state == "serving":
-                hand_off.append(board)  # not to a node joining: it follows the board until caught up
-        elif placed == [node_id]:
-            if read.owner(board) is None or (row is not None and row.instance == instance):
-                take.append(board)
-        elif row is not None and row.instance == instance:
-            release.append((board, row.epoch))
-    return Plan(take, disown, hand_off, release)
-
-
 class Ownership:
     """The loop of one node (`run`, cancelled to stop); `beat` once at start, before it serves."""
 
-    def __init__(self, lease: NodeLease, directory: Directory, supervisor: Supervisor, metrics: Metrics,
+    def __init__(self, lease: NodeLease, grants: Grants, directory: Directory, supervisor: Supervisor, metrics: Metrics,
                  standbys: int = 1) -> None:
         self.lease = lease
+        self.grants = grants
         self.standbys = standbys
         self.followers: dict[str, Follower] = {}
         """The boards this node follows as a standby."""
@@ -125,12 +78,11 @@ class Ownership:
         self._busy: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._away = False  # the last beat failed (logged once per streak)
-        self._leaving = False
+        self.life = NodeLife()
+        """This process's life: ``joining`` or ``serving`` as the last beat read its lease, once
+        ``leaving`` for good."""
         self._hinted = asyncio.Event()
         self._listener: asyncpg.Connection | None = None
-        self._joined = False
-        self._joining = True
-        """This process's lease says ``joining`` (`NodeRow.state`), as the last beat read it."""
         self._started = time.monotonic()
         self.takeover = Histogram(
             "arena_takeover_seconds", "From a board's owner lease expiring (or its release) to this node serving it",
@@ -138,11 +90,11 @@ class Ownership:
         )
         self.followed_seq = Gauge("arena_standby_seq", "The journal seq up to which this node's standby copy of a"
                                   " board is loaded", ["board"], registry=metrics.registry)
-        self.backend.on_lost = self._fenced
 
     async def run(self) -> None:
         """Beat every ``lease_seconds`` / 3 until cancelled; then stop what it started."""
         period = self.lease.lease_seconds / 3
+        self._spawn(self._disowning_fenced())
         try:
             while True:
                 started = time.monotonic()
@@ -164,10 +116,10 @@ class Ownership:
     async def leave(self) -> None:
         """Hand every board served here off (SIGTERM), and take none any more: its actors drain
         and commit what they took, then each owner row is released for the next node."""
-        if self._leaving:
+        if self.life.state is NodeState.LEAVING:
             return
-        self._leaving = True
-        await self.lease.mark("leaving")
+        self.life.move(NodeState.LEAVING)
+        await self.lease.mark(NodeState.LEAVING)
         served = [b for b in self.supervisor.handles if self.supervisor.serving(b)]
         log.info("node %s leaving: handing off %d boards", self.backend.node_id, len(served))
         await asyncio.gather(*(self._handing_off(b) for b in served))
@@ -214,19 +166,19 @@ class Ownership:
             log.error("node %s: another process of this node id holds its lease: %s", self.backend.node_id, holder[0])
             return None
         self.directory.renewed(sent)
-        if not self._joined:  # the others hand this node its boards now, not at their next beat
-            self._joined = True
-            await self.backend.hint()
+        if self.life.state is NodeState.STARTING:  # the others hand this node its boards now, not at their next beat
+            self.life.move(NodeState.JOINING)
+            await hint(self.backend.store)
         boards = list(self.supervisor.handles)
         for board in boards:
             if board not in self._busy:
                 self.directory.set(board, read.owner(board))
-        if self._leaving:
+        if self.life.state is NodeState.LEAVING:
             return None
         failed = {b for b, h in self.supervisor.handles.items() if h.failure is not None}
-        served = {b for b in boards if self.supervisor.serving(b)}
-        todo = plan(self.backend.node_id, self.backend.instance, read, boards, self.backend.owned, served,
-                    self._busy | failed)
+        held = Held(self.grants.owned, {b for b in boards if self.supervisor.serving(b)}, self._busy | failed,
+                    {b: f.engine is not None for b, f in self.followers.items()}, time.monotonic() - self._started)
+        todo = plan(self.backend.node_id, self.backend.instance, read, placements(boards, read.placing, self.standbys), held)
         for board in todo.disown:
             self._start(board, self._disown(board))
         for board in todo.hand_off:
@@ -235,36 +187,32 @@ class Ownership:
             self._start(board, self._release(board, epoch))
         for board in todo.take:
             self._start(board, self._take(board, read.ownerless_for(board), sent))
-        # the boards placed here that live owners keep until this node has caught up (joining),
-        # or are about to hand off: followed too, so that taking them replays only a tail
-        coming = {b for b in boards if preference(b, read.placing)[:1] == [self.backend.node_id]
-                  and read.owner(b) is not None and b not in served}
-        self._follow((standing_by(self.backend.node_id, read.placing, boards, self.standbys) | coming) - served - self._busy)
-        self._joining = read.nodes[self.backend.node_id].state == "joining"
-        if self._joining:
-            await self._join(coming)
+        self._follow(todo)
+        stored = read.nodes[self.backend.node_id].state
+        if stored is not self.life.state:  # joining or serving: it is never leaving while the node is not
+            self.life.move(stored)
+        if self.life.state is NodeState.JOINING:
+            await self._join(todo)
         return read.next_expiry(self.backend.node_id)
 
-    async def _join(self, coming: set[str]) -> None:
-        """Serve (`NodeRow.state`) once every board in ``coming`` is followed up to date, or
-        `JOIN_LIMIT_SECONDS` after the start: their owners then hand them off to this node."""
-        behind = sorted(b for b in coming if b not in self.followers or self.followers[b].engine is None)
-        waited = time.monotonic() - self._started
-        if behind and waited < JOIN_LIMIT_SECONDS:
+    async def _join(self, todo: Plan) -> None:
+        """Serve (`NodeRow.state`) once the plan says so: the owners of the boards coming here then
+        hand them off to this node."""
+        if not todo.serve:
             return
-        if behind:
+        if todo.behind:
             log.warning("node %s: serving after %.0fs without having caught up with %d boards (%s): they"
-                        " replay in full when taken", self.backend.node_id, waited, len(behind), ", ".join(behind[:5]))
-        if await self.lease.mark("serving"):
-            log.info("node %s: serving (caught up with the %d boards its owners hand it off)", self.backend.node_id, len(coming))
+                        " replay in full when taken", self.backend.node_id, time.monotonic() - self._started,
+                        len(todo.behind), ", ".join(todo.behind[:5]))
+        if await self.lease.mark(NodeState.SERVING):
+            log.info("node %s: serving (caught up with the boards its owners hand it off)", self.backend.node_id)
 
-    def _follow(self, boards: set[str]) -> None:
-        """Follow ``boards`` (start, or bring up to date), and stop following the others."""
-        for board in list(self.followers):
-            if board not in boards and board not in self._busy:
-                self._spawn(self.followers.pop(board).close())
+    def _follow(self, todo: Plan) -> None:
+        """Stop following the boards the plan drops; follow its others (start, or bring up to date)."""
+        for board in todo.unfollow:
+            self._spawn(self.followers.pop(board).close())
         now = self.supervisor.clock.now()
-        for board in boards:
+        for board in todo.follow:
             follower = self.followers.get(board)
             if follower is None:
                 follower = self.followers[board] = Follower(self.supervisor.handles[board].spec)
@@ -284,7 +232,7 @@ class Ownership:
                 return
             if follower.engine is not None:
                 self.followed_seq.labels(follower.spec.name).set(follower.engine.last_seq)
-        if self._joining and not loaded:  # a first load done: beat now, this node may have caught up
+        if self.life.state is NodeState.JOINING and not loaded:  # a first load done: beat now, this node may have caught up
             self._hinted.set()
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
@@ -323,7 +271,7 @@ class Ownership:
                 if follower is not None:  # not granted: its engine was not taken
                     self.followers.setdefault(board, follower)
                 return
-            epoch = self.backend.owned.get(board)
+            epoch = self.grants.owned.get(board)
             if epoch is not None:
                 self.directory.set(board, Owner(self.backend.node_id, self.lease.url, epoch))
             log.info("board %s: granted to node %s (epoch %s)%s", board, self.backend.node_id, epoch,
@@ -336,13 +284,13 @@ class Ownership:
         directory names no owner, so the edges hold its frames for the next one."""
         log.info("board %s: handing it off to the next node in its placement", board)
         self.directory.set(board, None)
-        epoch = self.backend.owned.get(board)
+        epoch = self.grants.owned.get(board)
         await self.supervisor.hand_off(board)
         if epoch is not None:
             await self._release(board, epoch)
 
     async def _release(self, board: str, epoch: int) -> None:
-        if not await self.backend.release(board, epoch):
+        if not await self.grants.release(board, epoch):
             log.warning("board %s: not released yet (tried again at the next beat)", board)
 
     async def _disown(self, board: str) -> None:
@@ -350,8 +298,10 @@ class Ownership:
         self.directory.set(board, None)
         await self.supervisor.disown(board)
 
-    def _fenced(self, board: str) -> None:
-        """An append of ``board`` was refused by its fence: disown it now, not at the next beat
-        (the supervisor must not restart it and grant it again)."""
-        if board not in self._busy:
-            self._start(board, self._disown(board))
+    async def _disowning_fenced(self) -> None:
+        """Disown each board whose append was refused by its fence (`Grants.fenced`) now, not at
+        the next beat (the supervisor must not restart it and grant it again)."""
+        while True:
+            board = await self.grants.fenced.get()
+            if board not in self._busy:
+                self._start(board, self._disown(board))

@@ -4,12 +4,25 @@ Every node computes the same order from the same list of live nodes, with no coo
 owner is the node with the highest weight for the board, its standbys the next ones. When a node
 leaves, only the boards it owned (or followed) move; when one joins, it takes only the boards for
 which it now weighs most.
+
+`placements` is the one place a board's owner and standbys are decided: the ownership loop plans
+from it once per beat, and `GET /v1/cluster` shows it.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """A board's place over the live nodes: its ``owner`` (None when there is no node) and the
+    ``standbys`` next in its order, which follow its journal."""
+
+    owner: str | None
+    standbys: tuple[str, ...]
 
 
 def weight(board: str, node_id: str) -> int:
@@ -25,9 +38,11 @@ def preference(board: str, nodes: Iterable[str]) -> list[str]:
     return sorted(set(nodes), key=lambda node: (-weight(board, node), node))
 
 
-def placement(board: str, nodes: Iterable[str], standbys: int) -> tuple[str | None, list[str]]:
-    """The board's owner among ``nodes`` (None when there is none) and its ``standbys`` next."""
-    order = preference(board, nodes)
-    if not order:
-        return None, []
-    return order[0], order[1 : 1 + standbys]
+def placements(boards: Iterable[str], nodes: Iterable[str], standbys: int) -> dict[str, Placement]:
+    """Every board's `Placement` over ``nodes`` with ``standbys`` standbys. O(boards × nodes log nodes)."""
+    live = set(nodes)
+    placed: dict[str, Placement] = {}
+    for board in boards:
+        order = preference(board, live)
+        placed[board] = Placement(order[0] if order else None, tuple(order[1 : 1 + standbys]))
+    return placed

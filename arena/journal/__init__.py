@@ -15,7 +15,7 @@ def journal_backend(config: Config) -> JournalBackend:
     if config.journal.backend == "postgresql":
         from arena.journal.postgresql import PostgresBackend
 
-        return PostgresBackend(config.journal, config.server.durability, config.node_id, clustered=config.cluster is not None)
+        return PostgresBackend(config.journal, config.server.durability, config.node_id)
     from arena.journal.sqlite import SqliteBackend
 
     return SqliteBackend(config.server.data_dir, config.server.durability)

@@ -5,36 +5,26 @@ keep being served."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterable, Iterable, Sequence
 
 from prometheus_client import CollectorRegistry
 
-from arena.engine.events import Fingerprint
-from arena.engine.records import CloseRecord, Record, StoredEvent, VoidRecord
-from arena.engine.scoring import FoldRow
+from arena.engine.records import Record
 from arena.engine.spec import BoardSpec
 from arena.errors import JournalWriteFailed
-from arena.journal.interface import FoldingJournal, Journal, JournalBackend, ScoreRow
+from arena.journal.interface import Journal, JournalBackend, JournalProxy
 
 FAULTS = {"full": "no space left on device", "readonly": "read-only file"}
 """The faults that can be injected, and what a write refused by each says."""
 
 
-class FaultyJournal:
+class FaultyJournal(JournalProxy):
     """A journal that delegates everything to another, except that while `fault` is set an
     append of records raises JournalWriteFailed and writes nothing, as a full disk does."""
 
     def __init__(self, journal: Journal) -> None:
-        self.journal = journal
+        super().__init__(journal)
         self.fault: str | None = None
-
-    @property
-    def path(self) -> str:
-        return self.journal.path
-
-    @property
-    def last_seq(self) -> int:
-        return self.journal.last_seq
 
     async def append(self, records: Sequence[Record]) -> None:
         if records and self.fault is not None:
@@ -45,47 +35,6 @@ class FaultyJournal:
         if self.fault is not None:
             raise JournalWriteFailed(f"{self.path}: write failed: {FAULTS[self.fault]} (injected)")
         await self.journal.append_all(chunks)
-
-    def records(self, upto_seq: int | None = None) -> AsyncIterator[list[Record]]:
-        return self.journal.records(upto_seq)
-
-    async def lookup(self, keys: Sequence[str]) -> dict[str, Fingerprint]:
-        return await self.journal.lookup(keys)
-
-    async def committed_seq(self) -> int:
-        return await self.journal.committed_seq()
-
-    def scan(
-        self,
-        upto_seq: int | None = None,
-        min_occurred_at: int | None = None,
-        before_occurred_at: int | None = None,
-        min_seq: int | None = None,
-    ) -> AsyncIterator[list[ScoreRow]]:
-        return self.journal.scan(upto_seq, min_occurred_at, before_occurred_at, min_seq)
-
-    async def next_instant(self, at: int, before: int | None) -> int | None:
-        assert isinstance(self.journal, FoldingJournal)  # the backends' journals are
-        return await self.journal.next_instant(at, before)
-
-    def fold(self, start: int, end: int | None, below_seq: int, upto_seq: int) -> AsyncIterator[list[FoldRow]]:
-        assert isinstance(self.journal, FoldingJournal)
-        return self.journal.fold(start, end, below_seq, upto_seq)
-
-    async def close_markers(self, upto_seq: int | None = None) -> list[CloseRecord]:
-        return await self.journal.close_markers(upto_seq)
-
-    async def voids(self, upto_seq: int | None = None) -> list[tuple[VoidRecord, int]]:
-        return await self.journal.voids(upto_seq)
-
-    async def event_by_key(self, key: str) -> StoredEvent | None:
-        return await self.journal.event_by_key(key)
-
-    async def member_events(self, member: str, limit: int | None = None, before_seq: int | None = None) -> list[StoredEvent]:
-        return await self.journal.member_events(member, limit, before_seq)
-
-    async def close(self) -> None:
-        await self.journal.close()
 
 
 class WriteFaults:

@@ -120,6 +120,69 @@ class FoldingJournal(Journal, Protocol):
         the bucket and a group-by."""
 
 
+class JournalProxy:
+    """A journal that delegates everything to ``journal``: a subclass changes what it needs (a
+    wrapper of a backend's journals)."""
+
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
+
+    @property
+    def path(self) -> str:
+        return self.journal.path
+
+    @property
+    def last_seq(self) -> int:
+        return self.journal.last_seq
+
+    async def append(self, records: Sequence[Record]) -> None:
+        await self.journal.append(records)
+
+    async def append_all(self, chunks: AsyncIterable[Sequence[Record]]) -> None:
+        await self.journal.append_all(chunks)
+
+    def records(self, upto_seq: int | None = None) -> AsyncIterator[list[Record]]:
+        return self.journal.records(upto_seq)
+
+    async def lookup(self, keys: Sequence[str]) -> dict[str, Fingerprint]:
+        return await self.journal.lookup(keys)
+
+    async def committed_seq(self) -> int:
+        return await self.journal.committed_seq()
+
+    def scan(
+        self,
+        upto_seq: int | None = None,
+        min_occurred_at: int | None = None,
+        before_occurred_at: int | None = None,
+        min_seq: int | None = None,
+    ) -> AsyncIterator[list[ScoreRow]]:
+        return self.journal.scan(upto_seq, min_occurred_at, before_occurred_at, min_seq)
+
+    async def next_instant(self, at: int, before: int | None) -> int | None:
+        assert isinstance(self.journal, FoldingJournal)  # the backends' journals are
+        return await self.journal.next_instant(at, before)
+
+    def fold(self, start: int, end: int | None, below_seq: int, upto_seq: int) -> AsyncIterator[list[FoldRow]]:
+        assert isinstance(self.journal, FoldingJournal)
+        return self.journal.fold(start, end, below_seq, upto_seq)
+
+    async def close_markers(self, upto_seq: int | None = None) -> list[CloseRecord]:
+        return await self.journal.close_markers(upto_seq)
+
+    async def voids(self, upto_seq: int | None = None) -> list[tuple[VoidRecord, int]]:
+        return await self.journal.voids(upto_seq)
+
+    async def event_by_key(self, key: str) -> StoredEvent | None:
+        return await self.journal.event_by_key(key)
+
+    async def member_events(self, member: str, limit: int | None = None, before_seq: int | None = None) -> list[StoredEvent]:
+        return await self.journal.member_events(member, limit, before_seq)
+
+    async def close(self) -> None:
+        await self.journal.close()
+
+
 def fold_order(spec: BoardSpec) -> str:
     """How a backend orders a fold's rows (columns ``score``, ``reached_at``, ``member``): in
     rank order, so that a table is built from a sorted run (one comparison an entry) instead of

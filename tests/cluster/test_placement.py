@@ -1,9 +1,12 @@
-"""Rendezvous placement against its definition, and the properties the cluster relies on."""
+"""Rendezvous placement against its definition, and the properties the cluster relies on; and
+`GET /v1/cluster`'s view of it (`arena.cluster.membership.view`), without a database."""
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from arena.cluster.placement import placement, preference, weight
+from arena.cluster.membership import ClusterRead, NodeRow, OwnerRow, view
+from arena.cluster.node import NodeState
+from arena.cluster.placement import Placement, placements, preference, weight
 
 boards = st.text(min_size=1, max_size=12)
 node_sets = st.sets(st.text(min_size=1, max_size=8), min_size=1, max_size=8)
@@ -11,17 +14,17 @@ node_sets = st.sets(st.text(min_size=1, max_size=8), min_size=1, max_size=8)
 
 @given(boards, node_sets)
 def test_the_owner_is_the_node_of_highest_weight(board: str, nodes: set[str]) -> None:
-    owner, _ = placement(board, nodes, 0)
+    owner = placements([board], nodes, 0)[board].owner
     assert owner == max(sorted(nodes), key=lambda n: weight(board, n))  # first of the heaviest: lowest id
 
 
 @given(boards, node_sets, st.integers(0, 10))
 def test_standbys_follow_the_owner_in_preference_order(board: str, nodes: set[str], standbys: int) -> None:
-    owner, following = placement(board, nodes, standbys)
+    place = placements([board], nodes, standbys)[board]
     order = preference(board, nodes)
     assert sorted(order) == sorted(nodes)
-    assert [owner, *following] == order[: 1 + standbys]
-    assert owner not in following
+    assert [place.owner, *place.standbys] == order[: 1 + standbys]
+    assert place.owner not in place.standbys
 
 
 @given(boards, node_sets, st.data())
@@ -34,8 +37,8 @@ def test_a_node_leaving_moves_only_what_it_held(board: str, nodes: set[str], dat
 
 @given(boards, node_sets, st.text(min_size=1, max_size=8))
 def test_a_node_joining_takes_a_board_only_from_its_owner(board: str, nodes: set[str], new: str) -> None:
-    before, _ = placement(board, nodes, 0)
-    after, _ = placement(board, nodes | {new}, 0)
+    before = placements([board], nodes, 0)[board].owner
+    after = placements([board], nodes | {new}, 0)[board].owner
     assert after in (before, new)
 
 
@@ -44,4 +47,19 @@ def test_every_process_agrees() -> None:
     assert weight("global", "node-a") == 9863477878460803238
     assert preference("global", ["node-a", "node-b", "node-c"]) == ["node-c", "node-a", "node-b"]
     assert preference("weekly", ["node-b", "node-a", "node-c"]) == ["node-c", "node-b", "node-a"]
-    assert placement("global", [], 1) == (None, [])
+    assert placements(["global"], [], 1) == {"global": Placement(None, ())}
+
+
+def test_the_cluster_view_names_the_placements_standbys_while_a_board_is_ownerless() -> None:
+    """The next owner of a board whose owner died is not listed among its standbys: those are
+    the ones the ownership loop has follow it (`placements`)."""
+    nodes = {n: NodeRow(n, f"i{n}", f"http://{n}", n != "node-c", -2.0 if n != "node-c" else 1.0, NodeState.SERVING)
+             for n in ("node-a", "node-b", "node-c", "node-d")}
+    dead_owner = "node-c"
+    board = next(f"b{i}" for i in range(100) if preference(f"b{i}", nodes)[0] == dead_owner)
+    read = ClusterRead(nodes, {board: OwnerRow(dead_owner, "inode-c", 3)})
+    order = preference(board, ["node-a", "node-b", "node-d"])
+    shown = view("node-a", read, [board], 1)["boards"][board]
+    assert shown == {"owner": None, "epoch": 3, "standbys": order[1:2]}
+    taken = ClusterRead(nodes, {board: OwnerRow(order[0], f"i{order[0]}", 4)})
+    assert view("node-a", taken, [board], 2)["boards"][board] == {"owner": order[0], "epoch": 4, "standbys": order[1:3]}

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from arena.cluster.grants import Grants
 from arena.cluster.lease import NodeLease
 from arena.config import JournalSettings
 from arena.engine.board import BoardEngine
@@ -398,10 +399,12 @@ async def test_an_append_commits_only_under_the_epoch_its_journal_was_granted(pg
 
 
 async def test_a_writable_open_is_refused_while_another_node_holds_a_live_lease(pg_journal: JournalSettings) -> None:
-    holder, other = PostgresBackend(pg_journal, node_id="node-a"), PostgresBackend(pg_journal, node_id="node-b")
+    """A server's journals are granted by the cluster's rules (`arena.cluster.grants`)."""
+    holder = Grants(PostgresBackend(pg_journal, node_id="node-a"))
+    other = Grants(PostgresBackend(pg_journal, node_id="node-b"))
     try:
         await (await holder.open(SPEC)).close()
-        await NodeLease(holder, lease_seconds=30).acquire()
+        await NodeLease(holder.backend, lease_seconds=30).acquire()
         with pytest.raises(JournalUnavailable, match="board b: node node-a holds the schema"):
             await other.open(SPEC)
         await (await other.open(SPEC, readonly=True)).close()  # reading needs no ownership
