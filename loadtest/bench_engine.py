@@ -17,7 +17,7 @@ What is measured, in one process, no network:
   member strings excluded and shown apart), and the process RSS delta of building a second table
   (allocator slack included; noisier).
 * ``rebuild``: a board journal of ``--events`` score events is written with `SqliteJournal.append`
-  in batches (timed), reopened read-only like `arena rebuild`, and `arena.replay.replay` into a
+  in batches (timed), reopened read-only like `arena rebuild`, and `arena.board.load.replay` into a
   fresh `BoardEngine` is timed; events/s = journaled events / replay seconds. Beside the replay,
   a task asks for a turn of the event loop every millisecond: the longest wait and the p99 say
   how long another board's queries and acks would stall while this board replays.
@@ -53,7 +53,8 @@ from pathlib import Path
 
 from sortedcontainers import SortedList
 
-from arena.cli import GC_THRESHOLDS
+from arena.board.load import ReplayReport, replay
+from arena.cli.main import GC_THRESHOLDS
 from arena.engine.board import BoardEngine
 from arena.engine.events import Event
 from arena.engine.periods import ALLTIME_WINDOW, PeriodKind
@@ -63,7 +64,6 @@ from arena.engine.scoring import Aggregation, Order, ScoringRule, Standing, Tie
 from arena.engine.spec import BoardSpec
 from arena.engine.table import RankedTable
 from arena.journal.sqlite import SqliteJournal
-from arena.replay import ReplayReport, replay
 from loadtest.stats import fmt_unit, progress, rss_bytes
 from loadtest.workload import member_name
 

@@ -14,17 +14,17 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from arena.clock import Clock
+from arena.board.clock import Clock
+from arena.board.snapshots import Snapshotter
 from arena.config import JournalSettings
 from arena.engine.board import BoardEngine
 from arena.engine.periods import ALLTIME_WINDOW, PeriodKind
 from arena.engine.scoring import Aggregation
+from arena.engine.snapshot import decode
 from arena.engine.spec import BoardSpec
 from arena.engine.table import RankedTable
 from arena.journal import journal_backend
 from arena.journal.snapshots import SnapshotStore, snapshot_store
-from arena.snapshot import decode
-from arena.snapshotter import Snapshotter
 from loadtest.arena_client import bench_config
 
 MEMBERS = 1_000_000

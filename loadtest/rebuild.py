@@ -7,7 +7,7 @@ load tests' board (best, desc, earliest; alltime+weekly+daily) is written with `
 in transactions of `BATCH` events (not timed): every member once, up to ``--members``, then a
 seeded zipf stream, values uniform in 0..1e9, instants spread evenly over the ``--span-hours``
 before a fixed now, in seq order like a live journal. It is then replayed as `arena rebuild` and
-a start without a snapshot do (a read-only open, then `arena.replay.replay`), ``--rebuild-repeats``
+a start without a snapshot do (a read-only open, then `arena.board.load.replay`), ``--rebuild-repeats``
 times per mode after one warm-up: events/s from the replay's own clock (the open, with sqlite's
 quick_check, is left out), min/median/max, and the CPU split of the replay (this process, which
 is Arena's replay; the rest of the machine: the PostgreSQL server, and other people's work on a
@@ -30,6 +30,7 @@ from contextlib import asynccontextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
+from arena.board.load import replay
 from arena.config import JournalSettings
 from arena.engine.board import BoardEngine
 from arena.engine.events import Event
@@ -39,7 +40,6 @@ from arena.engine.spec import BoardSpec
 from arena.journal import JournalBackend
 from arena.journal.postgresql import PostgresBackend
 from arena.journal.sqlite import SqliteBackend
-from arena.replay import replay
 from loadtest.postgres import postgres_url
 from loadtest.stats import CpuMeter, fmt_int, progress
 from loadtest.workload import member_name, zipf_ranks

@@ -15,11 +15,11 @@ import pytest
 
 from arena.cluster.lease import NodeLease
 from arena.config import Config, JournalSettings, load_config
-from arena.datadir import DataDirLock
 from arena.engine.events import Event
 from arena.engine.periods import Calendar, PeriodKind
 from arena.engine.records import CloseRecord, Record, ScoreRecord, VoidRecord
 from arena.journal import journal_backend
+from arena.journal.datadir import DataDirLock
 from arena.journal.postgresql import PostgresBackend
 from support.arena_cli import arena, rebuild_digests
 from support.faults import write_config

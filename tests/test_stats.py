@@ -8,7 +8,7 @@ from collections import defaultdict
 from hypothesis import given
 from hypothesis import strategies as st
 
-from arena.stats import Stats
+from arena.metrics.stats import Stats
 
 T0 = 1_796_083_200  # 2026-12-01T00:00:00Z
 

@@ -10,18 +10,18 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from arena.actor import BoardActor, VoidOutcome
 from arena.api.forward import Forwarding, forward_request, forwarded
 from arena.api.http import error_response, int_param, json_object, json_response
 from arena.api.queries import MAX_AUDIT_LIMIT
+from arena.api.service import Arena
 from arena.api.wire import Body
+from arena.board.actor import BoardActor, VoidOutcome
+from arena.board.mailbox import Command
 from arena.cluster.peers import body_of
 from arena.config import Admin
 from arena.engine.records import StoredEvent
 from arena.engine.times import format_ms
 from arena.errors import JournalError, QueryError, invalid_request, unavailable
-from arena.mailbox import Command
-from arena.service import Arena
 
 AdminAnswer = Callable[[Arena, Admin, Request], Awaitable[Body]]
 

@@ -12,9 +12,9 @@ from arena.api import admin, console, http, live, peer, testing, ws
 from arena.api.cors import Cors
 from arena.api.forward import Forwarding
 from arena.api.http import json_response
+from arena.api.service import Arena
 from arena.cluster.peers import PATH as PEER_PATH
 from arena.cluster.peers import Peers
-from arena.service import Arena
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -25,7 +25,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 
 def create_app(arena: Arena) -> http.QueryRoutes:
-    """Routes only; the caller starts and stops ``arena`` around the server (see arena.server).
+    """Routes only; the caller starts and stops ``arena`` around the server (see arena.cli.serve).
     `QueryRoutes.routes` lists every HTTP route it serves."""
     routes: list[BaseRoute] = [*http.routes, *admin.routes, *console.routes, WebSocketRoute("/v1/ws", ws.ingest),
                                WebSocketRoute("/v1/live", ws.live), WebSocketRoute(PEER_PATH, peer.serve)]

@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from arena.actor import unavailable_results
+from arena.api.service import Arena
+from arena.board.actor import unavailable_results
 from arena.cluster.directory import Owner
 from arena.cluster.peers import NotHere, Peer, PeerGone, Peers, TooLarge, body_fields, body_of, event_fields, result_of
 from arena.cluster.split import LOCAL, destination
 from arena.engine.events import Event, Reason, Result
 from arena.errors import QueryError, invalid_request
-from arena.service import Arena
 
 if TYPE_CHECKING:
     from starlette.types import Scope

@@ -29,10 +29,10 @@ from starlette.types import Message, Receive, Scope, Send
 from arena.api import live, openapi, queries, wire
 from arena.api.cors import Cors, live_allowed
 from arena.api.forward import Forwarding, forward_request, forwarded
+from arena.api.service import Arena
 from arena.api.wire import RETRY_AFTER, Body
 from arena.cluster.peers import body_of
 from arena.errors import QueryError, invalid_request
-from arena.service import Arena
 
 JSON = "application/json"
 

@@ -17,17 +17,17 @@ from typing import Any
 import orjson
 from starlette.types import Receive, Scope, Send
 
-from arena.actor import BoardState
 from arena.api import queries, wire
 from arena.api.forward import Forwarding
+from arena.api.service import Arena
 from arena.api.transport import abort
 from arena.api.upstream import Upstreams
 from arena.api.wire import Body
+from arena.board.actor import BoardState
 from arena.engine.events import MAX_MEMBER_CHARS
 from arena.errors import QueryError, invalid_request
 from arena.live.outbox import EVENT_STREAM, Bounds, Outbox
 from arena.live.views import LiveViews, Subscription, ViewSpec
-from arena.service import Arena
 
 log = logging.getLogger("arena.live")
 

@@ -20,13 +20,13 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from arena.api import wire
 from arena.api.forward import FORWARDED
 from arena.api.live import view_spec
+from arena.api.service import Arena
 from arena.api.ws import QUERY_OPS
 from arena.cluster import peers
 from arena.engine.events import Reason
 from arena.errors import QueryError
 from arena.live.outbox import Bounds, Framing, Outbox
 from arena.live.views import Subscription
-from arena.service import Arena
 
 log = logging.getLogger("arena.cluster")
 

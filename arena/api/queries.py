@@ -13,12 +13,12 @@ import math
 from fractions import Fraction
 
 from arena.api import wire
+from arena.api.service import Arena
 from arena.api.wire import Body
 from arena.engine.periods import PeriodKind
 from arena.engine.table import RankedTable
 from arena.engine.times import format_optional_ms
 from arena.errors import QueryError, invalid_request, not_found
-from arena.service import Arena
 
 MAX_LIMIT = 1000
 MAX_RADIUS = 100

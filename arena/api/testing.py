@@ -7,13 +7,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from arena.actor import BoardActor, BoardState
 from arena.api.admin import _json_object
 from arena.api.http import error_response, json_response
+from arena.api.service import Arena
+from arena.board.actor import BoardActor, BoardState
+from arena.board.mailbox import Command
 from arena.errors import QueryError, invalid_request, unavailable
 from arena.journal.faults import FAULTS
-from arena.mailbox import Command
-from arena.service import Arena
 
 
 async def set_clock(request: Request) -> Response:

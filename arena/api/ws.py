@@ -27,6 +27,7 @@ from arena.api import queries, wire
 from arena.api.cors import live_allowed
 from arena.api.forward import Forwarding
 from arena.api.live import REFUSED, VIEW_FIELDS, Subscriptions, view_spec
+from arena.api.service import Arena
 from arena.api.transport import abort
 from arena.api.wire import Body
 from arena.cluster.split import Part, Split, merge, split
@@ -35,7 +36,6 @@ from arena.engine.events import Event, Result, parse_event
 from arena.errors import QueryError, invalid_request
 from arena.live.outbox import Bounds, Outbox
 from arena.live.views import LiveViews
-from arena.service import Arena
 
 log = logging.getLogger("arena.ws")
 

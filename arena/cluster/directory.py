@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from arena.clock import wait_set
+from arena.board.clock import wait_set
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,8 @@ from typing import Any
 import asyncpg
 from prometheus_client import Gauge, Histogram
 
-from arena.clock import wait_set
+from arena.board.clock import wait_set
+from arena.board.supervisor import Supervisor
 from arena.cluster.directory import Directory, Owner
 from arena.cluster.grants import Grants
 from arena.cluster.lease import OWNERSHIP_CHANNEL, NodeLease, hint
@@ -43,7 +44,6 @@ from arena.cluster.standby import Follower
 from arena.errors import JournalError, JournalUnavailable, OwnedElsewhere
 from arena.journal.postgresql import STORE_ERRORS
 from arena.metrics import Metrics
-from arena.supervisor import Supervisor
 
 log = logging.getLogger("arena.cluster")
 

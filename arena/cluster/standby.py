@@ -1,10 +1,10 @@
 """Standby copies: a node next in a board's placement follows its journal by seq, so that when it
 takes the board over it replays only the records journaled since its last beat.
 
-A `Follower` holds a read-only engine of the board: loaded once in full (`arena.replay.replay`),
-then brought up to the journal's committed seq at each beat (`arena.replay.replay_tail`: the records after the
+A `Follower` holds a read-only engine of the board: loaded once in full (`arena.board.load.replay`),
+then brought up to the journal's committed seq at each beat (`arena.board.load.replay_tail`: the records after the
 engine's seq, applied as a start from a snapshot applies the journal's tail). The new owner's
-actor starts from it (`arena.actor.BoardActor`'s ``engine``) and applies the last tail itself,
+actor starts from it (`arena.board.actor.BoardActor`'s ``engine``) and applies the last tail itself,
 after its grant: nothing can be journaled between that read and its first append but by itself.
 """
 
@@ -13,11 +13,11 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from arena.board.load import ReplayReport, replay, replay_tail
 from arena.engine.board import BoardEngine
 from arena.engine.spec import BoardSpec
 from arena.errors import JournalError
 from arena.journal import Journal, JournalBackend
-from arena.replay import ReplayReport, replay, replay_tail
 
 log = logging.getLogger("arena.cluster")
 

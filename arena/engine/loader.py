@@ -1,4 +1,4 @@
-"""Replaying journaled score records into a board's tables (`arena.replay` drives it).
+"""Replaying journaled score records into a board's tables (`arena.board.load` drives it).
 
 Records are routed by the same rule as the live path (`Route.windows`) and folded by the same
 merge (`ScoringRule.update` and `merge`), so a rebuild equals the live tables. Member states

@@ -291,7 +291,7 @@ class Freeze:
     entries for the garbage collector to walk, 20-80 ms a collection."""
 
     step = 1024
-    """Entries a run: 1024 take about 1 ms with their encoding (`arena.snapshot.encode`)."""
+    """Entries a run: 1024 take about 1 ms with their encoding (`arena.engine.snapshot.encode`)."""
 
     def __init__(self, table: RankedTable) -> None:
         assert table._freeze is None, "one freeze of a table at a time"

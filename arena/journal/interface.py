@@ -107,7 +107,7 @@ class Journal(Protocol):
 @runtime_checkable
 class FoldingJournal(Journal, Protocol):
     """A journal that folds score events in its own query engine, one row per member instead of
-    one per event: what makes a replay fast (`arena.replay`). A bucket is a span of instants
+    one per event: what makes a replay fast (`arena.board.load`). A bucket is a span of instants
     ``[start, end)`` (``end`` None: unbounded) and the events in it with ``seq < below_seq``
     and ``seq <= upto_seq`` that no void up to ``upto_seq`` names."""
 

@@ -1,5 +1,5 @@
 """Where a board's snapshot is kept: next to its journal, in the same backend. A snapshot is a
-cache (`arena.snapshot`): a store keeps each board's newest one, and losing it costs a full replay.
+cache (`arena.engine.snapshot`): a store keeps each board's newest one, and losing it costs a full replay.
 
 - sqlite: ``<board>.snapshot`` beside ``<board>.journal.sqlite`` in `data_dir`, written to a
   temporary file, fsynced and renamed over the old one, so a crash leaves the old or the new;

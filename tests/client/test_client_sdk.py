@@ -14,7 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-import arena.actor
+import arena.board.actor
+from arena.board.load import replay
 from arena.client import (
     ArenaClient,
     AuthenticationError,
@@ -34,7 +35,6 @@ from arena.client import (
     ws_url,
 )
 from arena.journal.sqlite import journal_path
-from arena.replay import replay
 from loadtest.process import free_socket
 from support.server import ADMIN_TOKEN, InProcessServer, make_config, token_for, until
 
@@ -230,7 +230,7 @@ async def test_a_query_answered_not_ready_is_sent_again_until_the_board_has_load
         await loading.wait()
         return await replay(*args, **kwargs)
 
-    monkeypatch.setattr(arena.actor, "replay", held_replay)
+    monkeypatch.setattr(arena.board.actor, "replay", held_replay)
     async with InProcessServer(make_config(tmp_path, {"b": {}}), wait_ready=False) as server:
         try:
             async with ArenaClient(server.url, token_for("gs"), reconnect_base=0.01, reconnect_max=0.05) as client:

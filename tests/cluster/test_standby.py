@@ -9,10 +9,10 @@ import asyncio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from arena.board.load import replay_tail
 from arena.cluster.standby import Follower
 from arena.engine.board import BoardEngine
 from arena.journal import Journal
-from arena.replay import replay_tail
 from support.engines import Live, full_replay, state
 from support.journals import BackendKind, Store, journal_store
 from support.oracle import Frame, OBoard, boards_and_frames, spec_of

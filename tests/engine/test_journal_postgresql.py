@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from arena.board.load import replay
 from arena.cluster.grants import Grants
 from arena.cluster.lease import NodeLease
 from arena.config import JournalSettings
@@ -27,7 +28,6 @@ from arena.engine.spec import BoardSpec
 from arena.errors import JournalCorrupt, JournalError, JournalUnavailable, JournalWriteFailed
 from arena.journal import Journal
 from arena.journal.postgresql import SCHEMA_VERSION, PostgresBackend
-from arena.replay import replay
 from loadtest.process import free_port
 from support.journals import SPEC, journal_store, write_journal
 from support.postgres import EmbeddedPostgres, fetchval

@@ -15,6 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from arena.board.load import replay, replay_tail
+from arena.board.snapshots import Snapshotter, start_from_snapshot
 from arena.engine.board import BoardEngine
 from arena.engine.events import Event
 from arena.engine.periods import PeriodKind
@@ -24,8 +26,6 @@ from arena.engine.table import RankedTable
 from arena.engine.times import parse_rfc3339_ms
 from arena.errors import QueryError
 from arena.journal.snapshots import SnapshotStore
-from arena.replay import replay, replay_tail
-from arena.snapshotter import Snapshotter, start_from_snapshot
 from support.engine_harness import EngineHarness
 from support.engines import Live, on_a_journal, pinned
 from support.journals import BackendKind

@@ -1,4 +1,4 @@
-"""Rebuild from the journal equals the live tables, digest for digest (arena.replay.replay).
+"""Rebuild from the journal equals the live tables, digest for digest (arena.board.load.replay).
 
 The live side is EngineHarness (the actor's steps, clock injected); its journaled records go to
 a MemoryJournal or a real journal (sqlite and PostgreSQL: support.journals), and a fresh
@@ -21,7 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arena.cli import rebuild_board
+from arena.board.load import ReplayReport, replay
+from arena.cli.rebuild import rebuild_board
 from arena.config import Config, ServerSettings
 from arena.engine.board import BoardEngine
 from arena.engine.events import Event, Fingerprint, parse_event
@@ -34,7 +35,6 @@ from arena.engine.table import RankedTable
 from arena.engine.times import parse_rfc3339_ms
 from arena.errors import BoardDefinitionChanged
 from arena.journal import Journal
-from arena.replay import ReplayReport, replay
 from loadtest.config_toml import write_config
 from support.engine_harness import EngineHarness
 from support.journals import BackendKind, Store, journal_store, write_journal

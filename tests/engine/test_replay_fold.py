@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from arena.board.load import replay
 from arena.engine.board import BoardEngine
 from arena.engine.events import Event
 from arena.engine.periods import PeriodKind
@@ -19,7 +20,6 @@ from arena.engine.records import Record, ScoreRecord, VoidRecord
 from arena.engine.scoring import Aggregation, Order, ScoringRule, Tie
 from arena.engine.spec import BoardSpec
 from arena.journal import FoldingJournal
-from arena.replay import replay
 from support.journals import BackendKind, Store, journal_store, write_journal
 from support.oracle import OBoard, OEvent, check_engine, drive, frames_for, oboards, rank
 

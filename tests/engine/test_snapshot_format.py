@@ -1,4 +1,4 @@
-"""The snapshot format (`arena.snapshot`): what is written reads back the same, a damaged, foreign
+"""The snapshot format (`arena.engine.snapshot`): what is written reads back the same, a damaged, foreign
 or future snapshot is refused with a reason, the validity rules; and `Freeze`: a table's
 standings as of the moment a freeze began, however the table changes between its runs."""
 
@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from arena.engine.periods import ALLTIME_WINDOW, Calendar, PeriodKind
 from arena.engine.scoring import Aggregation, Order, ScoringRule, Standing, Tie
+from arena.engine.snapshot import FORMAT, MAGIC, Snapshot, SnapshotInvalid, TableImage, decode, encode, rejection, seal
 from arena.engine.table import Freeze, RankedTable
-from arena.snapshot import FORMAT, MAGIC, Snapshot, SnapshotInvalid, TableImage, decode, encode, rejection, seal
 
 BEST = ScoringRule.for_board(Aggregation.BEST, Order.DESC, Tie.EARLIEST)
 LATEST = ScoringRule.for_board(Aggregation.LATEST, Order.DESC, Tie.EARLIEST)

@@ -17,16 +17,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from arena.board.load import replay
+from arena.board.snapshots import Snapshotter, start_from_snapshot
 from arena.engine.board import BoardEngine
 from arena.engine.periods import PeriodKind, Window
+from arena.engine.snapshot import FORMAT, MAGIC, decode
 from arena.engine.spec import BoardSpec
 from arena.engine.table import Freeze, RankedTable
 from arena.engine.times import parse_rfc3339_ms
 from arena.journal import Journal
 from arena.journal.snapshots import SnapshotStore, snapshot_store
-from arena.replay import replay
-from arena.snapshot import FORMAT, MAGIC, decode
-from arena.snapshotter import Snapshotter, start_from_snapshot
 from support.engine_harness import EngineHarness
 from support.engines import Live, full_replay, on_a_journal, pinned, state
 from support.journals import BackendKind, Store
@@ -103,7 +103,7 @@ def test_a_snapshot_taken_while_batches_land_holds_the_tables_at_its_seq(
             {k: t.digest() for k, t in replayed.tables.items() if len(t)}
         assert snapshot.disputes == replayed.disputes
 
-    with patch("arena.snapshotter.TURN", 0), patch.object(Freeze, "step", 1):
+    with patch("arena.board.snapshots.TURN", 0), patch.object(Freeze, "step", 1):
         on_a_journal(backend_kind, spec, data, body)
 
 
@@ -205,7 +205,7 @@ async def test_a_snapshot_that_may_not_serve_is_ignored_with_the_reason_and_the_
     # a changed definition is read from the snapshot only: the journal keeps its own
     journal = await store.open(SPEC if spec.definition() != SPEC.definition() else spec, readonly=True)
     now = T0 + DAY + 1000
-    caplog.set_level(logging.INFO, "arena.snapshot")
+    caplog.set_level(logging.INFO, "arena.board")
     assert await start_from_snapshot(BoardEngine(spec), journal, snapshots, now) is None
     assert reason in caplog.text and "replaying the journal in full" in caplog.text
     await journal.close()

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from arena.actor import unavailable_results
+from arena.board.actor import unavailable_results
 from arena.engine.board import BoardEngine
 from arena.engine.events import MAX_META_BYTES, Event, Reason, Result, Status, parse_event
 from arena.engine.periods import PeriodKind

@@ -11,9 +11,9 @@ from typing import Any
 
 import httpx
 
-import arena.actor
-import arena.replay
-from arena.actor import BoardState
+import arena.board.actor
+import arena.board.load
+from arena.board.actor import BoardState
 from support.faults import journaled
 from support.server import Client, InProcessServer, event, make_config, statuses, token_for, until
 
@@ -138,7 +138,7 @@ async def test_a_restarted_board_answers_not_ready_until_it_has_loaded_then_ever
     tmp_path: Path, monkeypatch: Any
 ) -> None:
     loading = asyncio.Event()
-    replay = arena.replay.replay
+    replay = arena.board.load.replay
 
     async def held_replay(*args: Any, **kwargs: Any) -> Any:
         await loading.wait()
@@ -148,7 +148,7 @@ async def test_a_restarted_board_answers_not_ready_until_it_has_loaded_then_ever
         client = await Client.connect(server.ws_url, token_for("gs"))
         now = _now()
         assert statuses(await client.submit([event("a", "m", 3, now, "k1"), event("a", "m", 4, now, "k2")])) == ["accepted"] * 2
-        monkeypatch.setattr(arena.actor, "replay", held_replay)
+        monkeypatch.setattr(arena.board.actor, "replay", held_replay)
         await _crash(http, "a", 1)
         assert statuses(await client.submit([event("a", "x", 5, now, "crash-1")])) == ["rejected:unavailable"]
         assert server.arena is not None

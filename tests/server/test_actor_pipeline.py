@@ -8,8 +8,8 @@ import asyncio
 import time
 from collections.abc import Sequence
 
-from arena.actor import BoardActor, BoardHandle
-from arena.clock import Clock
+from arena.board.actor import BoardActor, BoardHandle
+from arena.board.clock import Clock
 from arena.engine.events import Event, Fingerprint, Result
 from arena.engine.records import Record, ScoreRecord
 from arena.engine.spec import BoardSpec

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from arena.actor import BoardHandle, BoardState
+from arena.board.actor import BoardHandle, BoardState
+from arena.board.load import replay
 from arena.engine.board import BoardEngine
 from arena.engine.events import Event, Reason, Status
 from arena.engine.periods import PeriodKind
 from arena.engine.spec import BoardSpec
 from arena.errors import QueryError
 from arena.metrics import Metrics
-from arena.replay import replay
 from support.memory_journal import MemoryJournal
 
 

@@ -13,8 +13,8 @@ import orjson
 import pytest
 import websockets
 
+from arena.board.mailbox import Command
 from arena.engine.events import Event
-from arena.mailbox import Command
 from support.faults import parse_metric
 from support.server import (
     ADMIN_TOKEN,

@@ -17,7 +17,7 @@ import httpx
 import pytest
 import websockets
 
-import arena.actor
+import arena.board.actor
 from arena.config import load_config
 from arena.engine.events import Event
 from arena.engine.periods import PeriodKind
@@ -115,7 +115,7 @@ async def test_a_server_stopping_while_a_board_loads_answers_its_queued_frames_u
     async def endless_replay(*args: Any, **kwargs: Any) -> Any:
         await asyncio.Event().wait()
 
-    monkeypatch.setattr(arena.actor, "replay", endless_replay)
+    monkeypatch.setattr(arena.board.actor, "replay", endless_replay)
     server = InProcessServer(make_config(tmp_path, {"b": {}}), wait_ready=False)
     await server.start()
     assert server.arena is not None
@@ -123,7 +123,7 @@ async def test_a_server_stopping_while_a_board_loads_answers_its_queued_frames_u
     client = await Client.connect(server.ws_url, token_for("gs"))
     answer = client.send({"op": "submit", "events": [event("b", "m", 1, int(time.time() * 1000), "queued")]})
     await until(lambda: mailbox.depth == 1, "the frame to wait behind the replay")
-    with caplog.at_level(logging.INFO, logger="arena.supervisor"):
+    with caplog.at_level(logging.INFO, logger="arena.board"):
         await asyncio.wait_for(server.stop(), 10)  # it waited for the replay to end: forever, here
     assert "board b: replay stopped, the server is stopping" in caplog.messages
     assert statuses((await answer)["results"]) == ["rejected:unavailable"]  # retryable: sent again elsewhere

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from arena.stats import SECONDS
+from arena.metrics.stats import SECONDS
 from support.server import Client, InProcessServer, event, make_config, token_for
 
 BOARDS = {"b": {"periods": ["alltime"], "max_value": 100}}

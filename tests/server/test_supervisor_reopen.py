@@ -9,16 +9,16 @@ from collections.abc import Iterable
 import pytest
 from prometheus_client import CollectorRegistry
 
-from arena import supervisor
-from arena.actor import BoardState
-from arena.clock import Clock
+from arena.board import supervisor
+from arena.board.actor import BoardState
+from arena.board.clock import Clock
+from arena.board.supervisor import Supervisor
 from arena.config import Config, ServerSettings
 from arena.engine.events import Event
 from arena.engine.periods import PeriodKind
 from arena.engine.spec import BoardSpec
 from arena.errors import JournalUnavailable
 from arena.metrics import Metrics
-from arena.supervisor import Supervisor
 from support.memory_journal import MemoryJournal
 from support.server import until
 

@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from arena.clock import wait_set
+from arena.board.clock import wait_set
 
 
 async def test_a_cancel_in_the_turn_the_event_is_set_ends_the_waiting_loop() -> None:

@@ -10,13 +10,13 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from arena.clock import Clock
+from arena.board.clock import Clock
+from arena.board.load import replay
 from arena.engine.board import BoardEngine
 from arena.engine.records import ScoreRecord, VoidRecord
 from arena.engine.spec import BoardSpec
 from arena.journal import Journal
 from arena.journal.snapshots import SnapshotStore, snapshot_store
-from arena.replay import replay
 from support.engine_harness import EngineHarness
 from support.journals import BackendKind, journal_store
 from support.oracle import Frame

@@ -22,12 +22,12 @@ import orjson
 import websockets
 from websockets.asyncio.client import ClientConnection
 
+from arena.api.service import Arena
+from arena.cli.serve import ArenaServer, uvicorn_config
 from arena.client import ArenaClient
 from arena.config import Admin, ClusterSettings, Config, GameServer, JournalSettings, ServerSettings, parse_board
-from arena.datadir import DataDirLock
 from arena.engine.spec import BoardSpec
-from arena.server import ArenaServer, uvicorn_config
-from arena.service import Arena
+from arena.journal.datadir import DataDirLock
 from loadtest.process import ArenaServe, free_socket
 
 ADMIN_TOKEN = "admin-token"

@@ -19,8 +19,8 @@ import uvicorn
 
 from arena.api.app import create_app
 from arena.api.http import QueryRoutes
+from arena.api.service import Arena
 from arena.api.transport import HttpProtocol, WebSocketProtocol
-from arena.service import Arena
 
 log = logging.getLogger("arena.server")
 

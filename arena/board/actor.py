@@ -15,7 +15,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from arena.clock import Clock
+from arena.board.clock import Clock
+from arena.board.load import ReplayReport, replay, replay_tail
+from arena.board.mailbox import Command, Mailbox, Submission
+from arena.board.snapshots import Snapshotter, start_from_snapshot
 from arena.engine.board import BoardEngine
 from arena.engine.events import Event, Fingerprint, Reason, Result, Status
 from arena.engine.periods import PeriodKind
@@ -26,12 +29,9 @@ from arena.engine.table import RankedTable
 from arena.errors import JournalError, JournalWriteFailed, OwnershipLost, QueryError, not_found, not_ready, unavailable
 from arena.journal import Journal
 from arena.journal.snapshots import SnapshotStore
-from arena.mailbox import Command, Mailbox, Submission
 from arena.metrics import Metrics
-from arena.replay import ReplayReport, replay, replay_tail
-from arena.snapshotter import Snapshotter, start_from_snapshot
 
-log = logging.getLogger("arena.actor")
+log = logging.getLogger("arena.board")
 
 MAX_DRAIN_EVENTS = 20_000
 """Events per group commit at most: bounds one transaction and one pause of the loop."""
@@ -329,7 +329,7 @@ class BoardActor:
         followed = self.followed
         engine = followed or BoardEngine(handle.spec)
         self.followed = None
-        engine.unpublish()  # every load publishes its tables when it ends (`arena.replay.finish_load`)
+        engine.unpublish()  # every load publishes its tables when it ends (`arena.board.load.finish_load`)
         handle.engine = engine
         handle.state = BoardState.LOADING
         handle.loaded.clear()

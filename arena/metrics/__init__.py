@@ -9,7 +9,7 @@ from operator import itemgetter
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from arena.engine.events import Result
-from arena.stats import Stats
+from arena.metrics.stats import Stats
 
 _outcome = itemgetter(1, 2)  # a Result's (status, reason)
 _LAG_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)

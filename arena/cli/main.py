@@ -21,17 +21,16 @@ from typing import Any
 import orjson
 
 from arena.auth import RedactTokens, new_token, token_sha256
-from arena.clock import Clock
+from arena.board.clock import Clock
+from arena.cli.rebuild import rebuild_board, table_rows
 from arena.config import Config, load_config
-from arena.datadir import DataDirLock
-from arena.engine.board import BoardEngine
 from arena.engine.periods import PeriodKind
 from arena.engine.spec import BoardSpec
 from arena.engine.table import RankedTable
 from arena.engine.times import parse_rfc3339_ms
 from arena.errors import ArenaError
 from arena.journal import journal_backend
-from arena.replay import ReplayReport, replay
+from arena.journal.datadir import DataDirLock
 
 log = logging.getLogger("arena")
 
@@ -63,8 +62,8 @@ def _run(coro_factory: Callable[[], Any]) -> Any:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from arena.server import serve
-    from arena.service import Arena
+    from arena.api.service import Arena
+    from arena.cli.serve import serve
 
     config = _config(args)
     # on postgresql the node's lease on the schema keeps a second server off (Arena.start)
@@ -82,40 +81,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 # -- rebuild ----------------------------------------------------------------------------------
-
-
-async def rebuild_board(
-    config: Config,
-    spec: BoardSpec,
-    *,
-    now: int,
-    upto_seq: int | None = None,
-    everything: bool = False,
-) -> tuple[BoardEngine, ReplayReport]:
-    """Replay one board's journal read-only, exactly as a starting actor does."""
-    backend = journal_backend(config)
-    try:
-        journal = await backend.open(spec, readonly=True)
-        try:
-            engine = BoardEngine(spec)
-            report = await replay(engine, journal, now, upto_seq=upto_seq, everything=everything)
-        finally:
-            await journal.close()
-    finally:
-        await backend.close()
-    return engine, report
-
-
-def table_rows(
-    spec: BoardSpec, engine: BoardEngine, report: ReplayReport, now: int
-) -> dict[tuple[PeriodKind, str], tuple[RankedTable, int, float]]:
-    """What `arena rebuild` prints of a rebuilt board: (table, events replayed, seconds) by
-    (kind, period_id), for every table the server lists, those no event reached (size 0) included."""
-    rows = {(t.table.window.kind, t.table.window.period_id): (t.table, t.events, t.seconds) for t in report.tables}
-    for kind in spec.periods:
-        for table in engine.listed_tables(kind, now):
-            rows.setdefault((kind, table.window.period_id), (table, 0, 0.0))
-    return rows
 
 
 def _boards(config: Config, only: str | None) -> list[BoardSpec]:
@@ -215,7 +180,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    from arena.migrate import migrate
+    from arena.cli.migrate import migrate
 
     config = _config(args)
     print("board\tperiod\tperiod_id\tsource_sha256\ttarget_sha256\tresult", flush=True)

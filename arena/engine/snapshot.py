@@ -1,5 +1,5 @@
 """A board's snapshot: its tables at one seq, as bytes, and the rules that say when a start may
-use one (DESIGN.md, "Snapshots: a fast start"). Pure: no I/O; `arena.snapshotter` takes and
+use one (DESIGN.md, "Snapshots: a fast start"). Pure: no I/O; `arena.board.snapshots` takes and
 loads snapshots, `arena.journal.snapshots` keeps them.
 
 Layout (all integers little-endian)::

@@ -1,5 +1,5 @@
 """Taking a board's snapshot in the background, and starting a board from one (DESIGN.md,
-"Snapshots: a fast start"); the format and the validity rules are `arena.snapshot`'s.
+"Snapshots: a fast start"); the format and the validity rules are `arena.engine.snapshot`'s.
 
 Taking one never stops the board: every table is frozen at one seq (`arena.engine.table.Freeze`,
 O(1)); reading the frozen standings and encoding them run on the event loop in steps of at most
@@ -19,17 +19,17 @@ import logging
 import time
 from collections.abc import Iterator
 
-from arena.clock import Clock
+from arena.board.clock import Clock
+from arena.board.load import ReplayReport, TableReport, replay_tail
 from arena.engine.board import BoardEngine, retained_by
+from arena.engine.snapshot import Snapshot, SnapshotInvalid, decode, encode, record_identity, rejection, seal
 from arena.engine.table import Freeze, RankedTable
 from arena.errors import JournalError
 from arena.journal import Journal, ScoreRow
 from arena.journal.interface import definition_text
 from arena.journal.snapshots import SnapshotStore
-from arena.replay import ReplayReport, TableReport, replay_tail
-from arena.snapshot import Snapshot, SnapshotInvalid, decode, encode, record_identity, rejection, seal
 
-log = logging.getLogger("arena.snapshot")
+log = logging.getLogger("arena.board")
 TURN = 0.002
 """Seconds of snapshot work per turn of the event loop: about what taking one adds to an ack."""
 

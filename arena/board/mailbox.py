@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from arena.clock import wait_set
+from arena.board.clock import wait_set
 from arena.engine.events import Event, Result
 
 

@@ -18,8 +18,8 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 
-from arena.actor import BoardActor, BoardHandle, BoardState, unavailable_results
-from arena.clock import Clock
+from arena.board.actor import BoardActor, BoardHandle, BoardState, unavailable_results
+from arena.board.clock import Clock
 from arena.config import Config
 from arena.engine.board import BoardEngine
 from arena.errors import BoardDefinitionChanged, JournalCorrupt, JournalError, JournalUnavailable, OwnedElsewhere
@@ -27,7 +27,7 @@ from arena.journal import Journal, JournalBackend
 from arena.journal.snapshots import SnapshotStore
 from arena.metrics import Metrics
 
-log = logging.getLogger("arena.supervisor")
+log = logging.getLogger("arena.board")
 
 REOPEN_RETRY_SECONDS = 1.0
 

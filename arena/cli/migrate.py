@@ -20,16 +20,16 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 
-from arena.cli import rebuild_board, table_rows
-from arena.clock import Clock
+from arena.board.clock import Clock
+from arena.cli.rebuild import rebuild_board, table_rows
 from arena.cluster.grants import Grants
 from arena.cluster.lease import NodeLease
 from arena.config import Config, JournalSettings
-from arena.datadir import DataDirLock
 from arena.engine.records import Record
 from arena.engine.spec import BoardSpec
 from arena.errors import ArenaError
 from arena.journal import Journal, JournalBackend
+from arena.journal.datadir import DataDirLock
 from arena.journal.postgresql import PostgresBackend
 from arena.journal.sqlite import SqliteBackend
 

@@ -6,9 +6,10 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from arena.actor import BoardHandle
 from arena.auth import identify
-from arena.clock import Clock
+from arena.board.actor import BoardHandle
+from arena.board.clock import Clock
+from arena.board.supervisor import Supervisor
 from arena.cluster.directory import Directory
 from arena.config import DEV_ADMIN_TOKEN_SHA256, DEV_TOKEN_SHA256, Admin, Config, GameServer
 from arena.errors import JournalUnavailable, QueryError, not_found
@@ -17,7 +18,6 @@ from arena.journal.faults import WriteFaults
 from arena.journal.snapshots import snapshot_store
 from arena.live.views import LiveViews
 from arena.metrics import Metrics
-from arena.supervisor import Supervisor
 
 if TYPE_CHECKING:
     from arena.cluster.grants import Grants

@@ -1,0 +1,1 @@
+"""`arena serve | rebuild | verify | migrate | token`."""
