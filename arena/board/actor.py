@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
 from arena.board.clock import Clock
-from arena.board.load import ReplayReport, replay, replay_tail
+from arena.board.load import load
 from arena.board.mailbox import Command, Mailbox, Submission
-from arena.board.snapshots import Snapshotter, start_from_snapshot
+from arena.board.snapshots import Snapshotter
 from arena.engine.board import BoardEngine
 from arena.engine.events import Event, Fingerprint, Reason, Result, Status
 from arena.engine.periods import PeriodKind
@@ -299,7 +298,7 @@ class VoidOutcome:
 
 
 class BoardActor:
-    """One life of a board's actor: replay, then serve batches until stopped or crashed."""
+    """One life of a board's actor: load, then serve batches until stopped or crashed."""
 
     def __init__(self, handle: BoardHandle, journal: Journal, clock: Clock, snapshots: SnapshotStore | None = None,
                  snapshot_every: int = 0, engine: BoardEngine | None = None) -> None:
@@ -322,27 +321,20 @@ class BoardActor:
         return self.pipeline.unanswered if self.pipeline is not None else []
 
     async def run(self) -> None:
-        """Replay the journal, then drain the mailbox until `stop`. Unexpected exceptions
-        propagate to the supervisor; `unanswered` then holds the submissions to fail."""
+        """Load the board (`arena.board.load.load`), then drain the mailbox until `stop`.
+        Unexpected exceptions propagate to the supervisor; `unanswered` then holds the
+        submissions to fail."""
         handle = self.handle
         board = handle.name
-        followed = self.followed
-        engine = followed or BoardEngine(handle.spec)
+        copy = self.followed is not None
+        engine = self.followed or BoardEngine(handle.spec)
         self.followed = None
-        engine.unpublish()  # every load publishes its tables when it ends (`arena.board.load.finish_load`)
         handle.engine = engine
         handle.state = BoardState.LOADING
         handle.loaded.clear()
         self.metrics.board_state.labels(board).set(0)
-        started = None
-        if followed is not None:
-            began = time.perf_counter()
-            events = await replay_tail(engine, self.journal, self.journal.last_seq, self.clock.now())
-            started = ReplayReport(board, events, time.perf_counter() - began, []), engine.last_seq
-        elif self.snapshots is not None:
-            started = await start_from_snapshot(engine, self.journal, self.snapshots, self.clock.now())
-        report, snapshot_seq = started or (await replay(engine, self.journal, self.clock.now()), 0)
-        self.metrics.snapshot_start.labels(board).set(snapshot_seq)
+        report = await load(engine, self.journal, self.clock.now(), copy=copy, snapshots=self.snapshots)
+        self.metrics.snapshot_start.labels(board).set(report.snapshot_seq)
         self.metrics.rebuild.labels(board).set(report.seconds)
         self.metrics.replayed.labels(board).set(report.events)
         handle.state = BoardState.READY
@@ -352,7 +344,7 @@ class BoardActor:
         pipeline = self.pipeline = CommitPipeline(handle, engine, self.journal, self.clock)
         snapshotter = None
         if self.snapshots is not None:
-            snapshotter = Snapshotter(engine, self.journal, self.snapshots, self.snapshot_every, self.clock, snapshot_seq)
+            snapshotter = Snapshotter(engine, self.journal, self.snapshots, self.snapshot_every, self.clock, report.snapshot_seq)
         try:
             await self._serve(engine, pipeline, handle.mailbox, snapshotter)
         except BaseException:

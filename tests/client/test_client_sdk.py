@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 import arena.board.actor
-from arena.board.load import replay
+from arena.board.load import load
 from arena.client import (
     ArenaClient,
     AuthenticationError,
@@ -226,11 +226,11 @@ async def test_unavailable_surfaces_as_rejected_after_retry_unavailable_for(tmp_
 async def test_a_query_answered_not_ready_is_sent_again_until_the_board_has_loaded(tmp_path: Path, monkeypatch: Any) -> None:
     loading = asyncio.Event()
 
-    async def held_replay(*args: Any, **kwargs: Any) -> Any:
+    async def held_load(*args: Any, **kwargs: Any) -> Any:
         await loading.wait()
-        return await replay(*args, **kwargs)
+        return await load(*args, **kwargs)
 
-    monkeypatch.setattr(arena.board.actor, "replay", held_replay)
+    monkeypatch.setattr(arena.board.actor, "load", held_load)
     async with InProcessServer(make_config(tmp_path, {"b": {}}), wait_ready=False) as server:
         try:
             async with ArenaClient(server.url, token_for("gs"), reconnect_base=0.01, reconnect_max=0.05) as client:

@@ -9,7 +9,7 @@ import asyncio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arena.board.load import replay_tail
+from arena.board.load import load
 from arena.cluster.standby import Follower
 from arena.engine.board import BoardEngine
 from arena.journal import Journal
@@ -51,7 +51,7 @@ def test_a_board_followed_tail_by_tail_equals_a_full_replay(
         now = frames[-1].now + data.draw(st.sampled_from([0, DAY, 40 * DAY]), label="taken over later by")
         engine = await follower.take()
         assert isinstance(engine, BoardEngine)
-        await replay_tail(engine, journal, journal.last_seq, now)  # what the new owner's actor does
+        await load(engine, journal, now, copy=True)  # what the new owner's actor does
         assert state(engine) == state(await full_replay(journal, spec, now))
 
     asyncio.run(run())

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arena.board.load import replay
+from arena.board.load import load
 from arena.cluster.grants import Grants
 from arena.cluster.lease import NodeLease
 from arena.config import JournalSettings
@@ -329,7 +329,7 @@ async def everything(journal: Journal, keys: list[str], members: list[str]) -> d
         return [tuple(row) async for chunk in journal.scan(**kw) for row in chunk]
 
     engine = BoardEngine(SUM_SPEC)
-    await replay(engine, journal, T + 2 * 86_400_000, everything=True)
+    await load(engine, journal, T + 2 * 86_400_000, everything=True)
     return {
         "last_seq": journal.last_seq,
         "committed_seq": await journal.committed_seq(),

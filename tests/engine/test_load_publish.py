@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arena.board.load import replay, replay_tail
-from arena.board.snapshots import Snapshotter, start_from_snapshot
+from arena.board.load import load
+from arena.board.snapshots import Snapshotter
 from arena.engine.board import BoardEngine
 from arena.engine.events import Event
 from arena.engine.periods import PeriodKind
@@ -81,9 +81,9 @@ class Reader:
             assert engine_rows(table) == want, (kind.value, window.period_id, seq)
             self.answers += 1
 
-    async def during(self, load: Awaitable[Any]) -> None:
-        """Run ``load``, asking everything between every two of its turns."""
-        task = asyncio.ensure_future(load)
+    async def during(self, loading: Awaitable[Any]) -> None:
+        """Run ``loading``, asking everything between every two of its turns."""
+        task = asyncio.ensure_future(loading)
         while not task.done():
             self.ask_all()
             await asyncio.sleep(0)
@@ -99,10 +99,10 @@ def feed(oracle: Oracle, frames: list[Frame]) -> None:
 @PROPERTY
 @given(boards_and_frames(), st.sampled_from(LOADS), st.data())
 def test_a_load_answers_not_ready_or_the_oracle_at_its_seq_at_every_turn(
-    backend_kind: BackendKind, case: tuple[OBoard, list[Frame]], load: str, data: st.DataObject
+    backend_kind: BackendKind, case: tuple[OBoard, list[Frame]], source: str, data: st.DataObject
 ) -> None:
     """Frames (and voids) are journaled in two parts, with a snapshot or a standby's copy made
-    after the first; then a fresh engine loads by ``load`` as of a later instant while a reader
+    after the first; then a fresh engine loads from ``source`` as of a later instant while a reader
     asks between every two turns."""
     board, frames = case
     spec = spec_of(board)
@@ -115,22 +115,20 @@ def test_a_load_answers_not_ready_or_the_oracle_at_its_seq_at_every_turn(
         await live.play(frames[:cut])
         first_now = frames[cut - 1].now if cut else frames[0].now
         engine = BoardEngine(spec)
-        if load == "snapshot":
+        if source == "snapshot":
             await Snapshotter(live.engine, journal, snapshots, 1, pinned(first_now)).take()
-        elif load == "standby":
-            await replay(engine, journal, first_now)  # the copy a standby keeps
+        elif source == "standby":
+            await load(engine, journal, first_now)  # the copy a standby keeps
         await live.play(frames[cut:])
         now = frames[-1].now + data.draw(st.sampled_from([0, 1, DAY, 40 * DAY]), label="load later by")
         reader = Reader(engine, oracle, live, now)
         await reader.read_voids(live)
         loads: dict[str, Callable[[], Awaitable[Any]]] = {
-            "replay": lambda: replay(engine, journal, now),
-            "snapshot": lambda: start_from_snapshot(engine, journal, snapshots, now),
-            "standby": lambda: replay_tail(engine, journal, journal.last_seq, now),
+            "replay": lambda: load(engine, journal, now),
+            "snapshot": lambda: load(engine, journal, now, snapshots=snapshots),  # in full when nothing was journaled to snapshot
+            "standby": lambda: load(engine, journal, now, copy=True),
         }
-        await reader.during(loads[load]())
-        if load == "snapshot" and not engine.ready:  # no snapshot to start from (nothing journaled): the full replay
-            await reader.during(replay(engine, journal, now))
+        await reader.during(loads[source]())
         assert engine.ready == frozenset(engine.kinds) and engine.last_seq == journal.last_seq
 
     on_a_journal(backend_kind, spec, data, body)

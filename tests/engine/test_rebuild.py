@@ -1,4 +1,4 @@
-"""Rebuild from the journal equals the live tables, digest for digest (arena.board.load.replay).
+"""Rebuild from the journal equals the live tables, digest for digest (arena.board.load.load).
 
 The live side is EngineHarness (the actor's steps, clock injected); its journaled records go to
 a MemoryJournal or a real journal (sqlite and PostgreSQL: support.journals), and a fresh
@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arena.board.load import ReplayReport, replay
+from arena.board.load import LoadReport, load
 from arena.cli.rebuild import rebuild_board
 from arena.config import Config, ServerSettings
 from arena.engine.board import BoardEngine
@@ -67,9 +67,9 @@ def ev(member: str, value: int, occurred_at: int | str, key: str, board: str = "
     return {"board": board, "member": member, "value": value, "occurred_at": occurred_at, "idempotency_key": key}
 
 
-async def replay_from(journal: Journal, spec: BoardSpec, now: int, **kw: Any) -> tuple[BoardEngine, ReplayReport]:
+async def replay_from(journal: Journal, spec: BoardSpec, now: int, **kw: Any) -> tuple[BoardEngine, LoadReport]:
     engine = BoardEngine(spec)
-    report = await replay(engine, journal, now, **kw)
+    report = await load(engine, journal, now, **kw)
     return engine, report
 
 
@@ -82,7 +82,7 @@ def replay_memory(spec: BoardSpec, records: Sequence[Record], now: int, **kw: An
     return asyncio.run(run())
 
 
-async def replay_journal(store: Store, spec: BoardSpec, now: int, **kw: Any) -> tuple[BoardEngine, ReplayReport]:
+async def replay_journal(store: Store, spec: BoardSpec, now: int, **kw: Any) -> tuple[BoardEngine, LoadReport]:
     """Replay a stored journal as `arena rebuild` does (read-only)."""
     journal = await store.open(spec, readonly=True)
     try:
@@ -440,7 +440,7 @@ async def test_current_short_tables_answer_after_reading_only_their_events_and_e
         seen.append((kinds, journal.rows_read, [e.member for e in daily.entries()]))
 
     now = ms("2026-06-05T12:00:00Z")
-    await replay(engine, journal, now, on_ready=on_ready)
+    await load(engine, journal, now, on_ready=on_ready)
     assert seen == [
         (frozenset({PeriodKind.DAILY}), 1, ["m5"]),
         (frozenset({PeriodKind.ALLTIME, PeriodKind.DAILY}), 5, ["m5"]),
@@ -471,7 +471,7 @@ async def test_other_tasks_get_a_turn_between_two_table_builds_of_a_replay(monke
     monkeypatch.setattr(RankedTable, "from_states", counted_build)
     other_board = asyncio.create_task(count_turns())
     engine = BoardEngine(spec)
-    await replay(engine, journal, ms("2026-06-05T12:00:00Z"))
+    await load(engine, journal, ms("2026-06-05T12:00:00Z"))
     other_board.cancel()
     assert len(turns_at_build) == 6  # the week, the open day, alltime, three retained days
     assert all(before < after for before, after in itertools.pairwise(turns_at_build)), turns_at_build

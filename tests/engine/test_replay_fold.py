@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arena.board.load import replay
+from arena.board.load import load
 from arena.engine.board import BoardEngine
 from arena.engine.events import Event
 from arena.engine.periods import PeriodKind
@@ -37,7 +37,7 @@ async def both_replays(store: Store, spec: BoardSpec, now: int, **kw: Any) -> tu
         try:
             assert isinstance(journal, FoldingJournal)
             engine = BoardEngine(spec)
-            await replay(engine, journal, now, fold=fold, **kw)
+            await load(engine, journal, now, fold=fold, **kw)
             engines.append(engine)
         finally:
             await journal.close()

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arena.board.load import replay
-from arena.board.snapshots import Snapshotter, start_from_snapshot
+from arena.board.load import load
+from arena.board.snapshots import Snapshotter
 from arena.engine.board import BoardEngine
 from arena.engine.periods import PeriodKind, Window
 from arena.engine.snapshot import FORMAT, MAGIC, decode
@@ -57,9 +57,8 @@ def test_a_start_from_a_snapshot_equals_a_full_replay(
         await live.play(frames[cut:])
         now = frames[-1].now + data.draw(st.sampled_from([0, DAY, 40 * DAY]), label="start later by")
         started = BoardEngine(spec)
-        loaded = await start_from_snapshot(started, journal, snapshots, now)
-        full = await full_replay(journal, spec, now)
-        assert state(started if loaded is not None else full) == state(full)
+        await load(started, journal, now, snapshots=snapshots)  # from the snapshot, or in full when it may not serve
+        assert state(started) == state(await full_replay(journal, spec, now))
 
     on_a_journal(backend_kind, spec, data, body)
 
@@ -91,7 +90,7 @@ def test_a_snapshot_taken_while_batches_land_holds_the_tables_at_its_seq(
         snapshot = decode(stored)
         assert snapshot.seq == seq
         replayed = BoardEngine(spec)
-        await replay(replayed, journal, taken_at, upto_seq=seq)
+        await load(replayed, journal, taken_at, upto_seq=seq)
 
         def retained(window: Window) -> bool:  # a replay leaves out tables past the retention
             floor = snapshot.floors[window.kind.value]
@@ -206,8 +205,10 @@ async def test_a_snapshot_that_may_not_serve_is_ignored_with_the_reason_and_the_
     journal = await store.open(SPEC if spec.definition() != SPEC.definition() else spec, readonly=True)
     now = T0 + DAY + 1000
     caplog.set_level(logging.INFO, "arena.board")
-    assert await start_from_snapshot(BoardEngine(spec), journal, snapshots, now) is None
+    engine = BoardEngine(spec)
+    assert (await load(engine, journal, now, snapshots=snapshots)).snapshot_seq == 0
     assert reason in caplog.text and "replaying the journal in full" in caplog.text
+    assert state(engine) == state(await full_replay(journal, spec, now))
     await journal.close()
 
 
@@ -215,9 +216,7 @@ async def test_a_valid_snapshot_serves_and_only_the_tail_is_replayed(store: Stor
     journal, snapshots, harness = await journal_with_snapshot(store)
     now = T0 + DAY + 1000
     started = BoardEngine(SPEC)
-    loaded = await start_from_snapshot(started, journal, snapshots, now)
-    assert loaded is not None
-    report, seq = loaded
-    assert (report.events, seq) == (1, journal.last_seq - 1)
+    report = await load(started, journal, now, snapshots=snapshots)
+    assert (report.events, report.snapshot_seq) == (1, journal.last_seq - 1)
     assert state(started) == state(await full_replay(journal, SPEC, now))
     await journal.close()

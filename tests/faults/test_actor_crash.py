@@ -138,17 +138,17 @@ async def test_a_restarted_board_answers_not_ready_until_it_has_loaded_then_ever
     tmp_path: Path, monkeypatch: Any
 ) -> None:
     loading = asyncio.Event()
-    replay = arena.board.load.replay
+    load = arena.board.load.load
 
-    async def held_replay(*args: Any, **kwargs: Any) -> Any:
+    async def held_load(*args: Any, **kwargs: Any) -> Any:
         await loading.wait()
-        return await replay(*args, **kwargs)
+        return await load(*args, **kwargs)
 
     async with InProcessServer(make_config(tmp_path, BOARDS)) as server, httpx.AsyncClient(base_url=server.url) as http:
         client = await Client.connect(server.ws_url, token_for("gs"))
         now = _now()
         assert statuses(await client.submit([event("a", "m", 3, now, "k1"), event("a", "m", 4, now, "k2")])) == ["accepted"] * 2
-        monkeypatch.setattr(arena.board.actor, "replay", held_replay)
+        monkeypatch.setattr(arena.board.actor, "load", held_load)
         await _crash(http, "a", 1)
         assert statuses(await client.submit([event("a", "x", 5, now, "crash-1")])) == ["rejected:unavailable"]
         assert server.arena is not None

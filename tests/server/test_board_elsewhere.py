@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from arena.board.actor import BoardHandle, BoardState
-from arena.board.load import replay
+from arena.board.load import load
 from arena.engine.board import BoardEngine
 from arena.engine.events import Event, Reason, Status
 from arena.engine.periods import PeriodKind
@@ -19,7 +19,7 @@ from support.memory_journal import MemoryJournal
 async def loaded_handle() -> BoardHandle:
     handle = BoardHandle(BoardSpec("b"), 100, Metrics())
     handle.engine = BoardEngine(handle.spec)
-    await replay(handle.engine, MemoryJournal(), 0)
+    await load(handle.engine, MemoryJournal(), 0)
     handle.state = BoardState.READY
     return handle
 

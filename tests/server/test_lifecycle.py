@@ -112,10 +112,10 @@ async def test_sigterm_with_frames_in_flight_loses_no_acked_event(tmp_path: Path
 async def test_a_server_stopping_while_a_board_loads_answers_its_queued_frames_unavailable(
     tmp_path: Path, monkeypatch: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    async def endless_replay(*args: Any, **kwargs: Any) -> Any:
+    async def endless_load(*args: Any, **kwargs: Any) -> Any:
         await asyncio.Event().wait()
 
-    monkeypatch.setattr(arena.board.actor, "replay", endless_replay)
+    monkeypatch.setattr(arena.board.actor, "load", endless_load)
     server = InProcessServer(make_config(tmp_path, {"b": {}}), wait_ready=False)
     await server.start()
     assert server.arena is not None
