@@ -89,11 +89,12 @@ async def load(
 
     ``copy``: ``engine`` is a standby's copy, loaded up to its last_seq: only the tail is applied.
     Otherwise ``engine`` is fresh and empty, and starts from the newest snapshot in ``snapshots``
-    when one may serve (it may not be ahead of ``upto_seq``), else replays in full. ``everything``
-    loads every closed table, not only the retained ones (a full replay). ``on_ready`` is told
-    each time a set of kinds becomes queryable. ``fold`` False reads every event one by one even
-    from a `FoldingJournal` (to measure the fold against). Raises JournalError (JournalCorrupt
-    names the file). O(records read + members of the tables built).
+    when one may serve (a load up to the journal's last seq only: ``upto_seq`` None), else
+    replays in full. ``everything`` loads every closed table, not only the retained ones (a full
+    replay). ``on_ready`` is told each time a set of kinds becomes queryable. ``fold`` False
+    reads every event one by one even from a `FoldingJournal` (to measure the fold against).
+    Raises JournalError (JournalCorrupt names the file). O(records read + members of the tables
+    built).
     """
     started = time.perf_counter()
     engine.unpublish()  # before the first await: no reader sees a table while the load changes it
