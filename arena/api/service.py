@@ -30,7 +30,7 @@ log = logging.getLogger("arena")
 class Arena:
     """Composition root of a server. ``wrap_backend``, when given, wraps the journal backend every
     board opens its journals through (above the cluster's grants): a seam for what watches or alters
-    journal I/O around the boards, the tests' fault injection for one."""
+    the boards' journal I/O (fault injection, for one)."""
 
     def __init__(self, config: Config, *, clock: Clock | None = None,
                  wrap_backend: Callable[[JournalBackend], JournalBackend] | None = None) -> None:

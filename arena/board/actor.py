@@ -360,7 +360,7 @@ class BoardActor:
             if snapshotter is not None:
                 snapshotter.poll()
             now = self.clock.now()
-            # Derived afresh each turn (a few µs): a batch may open a table, a pinned test clock
+            # Derived afresh each turn (a few µs): a batch may open a table, a pinned clock
             # may move back.
             deadline = engine.next_deadline(now)
             # A frame stamped before the deadline is applied first: its table was still open
