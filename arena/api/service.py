@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from arena.auth import identify
@@ -14,7 +15,6 @@ from arena.cluster.directory import Directory
 from arena.config import DEV_ADMIN_TOKEN_SHA256, DEV_TOKEN_SHA256, Admin, Config, GameServer
 from arena.errors import JournalUnavailable, QueryError, not_found
 from arena.journal import JournalBackend, journal_backend
-from arena.journal.faults import WriteFaults
 from arena.journal.snapshots import snapshot_store
 from arena.live.views import LiveViews
 from arena.metrics import Metrics
@@ -28,10 +28,12 @@ log = logging.getLogger("arena")
 
 
 class Arena:
-    """Composition root of a server. ``fault_injection`` enables the test-only routes and opens
-    every journal through ``journal_faults``, so that those routes can make its writes fail."""
+    """Composition root of a server. ``wrap_backend``, when given, wraps the journal backend every
+    board opens its journals through (above the cluster's grants): a seam for what watches or alters
+    the boards' journal I/O (fault injection, for one)."""
 
-    def __init__(self, config: Config, *, clock: Clock | None = None, fault_injection: bool = False) -> None:
+    def __init__(self, config: Config, *, clock: Clock | None = None,
+                 wrap_backend: Callable[[JournalBackend], JournalBackend] | None = None) -> None:
         self.config = config
         self.settings = config.server
         self.clock = clock or Clock()
@@ -51,8 +53,8 @@ class Arena:
             grants = Grants(backend, clustered=config.cluster is not None)
         self._renewals: asyncio.Task[None] | None = None
         self._leased = False
-        self.journal_faults = WriteFaults(grants or backend) if fault_injection else None
-        self.backend: JournalBackend = self.journal_faults or grants or backend
+        journals: JournalBackend = grants or backend
+        self.backend = wrap_backend(journals) if wrap_backend is not None else journals
         self.supervisor = Supervisor(config, self.clock, self.metrics, self.backend, snapshot_store(backend))
         self.boards: dict[str, BoardHandle] = self.supervisor.handles
         cluster = config.cluster
@@ -67,7 +69,6 @@ class Arena:
             from arena.cluster.ownership import Ownership
 
             self.ownership = Ownership(self.lease, grants, self.directory, self.supervisor, self.metrics, cluster.standbys)
-        self.fault_injection = fault_injection
         self.connections = 0
         self.live_connections = 0  # /v1/live (and, later, SSE streams): bounded by max_live_connections
         self.draining = False
@@ -82,8 +83,6 @@ class Arena:
         for admin in self.config.admins:
             if admin.token_sha256 == DEV_ADMIN_TOKEN_SHA256:
                 log.warning("admin %r uses the public development token; do not expose this server", admin.id)
-        if self.fault_injection:
-            log.warning("fault injection routes are enabled (tests only)")
         try:
             if self.lease is not None:
                 await self.lease.acquire()

@@ -47,10 +47,6 @@ class BoardState(Enum):
     """In a cluster: another node serves the board, or none does yet (the edges forward to it)."""
 
 
-class InjectedCrash(RuntimeError):
-    """Raised inside an actor by the fault-injection hook (tests only)."""
-
-
 class BoardHandle:
     """A board as the edges see it: submit into its mailbox, read its tables, ask its state.
     Outlives actor restarts. `answer` is the one place a submission is answered."""
@@ -69,7 +65,6 @@ class BoardHandle:
         it owns the board and its lease is fresh on its own clock)."""
         self.loaded = asyncio.Event()
         """Set while the board's tables are loaded (READY)."""
-        self.crashes_pending = 0  # fault injection
 
     @property
     def answering(self) -> bool:
@@ -207,9 +202,6 @@ class CommitPipeline:
                 known = {**ahead.plan.seen, **known}
             ahead = None
         plan = self._decide(submissions, known)
-        if self.handle.crashes_pending:
-            self.handle.crashes_pending -= 1
-            raise InjectedCrash(f"fault injection: crash of board {self.handle.name}")
         if ahead is not None:
             self._flight = None
             assert ahead.write is not None
@@ -360,7 +352,7 @@ class BoardActor:
             if snapshotter is not None:
                 snapshotter.poll()
             now = self.clock.now()
-            # Derived afresh each turn (a few µs): a batch may open a table, a pinned test clock
+            # Derived afresh each turn (a few µs): a batch may open a table, a pinned clock
             # may move back.
             deadline = engine.next_deadline(now)
             # A frame stamped before the deadline is applied first: its table was still open

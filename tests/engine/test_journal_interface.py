@@ -1,5 +1,5 @@
 """The journal boundary: the interface loads no backend, every backend applies the same
-board-definition rule, and the test-only write faults wrap any backend."""
+board-definition rule, and the tests' journal faults (`support.injection.journal`) wrap any backend."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from arena.engine.records import ScoreRecord
 from arena.engine.spec import BoardSpec
 from arena.errors import BoardDefinitionChanged, JournalWriteFailed
 from arena.journal import check_definition
-from arena.journal.faults import FAULTS, WriteFaults
+from support.injection.journal import FAULTS, FaultyBackend, InjectedCrash
 from support.memory_journal import MemoryJournal
 
 SPEC = BoardSpec("b", periods=(PeriodKind.ALLTIME, PeriodKind.DAILY))
@@ -52,7 +52,7 @@ def test_a_changed_definition_with_records_names_the_board_the_journal_and_the_c
     )
 
 
-# -- write faults (tests only) -------------------------------------------------------------------
+# -- journal faults (tests only) -----------------------------------------------------------------
 
 
 class MemoryBackend:
@@ -75,7 +75,7 @@ def score(seq: int) -> ScoreRecord:
 
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 async def test_an_injected_write_fault_refuses_appends_and_keeps_reads_until_healed(fault: str) -> None:
-    faults = WriteFaults(MemoryBackend())
+    faults = FaultyBackend(MemoryBackend())
     assert not faults.inject("b", fault)  # no journal open yet
     journal = await faults.open(SPEC)
     await journal.append([score(1)])
@@ -88,3 +88,15 @@ async def test_an_injected_write_fault_refuses_appends_and_keeps_reads_until_hea
     assert faults.inject("b", None)
     await journal.append([score(2)])
     assert await journal.committed_seq() == 2
+
+
+async def test_an_injected_crash_raises_from_the_next_lookups_across_a_reopen() -> None:
+    faults = FaultyBackend(MemoryBackend())
+    faults.crash("b", 2)  # before any journal is open, as for a board still loading
+    journal = await faults.open(SPEC)
+    with pytest.raises(InjectedCrash, match="crash of board b"):
+        await journal.lookup(["k1"])
+    journal = await faults.open(SPEC)  # the actor's restart
+    with pytest.raises(InjectedCrash):
+        await journal.lookup([])
+    assert await journal.lookup(["k1"]) == {}

@@ -4,7 +4,7 @@ board then serves again by itself. A store unreachable at start-up stops the sta
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -14,22 +14,37 @@ from arena.board.actor import BoardState
 from arena.board.clock import Clock
 from arena.board.supervisor import Supervisor
 from arena.config import Config, ServerSettings
-from arena.engine.events import Event
+from arena.engine.events import Event, Fingerprint
 from arena.engine.periods import PeriodKind
 from arena.engine.spec import BoardSpec
 from arena.errors import JournalUnavailable
 from arena.metrics import Metrics
+from support.injection.journal import InjectedCrash
 from support.memory_journal import MemoryJournal
 from support.server import until
 
 SPEC = BoardSpec("b", periods=(PeriodKind.ALLTIME,))
 
 
+class CrashingJournal(MemoryJournal):
+    """Its next ``crashes`` key lookups raise: the actor looks up a batch's keys first, so each
+    takes a batch down, as `support.injection.journal.FaultyBackend.crash` does (which wraps
+    journals as a backend's, that fold their replay: this one does not)."""
+
+    crashes = 0
+
+    async def lookup(self, keys: Sequence[str]) -> dict[str, Fingerprint]:
+        if self.crashes:
+            self.crashes -= 1
+            raise InjectedCrash(f"fault injection: crash of board {SPEC.name}")
+        return await super().lookup(keys)
+
+
 class UnreachableBackend:
-    """Opens one shared MemoryJournal, except that ``down`` opens in a row raise JournalUnavailable."""
+    """Opens one shared CrashingJournal, except that ``down`` opens in a row raise JournalUnavailable."""
 
     def __init__(self) -> None:
-        self.journal = MemoryJournal()
+        self.journal = CrashingJournal()
         self.down = 0
         self.refused = 0
 
@@ -64,7 +79,7 @@ async def test_a_crashed_board_reopens_its_journal_once_the_store_is_back(monkey
     assert (await handle.submit([Event("b", "a", 1, Clock().now(), "k1")], Clock().now(), "gs"))[0].status.value == "accepted"
 
     backend.down = 10**6  # until the store is back, below
-    handle.crashes_pending = 1
+    backend.journal.crashes = 1
     crashed = await handle.submit([Event("b", "a", 2, Clock().now(), "k2")], Clock().now(), "gs")
     assert [(r.status.value, r.reason and r.reason.value) for r in crashed] == [("rejected", "unavailable")]
     await until(lambda: backend.refused >= 3, "opens refused")

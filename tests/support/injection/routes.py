@@ -1,5 +1,6 @@
-"""Fault-injection routes, mounted only with `arena serve --fault-injection` (tests): pin the clock,
-crash a board's actor, make a board's journal writes fail."""
+"""Fault-injection routes, served beside Arena's own by the tests' servers (`support.server`,
+`support.injection.serve`): pin the clock, crash a board's actor, make a board's journal writes
+fail. The last two need the server's journals opened through `FaultyBackend`."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from arena.api.service import Arena
 from arena.board.actor import BoardActor, BoardState
 from arena.board.mailbox import Command
 from arena.errors import QueryError, invalid_request, unavailable
-from arena.journal.faults import FAULTS
+from support.injection.journal import FAULTS, FaultyBackend
 
 
 async def set_clock(request: Request) -> Response:
@@ -38,6 +39,11 @@ async def _between_batches(actor: BoardActor) -> None:
     """A command does nothing but wait its turn: the actor closes what is due before it."""
 
 
+def _faults(arena: Arena) -> FaultyBackend:
+    assert isinstance(arena.backend, FaultyBackend), "a server with these routes opens its journals through FaultyBackend"
+    return arena.backend
+
+
 async def crash_board(request: Request) -> Response:
     """Make a board's actor raise in its next ``times`` batches: {"times": int}."""
     arena: Arena = request.app.state.arena
@@ -48,7 +54,7 @@ async def crash_board(request: Request) -> Response:
             raise invalid_request("times must be a non-negative integer")
     except QueryError as exc:
         return error_response(exc)
-    handle.crashes_pending = times
+    _faults(arena).crash(handle.name, times)
     handle.mailbox.poke()
     return json_response({"board": handle.name, "crashes_pending": times})
 
@@ -62,8 +68,7 @@ async def journal_fault(request: Request) -> Response:
         fault = (await _json_object(request)).get("fault")
         if fault not in (*FAULTS, None):
             raise invalid_request('fault must be "full", "readonly" or null')
-        faults = arena.journal_faults
-        if faults is None or not faults.inject(handle.name, fault):
+        if not _faults(arena).inject(handle.name, fault):
             raise unavailable(handle.name)
     except QueryError as exc:
         return error_response(exc)
