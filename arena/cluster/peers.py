@@ -42,7 +42,7 @@ import orjson
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-from arena.client.backoff import Backoff
+from arena.backoff import Backoff
 from arena.engine.events import Event, Reason, Result, Status
 
 log = logging.getLogger("arena.cluster")
