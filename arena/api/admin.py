@@ -15,8 +15,7 @@ from arena.api.http import error_response, int_param, json_object, json_response
 from arena.api.queries import MAX_AUDIT_LIMIT
 from arena.api.service import Arena
 from arena.api.wire import Body
-from arena.board.actor import BoardActor, VoidOutcome
-from arena.board.mailbox import Command
+from arena.board.commands import VoidEvent, VoidMember, VoidOutcome
 from arena.cluster.peers import body_of
 from arena.config import Admin
 from arena.engine.records import StoredEvent
@@ -113,12 +112,7 @@ async def _void_event(arena: Arena, admin: Admin, request: Request) -> Body:
     key = body.get("idempotency_key")
     if not isinstance(key, str) or not key:
         raise invalid_request("idempotency_key must be a non-empty string")
-    reason = _reason(body)
-
-    async def run(actor: BoardActor) -> VoidOutcome:
-        return await actor.void_key(key, reason, admin.id)
-
-    outcome = await handle.command(Command(run))
+    outcome = await handle.command(VoidEvent(key, _reason(body), admin.id))
     assert isinstance(outcome, VoidOutcome)
     return {"board": board, "idempotency_key": key, "voided": outcome.voided, "already_voided": outcome.already_voided}
 
@@ -127,12 +121,7 @@ async def _void_member(arena: Arena, admin: Admin, request: Request) -> Body:
     board = request.path_params["board"]
     handle = arena.board(board)
     member = request.path_params["member"]
-    reason = _reason(await _json_object(request))
-
-    async def run(actor: BoardActor) -> VoidOutcome:
-        return await actor.void_member(member, reason, admin.id)
-
-    outcome = await handle.command(Command(run))
+    outcome = await handle.command(VoidMember(member, _reason(await _json_object(request)), admin.id))
     assert isinstance(outcome, VoidOutcome)
     return {"board": board, "member": member, "voided": outcome.voided}
 
