@@ -10,13 +10,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from arena.api.forward import Forwarding, forward_request, forwarded
+from arena.api.forward import Forwarding, forward_request, forwarded, refused
 from arena.api.http import error_response, int_param, json_object, json_response
 from arena.api.queries import MAX_AUDIT_LIMIT
 from arena.api.service import Arena
 from arena.api.wire import Body
 from arena.board.commands import VoidEvent, VoidMember, VoidOutcome
-from arena.cluster.peers import body_of
+from arena.cluster.peer.protocol import HttpAnswer
 from arena.config import Admin
 from arena.engine.records import StoredEvent
 from arena.engine.times import format_ms
@@ -52,13 +52,15 @@ async def _relay(forwarding: Forwarding, board: str, request: Request) -> Respon
     out to be served here."""
     forwarding.count("admin")
     try:
-        answer = await forwarding.ask(board, forward_request(request.scope, await request.body()))
+        answer = await forwarding.ask(forward_request(board, request.scope, await request.body()))
+        if answer is not None and not isinstance(answer, HttpAnswer):
+            raise refused(answer)
     except QueryError as exc:
         return error_response(exc)
     if answer is None:
         return None
-    response = Response(body_of(answer), answer["status"])
-    for name, value in answer["headers"]:
+    response = Response(answer.body, answer.status)
+    for name, value in answer.headers:
         response.headers[name] = value
     return response
 

@@ -28,10 +28,10 @@ from starlette.types import Message, Receive, Scope, Send
 
 from arena.api import live, openapi, queries, wire
 from arena.api.cors import Cors, live_allowed
-from arena.api.forward import Forwarding, forward_request, forwarded
+from arena.api.forward import Forwarding, forward_request, forwarded, refused
 from arena.api.service import Arena
 from arena.api.wire import RETRY_AFTER, Body
-from arena.cluster.peers import body_of
+from arena.cluster.peer.protocol import HttpAnswer
 from arena.errors import QueryError, invalid_request
 
 JSON = "application/json"
@@ -343,11 +343,13 @@ class QueryRoutes:
             if sent is None:  # the client left
                 return None
             self.forwarding.count("queries")
-            answer = await self.forwarding.ask(board, forward_request(scope, sent))
+            answer = await self.forwarding.ask(forward_request(board, scope, sent))
             if answer is None:
                 return _replay(sent)
-            status, body = answer["status"], body_of(answer)
-            headers = [*((k.encode("latin-1"), v.encode("latin-1")) for k, v in answer["headers"]), *cors]
+            if not isinstance(answer, HttpAnswer):
+                raise refused(answer)
+            status, body = answer.status, answer.body
+            headers = [*((k.encode("latin-1"), v.encode("latin-1")) for k, v in answer.headers), *cors]
         except QueryError as exc:
             body, status = wire.dumps(wire.error(exc)), exc.status
             headers = [*_JSON_HEADERS, *cors, _RETRY]  # forwarding fails only with 503 unavailable
@@ -371,7 +373,7 @@ class QueryRoutes:
             except QueryError as exc:
                 refused = exc
         else:  # what the owner's query refuses
-            refused = await self.forwarding.error(params.board, forward_request({**scope, "method": "GET"}, b""))
+            refused = await self.forwarding.error(forward_request(params.board, {**scope, "method": "GET"}, b""))
         if refused is not None and refused.code in live.REFUSED:
             await _send(send, refused.status, wire.dumps(wire.error(refused)), [*_JSON_HEADERS, *cors], "GET")
             return

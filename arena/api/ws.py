@@ -25,11 +25,12 @@ from starlette.websockets import WebSocket
 
 from arena.api import queries, wire
 from arena.api.cors import live_allowed
-from arena.api.forward import Forwarding
+from arena.api.forward import Forwarding, refused
 from arena.api.live import REFUSED, VIEW_FIELDS, Subscriptions, view_spec
 from arena.api.service import Arena
 from arena.api.transport import abort
 from arena.api.wire import Body
+from arena.cluster.peer.protocol import Answered, Ask
 from arena.cluster.split import Part, Split, merge, split
 from arena.config import GameServer
 from arena.engine.events import Event, Result, parse_event
@@ -406,9 +407,9 @@ class Connection:
         refuses it (then watched there once for this node, see `arena.api.upstream`)."""
         try:
             spec = view_spec(frame["view"])
-            refused = await self.forwarding.error(board, {"op": "ask", "frame": spec.fields})
-            if refused is not None and refused.code in REFUSED:
-                raise refused
+            error = await self.forwarding.error(Ask(board, spec.fields))
+            if error is not None and error.code in REFUSED:
+                raise error
             self._subscribe(frame_id, frame)
         except QueryError as exc:
             self._reply(_error(frame_id, exc.code, exc.message))
@@ -427,14 +428,12 @@ class Connection:
 
     async def _ask(self, board: str, frame: dict[str, Any]) -> Body:
         """A query op's answer from the board's owner (or here, if it is served here now)."""
-        answer = await self.forwarding.ask(board, {"op": "ask", "frame": {k: v for k, v in frame.items() if k != "id"}})
+        answer = await self.forwarding.ask(Ask(board, {k: v for k, v in frame.items() if k != "id"}))
         if answer is None:  # served here after all
             return QUERY_OPS[frame["op"]](self.arena, frame)
-        if "error" in answer:
-            error = answer["error"]
-            raise QueryError(error["code"], error["message"], error["status"])
-        body: Body = answer["body"]
-        return body
+        if not isinstance(answer, Answered):
+            raise refused(answer)
+        return answer.body
 
     def _result(self, frame_id: object, body: Body) -> bytes:
         """The `result` frame of a query's answer, unless the connection was owed a newer answer
