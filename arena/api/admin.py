@@ -13,6 +13,7 @@ from starlette.routing import Route
 from arena.api.forward import Forwarding, forward_request, forwarded, refused
 from arena.api.http import error_response, int_param, json_object, json_response
 from arena.api.queries import MAX_AUDIT_LIMIT
+from arena.api.routing import Local, where
 from arena.api.service import Arena
 from arena.api.wire import Body
 from arena.board.commands import VoidEvent, VoidMember, VoidOutcome
@@ -33,7 +34,7 @@ def _admin_route(path: str, answer: AdminAnswer, method: str) -> Route:
             return error_response(QueryError("unauthorized", "an admin bearer token is required", 401))
         forwarding: Forwarding = request.app.state.forwarding
         board = request.path_params["board"]
-        if board in arena.boards and not forwarding.local(board) and not forwarded(request.scope):
+        if not forwarded(request.scope) and not isinstance(where(arena, board), Local):
             relayed = await _relay(forwarding, board, request)
             if relayed is not None:
                 return relayed

@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from arena.api.routing import Local, Ownerless, Remote, moved, where
 from arena.api.service import Arena
 from arena.api.wire import Body
 from arena.board.actor import unavailable_results
 from arena.cluster.directory import Owner
 from arena.cluster.peer.client import NotHere, Peer, PeerGone, Peers, TooLarge
 from arena.cluster.peer.protocol import Answer, Ask, Http, HttpAnswer, ProtocolError, Refused, Submit, Submitted
-from arena.cluster.split import LOCAL, destination
 from arena.engine.events import Event, Reason, Result
 from arena.errors import QueryError, invalid_request
 
@@ -69,10 +69,6 @@ def refused(answer: Answer) -> QueryError:
     raise ProtocolError(f"an owner answered with {type(answer).__name__}")
 
 
-def unavailable_error(board: str) -> QueryError:
-    return QueryError("unavailable", f"board {board!r} has no reachable owner right now; retry", 503)
-
-
 class Forwarding:
     """One node's forwarding, over its `Peers` (None on a single node)."""
 
@@ -85,10 +81,6 @@ class Forwarding:
     @property
     def clustered(self) -> bool:
         return self.peers is not None
-
-    def local(self, board: str) -> bool:
-        """Whether ``board`` (a known one) is served here now: one dict read on a single node."""
-        return self.directory.local(board)
 
     def count(self, kind: str) -> None:
         """One more thing forwarded: frames, queries, subscriptions, admin."""
@@ -111,31 +103,31 @@ class Forwarding:
         deadline = read_at + OWNERLESS_WAIT_SECONDS
         failed: str | None = None  # a node that just could not answer
         while True:
-            where = destination(directory, board)
+            place = where(self.arena, board)
             batch = [events[i] for i in todo]
             answered: list[Result] | None = None
-            moved = False
-            if where == LOCAL:
-                answered = await self.arena.boards[board].submit(batch, received_at, source)
-                moved = not directory.local(board)
-            elif isinstance(where, Owner) and where.node_id != failed:
+            lost = False  # the serving node lost the board while they waited
+            if isinstance(place, Local) and place.handle is not None:
+                answered = await place.handle.submit(batch, received_at, source)
+                lost = moved(self.arena, board, answered)
+            elif isinstance(place, Remote) and place.owner.node_id != failed:
                 try:
-                    answered, moved = await self._deliver(self.peer(where), board, batch, received_at, source)
+                    answered, lost = await self._deliver(self.peer(place.owner), board, batch, received_at, source)
                 except NotHere:
-                    failed = where.node_id
+                    failed = place.owner.node_id
                 except PeerGone as exc:
-                    failed = where.node_id
+                    failed = place.owner.node_id
                     if exc.in_flight:  # the owner died with them: the next one gets the whole wait
                         log.info("resending %d events of %r: %s", len(batch), board, exc)
                         deadline = max(deadline, time.monotonic() + OWNERLESS_WAIT_SECONDS)
             if answered is not None:
                 for i, result in zip(todo, answered, strict=True):
                     results[i] = result
-                if moved:
+                if lost:
                     todo = [i for i in todo if results[i].reason is Reason.UNAVAILABLE]
-                if not moved or not todo:
+                if not lost or not todo:
                     return results
-                failed = where.node_id if isinstance(where, Owner) else directory.node_id
+                failed = place.owner.node_id if isinstance(place, Remote) else directory.node_id
                 continue
             left = deadline - time.monotonic()
             if left <= 0:
@@ -173,21 +165,21 @@ class Forwarding:
         for _ in range(QUERY_TRIES):
             if failed is not None:
                 await self.directory.owner_within(board, RETRY_SECONDS, not_node=failed)
-            where = destination(self.directory, board)
-            if where == LOCAL:
+            place = where(self.arena, board)
+            if isinstance(place, Local):
                 return None
-            if not isinstance(where, Owner) or where.node_id == failed:
+            if isinstance(place, Ownerless) or place.owner.node_id == failed:
                 break
             try:
-                return await self.peer(where).request(request)
+                return await self.peer(place.owner).request(request)
             except TooLarge as exc:
                 raise invalid_request(f"the request is too large to forward to the board's owner: {exc}") from exc
             except NotHere:
-                failed = where.node_id
+                failed = place.owner.node_id
             except PeerGone as exc:
                 log.debug("query of %r not forwarded: %s", board, exc)  # the peer logs each failed connection (its backoff bounds them)
                 break
-        raise unavailable_error(board)
+        raise Ownerless(board).error
 
     async def error(self, request: Ask | Http) -> QueryError | None:
         """The error the board's owner answers a query with; None when it answers, when no owner
@@ -210,9 +202,9 @@ class Forwarding:
         owner cannot be asked stays as listed here (its state, no tables)."""
         by_owner: dict[str, list[str]] = {}
         for name in self.arena.boards:
-            owner = self.directory.owner(name)
-            if owner is not None and not self.directory.local(name):
-                by_owner.setdefault(owner.node_id, []).append(name)
+            place = where(self.arena, name)
+            if isinstance(place, Remote):
+                by_owner.setdefault(place.owner.node_id, []).append(name)
         if not by_owner:
             return listed
         answers = await asyncio.gather(*(self.ask(Http(names[0], "GET", "/v1/boards", "", (), b""))

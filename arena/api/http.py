@@ -29,6 +29,7 @@ from starlette.types import Message, Receive, Scope, Send
 from arena.api import live, openapi, queries, wire
 from arena.api.cors import Cors, live_allowed
 from arena.api.forward import Forwarding, forward_request, forwarded, refused
+from arena.api.routing import Local, where
 from arena.api.service import Arena
 from arena.api.wire import RETRY_AFTER, Body
 from arena.cluster.peer.protocol import HttpAnswer
@@ -267,7 +268,6 @@ class QueryRoutes:
         self._max_body = arena.settings.max_frame_bytes  # a members body is a WebSocket frame's peer
         self._latency = {r.name: arena.metrics.query_latency_of(r.name) for r in QUERY_ROUTES}
         self.forwarding: Forwarding = app.state.forwarding
-        self._clustered = self.forwarding.clustered  # a single node's queries skip every forwarding test
 
     async def close(self) -> None:
         """Stop following the boards served elsewhere (once no request needs them)."""
@@ -304,8 +304,7 @@ class QueryRoutes:
                 body, allow = _NOT_ALLOWED[route.method]
                 await _send(send, 405, body, [*allow, *allowed] if allowed else allow, method)
             return
-        if self._clustered and board is not None and not self.forwarding.local(board) and board in self.arena.boards \
-                and not forwarded(scope):
+        if not forwarded(scope) and not isinstance(where(self.arena, board), Local):
             if not (route.name in _VIEWS and _wants_events(scope)):
                 here = await self._forward(board, scope, receive, send, allowed)
                 if here is None:
@@ -367,7 +366,7 @@ class QueryRoutes:
             await _send(send, 403, wire.dumps(forbidden), _JSON_HEADERS, "GET")
             return
         refused = None
-        if self.forwarding.local(params.board) or params.board not in self.arena.boards:
+        if isinstance(where(self.arena, params.board), Local):
             try:
                 route.answer(self.arena, params)
             except QueryError as exc:

@@ -19,9 +19,11 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from arena.api import wire
 from arena.api.forward import FORWARDED
 from arena.api.live import view_spec
+from arena.api.routing import Local, moved, where
 from arena.api.service import Arena
 from arena.api.wire import Body
 from arena.api.ws import QUERY_OPS
+from arena.board.actor import BoardHandle
 from arena.cluster.peer.protocol import (
     Answer,
     Answered,
@@ -43,7 +45,6 @@ from arena.cluster.peer.protocol import (
     serialise,
     update_frame,
 )
-from arena.engine.events import Reason
 from arena.errors import QueryError
 from arena.live.outbox import Bounds, Framing, Outbox
 from arena.live.views import Subscription
@@ -149,7 +150,8 @@ class Watches:
 
     def watch(self, request_id: int, request: Watch) -> None:
         outbox = self.outbox()
-        if request.board not in self.arena.boards or not self.arena.directory.local(request.board):
+        place = where(self.arena, request.board)
+        if not isinstance(place, Local) or place.handle is None:
             outbox.owe(serialise(Reply(request_id, Elsewhere())))
             return
         outbox.owe(serialise(Reply(request_id, Watching())))
@@ -180,22 +182,19 @@ class Watches:
 
 
 async def _answer(websocket: WebSocket, arena: Arena, request: Submit | Ask | Http) -> Answer:
-    board = request.board
-    if board not in arena.boards or not arena.directory.local(board):
+    place = where(arena, request.board)
+    if not isinstance(place, Local) or place.handle is None:
         return Elsewhere()
     if isinstance(request, Submit):
-        return await _submit(arena, request)
+        return await _submit(arena, place.handle, request)
     if isinstance(request, Ask):
         return _ask(arena, request.frame)
     return await _http(websocket, request)
 
 
-async def _submit(arena: Arena, request: Submit) -> Submitted:
-    board = request.board
-    results = await arena.boards[board].submit(request.events, request.received_at, request.source)
-    # lost while they waited: the forwarder sends those answered unavailable on to the next owner
-    moved = not arena.directory.local(board) and any(r.reason is Reason.UNAVAILABLE for r in results)
-    return Submitted(tuple(results), moved)
+async def _submit(arena: Arena, handle: BoardHandle, request: Submit) -> Submitted:
+    results = await handle.submit(request.events, request.received_at, request.source)
+    return Submitted(tuple(results), moved(arena, request.board, results))
 
 
 def _ask(arena: Arena, frame: Body) -> Answered | Refused:

@@ -27,6 +27,7 @@ from arena.api import queries, wire
 from arena.api.cors import live_allowed
 from arena.api.forward import Forwarding, refused
 from arena.api.live import REFUSED, VIEW_FIELDS, Subscriptions, view_spec
+from arena.api.routing import Local, where
 from arena.api.service import Arena
 from arena.api.transport import abort
 from arena.api.wire import Body
@@ -325,9 +326,9 @@ class Connection:
                 return
             if op == "subscribe":
                 view = frame.get("view")
-                board = view.get("board") if isinstance(view, dict) else None
-                if self.clustered and isinstance(board, str) and not self.forwarding.local(board) and board in self.arena.boards:
-                    self._spawn(self._subscribe_elsewhere(frame_id, frame, board))
+                place = where(self.arena, view.get("board") if isinstance(view, dict) else None)
+                if not isinstance(place, Local):
+                    self._spawn(self._subscribe_elsewhere(frame_id, frame, place.board))
                 else:
                     self._subscribe(frame_id, frame)
                 return
@@ -338,11 +339,10 @@ class Connection:
             answer = QUERY_OPS.get(op) if isinstance(op, str) else None
             if answer is None:
                 raise FrameError("unknown_op", f"unknown op {op!r}")
-            if self.clustered:
-                board = frame.get("board")
-                if isinstance(board, str) and not self.forwarding.local(board) and board in self.arena.boards:
-                    self._spawn(self._forwarded(frame_id, board, frame))
-                    return
+            place = where(self.arena, frame.get("board"))
+            if not isinstance(place, Local):
+                self._spawn(self._forwarded(frame_id, place.board, frame))
+                return
             self._reply(self._result(frame_id, answer(self.arena, frame)))
         except FrameError as exc:
             self._reply(_error(frame_id, exc.code, exc.message))
@@ -379,7 +379,7 @@ class Connection:
                 pending.append((part, arena.boards[part.board].submit(part.events, received_at, server.id)))
             else:  # served here or not, a board may move while its events wait
                 pending.append((part, forwarding.submit(part.board, part.events, received_at, server.id)))
-                forwarded = forwarded or not forwarding.local(part.board)
+                forwarded = forwarded or not isinstance(where(arena, part.board), Local)
         if forwarded:
             forwarding.count("frames")
         self._spawn(self._ack(frame_id, parts, pending))
