@@ -79,12 +79,12 @@ async def serve(websocket: WebSocket) -> None:
 
     async def answer(request_id: int, request: Submit | Ask | Http) -> None:
         try:
-            answer = await _answer(websocket, arena, request)
+            outcome = await _answer(websocket, arena, request)
         except Exception:  # a bug must not hang the forwarder: it gets an error, never a trace
             log.exception("peer request %s failed", type(request).__name__)
-            answer = FAILED
+            outcome = FAILED
         try:
-            await reply(request_id, answer)
+            await reply(request_id, outcome)
         finally:
             slots.release()
 

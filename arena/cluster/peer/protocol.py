@@ -204,12 +204,12 @@ def authorization(secret: str) -> str:
     return f"Bearer {secret}"
 
 
-def secret_matches(secret: str, authorization: str | None) -> bool:
+def secret_matches(secret: str, header: str | None) -> bool:
     """Whether a handshake's ``Authorization`` header carries the cluster secret; constant time
     in the secret's content. An empty secret (no ``[cluster]``) matches nothing."""
-    if not secret or authorization is None:
+    if not secret or header is None:
         return False
-    return hmac.compare_digest(authorization.encode(), f"Bearer {secret}".encode())
+    return hmac.compare_digest(header.encode(), authorization(secret).encode())
 
 
 # -- serialising ------------------------------------------------------------------------------
