@@ -365,16 +365,16 @@ class QueryRoutes:
             forbidden = {"error": {"code": "forbidden", "message": "this origin may not open a live stream (cors_origins)"}}
             await _send(send, 403, wire.dumps(forbidden), _JSON_HEADERS, "GET")
             return
-        refused = None
+        refusal = None
         if isinstance(where(self.arena, params.board), Local):
             try:
                 route.answer(self.arena, params)
             except QueryError as exc:
-                refused = exc
+                refusal = exc
         else:  # what the owner's query refuses
-            refused = await self.forwarding.error(forward_request(params.board, {**scope, "method": "GET"}, b""))
-        if refused is not None and refused.code in live.REFUSED:
-            await _send(send, refused.status, wire.dumps(wire.error(refused)), [*_JSON_HEADERS, *cors], "GET")
+            refusal = await self.forwarding.error(forward_request(params.board, {**scope, "method": "GET"}, b""))
+        if refusal is not None and refusal.code in live.REFUSED:
+            await _send(send, refusal.status, wire.dumps(wire.error(refusal)), [*_JSON_HEADERS, *cors], "GET")
             return
         await live.event_stream(self.arena, scope, receive, send, _VIEWS[route.name](params), cors)
 
