@@ -15,8 +15,8 @@ from arena.api.cors import Cors
 from arena.api.forward import Forwarding
 from arena.api.http import json_response
 from arena.api.service import Arena
-from arena.cluster.peers import PATH as PEER_PATH
-from arena.cluster.peers import Peers
+from arena.cluster.peer.client import Peers
+from arena.cluster.peer.protocol import PATH as PEER_PATH
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

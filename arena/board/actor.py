@@ -13,8 +13,10 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import assert_never
 
 from arena.board.clock import Clock
+from arena.board.commands import Barrier, Order, VoidEvent, VoidMember, VoidOutcome
 from arena.board.load import load
 from arena.board.mailbox import Command, Mailbox, Submission
 from arena.board.snapshots import Snapshotter
@@ -87,9 +89,12 @@ class BoardHandle:
             submission.future.set_result(results)
             self.metrics.count_results(self.name, results)
 
-    async def command(self, command: Command) -> object:
+    async def command(self, order: Order) -> VoidOutcome | None:
+        """Run an admin command in the actor, between two batches: its outcome (None for a
+        `Barrier`). Raises QueryError (unavailable, unknown_event), JournalError."""
         if not self.answering:
             raise unavailable(self.name)
+        command = Command(order)
         self.mailbox.put(command)
         return await command.future
 
@@ -283,12 +288,6 @@ class CommitPipeline:
         self.unanswered = [s for s in self.unanswered if not s.future.done()]
 
 
-@dataclass(frozen=True, slots=True)
-class VoidOutcome:
-    voided: int
-    already_voided: bool = False
-
-
 class BoardActor:
     """One life of a board's actor: load, then serve batches until stopped or crashed."""
 
@@ -389,7 +388,7 @@ class BoardActor:
 
     async def _command(self, command: Command) -> None:
         try:
-            result = await command.run(self)
+            result = await self._run(command.order)
         except Exception as exc:  # the admin route turns it into an error answer
             if not command.future.done():
                 command.future.set_exception(exc)
@@ -401,6 +400,17 @@ class BoardActor:
                 command.future.set_result(result)
 
     # -- admin commands (run inside the loop through `Command`) -------------------------------
+
+    async def _run(self, order: Order) -> VoidOutcome | None:
+        match order:
+            case VoidEvent(key, reason, admin):
+                return await self.void_key(key, reason, admin)
+            case VoidMember(member, reason, admin):
+                return await self.void_member(member, reason, admin)
+            case Barrier():
+                return None
+            case _:
+                assert_never(order)
 
     async def void_key(self, key: str, reason: str, admin: str) -> VoidOutcome:
         target = await self.journal.event_by_key(key)

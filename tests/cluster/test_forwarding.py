@@ -20,9 +20,9 @@ from websockets.exceptions import InvalidStatus
 
 from arena.api import forward
 from arena.api.forward import Forwarding
-from arena.cluster import peers
 from arena.cluster.directory import Owner
-from arena.cluster.peers import PATH, Peers
+from arena.cluster.peer.client import Peers
+from arena.cluster.peer.protocol import PATH, Answer, Answered, Ask, Http, Numbered, Submit, serialise
 from arena.config import ClusterSettings
 from arena.engine.events import Event, Status
 from support.faults import parse_metric
@@ -260,11 +260,11 @@ async def test_an_owner_s_answer_older_than_one_the_connection_was_sent_is_asked
         ask = Forwarding.ask
         asked: list[int] = []
 
-        async def an_old_owner_first(self: Forwarding, board: str, message: dict[str, Any]) -> dict[str, Any] | None:
-            answer = await ask(self, board, message)
+        async def an_old_owner_first(self: Forwarding, request: Ask | Http) -> Answer | None:
+            answer = await ask(self, request)
             asked.append(len(asked))
-            if len(asked) == 1 and answer is not None:  # as an old owner would answer, once
-                return {**answer, "body": {**answer["body"], "seq": 1}}
+            if len(asked) == 1 and isinstance(answer, Answered):  # as an old owner would answer, once
+                return Answered({**answer.body, "seq": 1})
             return answer
 
         monkeypatch.setattr(Forwarding, "ask", an_old_owner_first)
@@ -354,8 +354,8 @@ async def test_a_part_too_large_for_one_peer_message_goes_in_pieces_in_order(nod
     frame = [event("b1", f"m{i}", 1, NOW, f"big{i}", meta=quotes) for i in range(25)]
     frame.append(event("b1", "m0", 1, NOW, "big0"))  # the same key again, last: a duplicate
     assert len(orjson.dumps({"op": "submit", "id": 1, "events": frame})) < FRAME_BYTES
-    fields = [[e["member"], 1, NOW, e["idempotency_key"], orjson.dumps(quotes).decode()] for e in frame]
-    assert len(peers.dumps({"op": "submit", "events": fields})) > FRAME_BYTES  # in one message, too large
+    events = tuple(Event("b1", e["member"], 1, NOW, e["idempotency_key"], orjson.dumps(quotes).decode()) for e in frame)
+    assert len(serialise(Numbered(1, Submit("b1", "gs", NOW, events)))) > FRAME_BYTES  # in one message, too large
     client = await Client.connect(nodes.a.ws_url, token_for("gs"))
     try:
         assert statuses(await client.submit(frame)) == ["accepted"] * 25 + ["duplicate"]
@@ -375,7 +375,10 @@ async def test_a_peer_speaking_nonsense_is_let_go(nodes: Nodes) -> None:
         with pytest.raises(websockets.ConnectionClosed):
             await asyncio.wait_for(peer.recv(), 5)
     async with websockets.connect(url, additional_headers={"Authorization": f"Bearer {SECRET}"}) as peer:
-        await peer.send(orjson.dumps({"id": 7, "op": "submit", "board": "b1", "events": []}).decode())
+        await peer.send(orjson.dumps({"id": 7, "op": "submit", "board": "b1", "source": "gs", "received_at": NOW,
+                                      "events": []}).decode())
         assert orjson.loads(await asyncio.wait_for(peer.recv(), 5)) == {"id": 7, "not_here": True}  # b1 is on b
         await peer.send(orjson.dumps({"id": 8, "op": "what", "board": "a1"}).decode())
+        assert orjson.loads(await asyncio.wait_for(peer.recv(), 5))["error"]["code"] == "invalid_request"
+        await peer.send(orjson.dumps({"id": 9, "op": "submit", "board": "a1", "events": []}).decode())  # no source
         assert orjson.loads(await asyncio.wait_for(peer.recv(), 5))["error"]["code"] == "invalid_request"

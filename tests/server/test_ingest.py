@@ -13,7 +13,7 @@ import orjson
 import pytest
 import websockets
 
-from arena.board.mailbox import Command
+from arena.board.commands import Barrier
 from arena.engine.events import Event
 from support.faults import parse_metric
 from support.server import (
@@ -146,17 +146,13 @@ async def test_late_event_inside_the_grace_is_applied_and_after_the_close_reject
     await client.close()
 
 
-async def _nothing(actor: object) -> None:
-    """An admin command that does nothing: its answer says the actor finished what came before."""
-
-
 async def test_a_frame_waiting_in_the_mailbox_across_the_close_moment_is_applied_then_closed(server: Any) -> None:
     close = NOW + HOUR + 60_000  # the hourly window 13:00-14:00 closes here
     client = await _connect(server)
     assert statuses(await client.submit([event("sum", "early", 1, NOW + 5, "early")])) == ["accepted"]
     await server.http.post("/v1/_test/clock", json={"now_ms": close - 1})
     handle = server.arena.boards["sum"]
-    await handle.command(Command(_nothing))  # a round trip: the actor waits for the 13:00 table's close moment
+    await handle.command(Barrier())  # a round trip: the actor waits for the 13:00 table's close moment
     # stamped before the close moment; the actor only gets to it after (no await in between)
     future = handle.submit([Event("sum", "waiting", 5, NOW + 10, "stamped-in-time")], close - 1, "gs")
     server.arena.clock.set(close + 1)

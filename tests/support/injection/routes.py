@@ -11,8 +11,8 @@ from starlette.routing import Route
 from arena.api.admin import _json_object
 from arena.api.http import error_response, json_response
 from arena.api.service import Arena
-from arena.board.actor import BoardActor, BoardState
-from arena.board.mailbox import Command
+from arena.board.actor import BoardState
+from arena.board.commands import Barrier
 from arena.errors import QueryError, invalid_request, unavailable
 from support.injection.journal import FAULTS, FaultyBackend
 
@@ -31,12 +31,8 @@ async def set_clock(request: Request) -> Response:
     arena.clock.set(now)
     for handle in arena.boards.values():
         if handle.state is BoardState.READY:
-            await handle.command(Command(_between_batches))
+            await handle.command(Barrier())
     return json_response({"now_ms": arena.clock.now()})
-
-
-async def _between_batches(actor: BoardActor) -> None:
-    """A command does nothing but wait its turn: the actor closes what is due before it."""
 
 
 def _faults(arena: Arena) -> FaultyBackend:

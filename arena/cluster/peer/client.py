@@ -1,53 +1,43 @@
-"""Connections to the other nodes of a cluster: one multiplexed WebSocket per peer node.
+"""The client side of the peer protocol (`arena.cluster.peer.protocol`): one multiplexed
+WebSocket per peer node, opened on first use.
 
-A request is a JSON object with an ``id`` unique on its connection; the peer answers each with
-the same ``id``, in any order, so that many requests share one connection at once. Requests:
-
-- ``{"op":"submit","board","source","received_at","events":[[member,value,occurred_at,key,meta],…]}``
-  → ``{"results":[[key,status,reason|null],…]}``: one frame's events of one board, after their
-  COMMIT on the owner; with ``"moved":true`` when the owner lost the board meanwhile: its events
-  answered ``unavailable`` go on to the next owner.
-- ``{"op":"ask","board","frame":{…}}`` → ``{"body":{…}}`` or ``{"error":{"code","message","status"}}``:
-  a WebSocket query op, answered as the owner's own connection would.
-- ``{"op":"http","board","method","path","query","headers":[[name,value],…],"body"}`` →
-  ``{"status","headers":[[name,value],…],"body"}``: an HTTP route (queries, admin).
-
-- ``{"op":"watch","board","view":{…}}`` → ``{"watching":true}``, then a stream of
-  ``{"watch":ID,"seq","body":{…}}`` (the view's answers, as a subscription on the owner gets
-  them) and perhaps ``{"watch":ID,"ended":CODE,"message"}``, where ID is the watch request's id;
-  ``{"op":"unwatch","watch":ID}`` (no answer) ends it. A node subscribes to each distinct view
-  of a board served elsewhere once, whatever its own subscribers.
-
-An answer ``{"not_here":true}`` says the peer does not serve the board (any more): the forwarder
-asks the directory again and re-routes; the client never sees it. A connection that drops fails
-its requests in flight with `PeerGone` (a submit may or may not have committed: resending it is
-safe, its committed events answer ``duplicate``). Connecting again waits out a backoff.
-
-Peers authenticate with the cluster secret as a bearer token on the handshake (`/v1/peer`).
+Many requests share one connection at once, each answered by its id. A connection that drops
+fails its requests in flight with `PeerGone` (a submit may or may not have committed: resending
+it is safe, its committed events answer ``duplicate``). Connecting again waits out a backoff.
+An `Elsewhere` answer is raised as `NotHere`: the forwarder asks again where the board is.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import itertools
-import json
 import logging
 import re
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable
 
-import orjson
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-from arena.client.backoff import Backoff
-from arena.engine.events import Event, Reason, Result, Status
+from arena.backoff import Backoff
+from arena.cluster.peer.protocol import (
+    PATH,
+    Answer,
+    Elsewhere,
+    Ended,
+    Numbered,
+    Reply,
+    Request,
+    Unwatch,
+    Update,
+    Watch,
+    authorization,
+    parse_answer,
+    serialise,
+)
 
 log = logging.getLogger("arena.cluster")
 
-PATH = "/v1/peer"
 CONNECT_SECONDS = 2.0
 PING_SECONDS = 1.0
 """A peer that stops answering pings (a SIGSTOPped node, a cut link) is given up after
@@ -72,67 +62,7 @@ class TooLarge(Exception):
     was sent."""
 
 
-def secret_matches(secret: str, authorization: str | None) -> bool:
-    """Whether a handshake's ``Authorization`` header carries the cluster secret; constant time
-    in the secret's content. An empty secret (no ``[cluster]``) matches nothing."""
-    if not secret or authorization is None:
-        return False
-    return hmac.compare_digest(authorization.encode(), f"Bearer {secret}".encode())
-
-
-def dumps(message: dict[str, Any]) -> bytes:
-    """A peer message as JSON text (UTF-8): orjson, or json for what orjson refuses (integers
-    beyond 64 bits, which an event's value or a query field may be)."""
-    try:
-        return orjson.dumps(message)
-    except TypeError:
-        return json.dumps(message, separators=(",", ":"), allow_nan=False).encode()
-
-
-_LONG_NUMBER = re.compile(rb"\d{19}")
-
-
-def loads(data: str | bytes) -> Any:
-    """A peer message. orjson reads an integer literal beyond 64 bits as a float: a message with
-    a 19-digit run (rare) is read by json, exactly."""
-    if _LONG_NUMBER.search(data if isinstance(data, bytes) else data.encode()):
-        return json.loads(data)
-    return orjson.loads(data)
-
-
-def body_fields(body: bytes) -> dict[str, Any]:
-    """An HTTP body in a peer message: as text when it is UTF-8 (JSON bodies are), else byte
-    for byte as latin-1 (flagged). `body_of` reads it back."""
-    try:
-        return {"body": body.decode()}
-    except UnicodeDecodeError:
-        return {"body": body.decode("latin-1"), "latin1": True}
-
-
-def body_of(message: dict[str, Any]) -> bytes:
-    text: str = message["body"]
-    return text.encode("latin-1") if message.get("latin1") else text.encode()
-
-
-def event_fields(event: Event) -> list[Any]:
-    return [event.member, event.value, event.occurred_at, event.idempotency_key, event.meta]
-
-
-def event_of(board: str, fields: Sequence[Any]) -> Event:
-    member, value, occurred_at, key, meta = fields
-    return Event(board, member, value, occurred_at, key, meta)
-
-
-def result_fields(result: Result) -> list[Any]:
-    return [result.idempotency_key, result.status.value, result.reason.value if result.reason else None]
-
-
-def result_of(fields: Sequence[Any]) -> Result:
-    key, status, reason = fields
-    return Result(key, Status(status), Reason(reason) if reason is not None else None)
-
-
-Deliver = Callable[[dict[str, Any] | None], None]
+Deliver = Callable[[Update | Ended | None], None]
 """Called with each message of a watch, then with None once its connection is gone."""
 
 
@@ -141,26 +71,25 @@ class _Link:
 
     def __init__(self, socket: ClientConnection) -> None:
         self.socket = socket
-        self.pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self.pending: dict[int, asyncio.Future[Answer]] = {}
         self.watches: dict[int, Deliver] = {}
         self.reader: asyncio.Task[None] | None = None
 
     async def read(self, peer: str) -> None:
         try:
             async for text in self.socket:
-                answer = loads(text)
-                watch = answer.get("watch")
-                if watch is not None:
-                    deliver = self.watches.get(watch)
-                    if deliver is not None:
-                        deliver(answer)
+                message = parse_answer(text)
+                if isinstance(message, Reply):
+                    future = self.pending.pop(message.id, None)
+                    if future is not None and not future.done():
+                        future.set_result(message.answer)
                     continue
-                future = self.pending.pop(answer.get("id"), None)
-                if future is not None and not future.done():
-                    future.set_result(answer)
+                deliver = self.watches.get(message.watch)
+                if deliver is not None:
+                    deliver(message)
         except ConnectionClosed:
             pass
-        except Exception:  # a peer speaking nonsense: drop the link, its requests fail
+        except Exception:  # a peer speaking nonsense (ProtocolError): drop the link, its requests fail
             log.exception("peer %s sent an answer that cannot be read; dropping the connection", peer)
             await self.socket.close()
         finally:
@@ -196,20 +125,20 @@ class Peer:
         self._backoff = Backoff(0.05, 1.0)
         self._retry_at = 0.0
 
-    async def request(self, message: dict[str, Any]) -> dict[str, Any]:
-        """Send a request and wait for its answer. Raises PeerGone (not connected, or the
-        connection dropped before the answer), NotHere, TooLarge."""
+    async def request(self, request: Request) -> Answer:
+        """Send a request and wait for its answer (never `Elsewhere`). Raises PeerGone (not
+        connected, or the connection dropped before the answer), NotHere, TooLarge."""
         link = await self._connected()
-        return await self._ask(link, next(self._ids), message)
+        return await self._ask(link, next(self._ids), request)
 
-    async def watch(self, message: dict[str, Any], deliver: Deliver) -> int:
-        """Start a watch (``message``: its request); ``deliver`` gets its stream. Returns its id,
-        for `unwatch`. Raises PeerGone, NotHere, TooLarge."""
+    async def watch(self, request: Watch, deliver: Deliver) -> int:
+        """Start a watch; ``deliver`` gets its stream. Returns its id, for `unwatch`. Raises
+        PeerGone, NotHere, TooLarge."""
         link = await self._connected()
         watch = next(self._ids)
         link.watches[watch] = deliver
         try:
-            await self._ask(link, watch, message)
+            await self._ask(link, watch, request)
         except BaseException:
             link.watches.pop(watch, None)
             raise
@@ -220,15 +149,15 @@ class Peer:
         link = self._link
         if link is not None and link.watches.pop(watch, None) is not None:
             try:
-                await link.socket.send(dumps({"op": "unwatch", "watch": watch}), text=True)
+                await link.socket.send(serialise(Unwatch(watch)), text=True)
             except ConnectionClosed:
                 pass
 
-    async def _ask(self, link: _Link, request_id: int, message: dict[str, Any]) -> dict[str, Any]:
-        data = dumps({**message, "id": request_id})
+    async def _ask(self, link: _Link, request_id: int, request: Request) -> Answer:
+        data = serialise(Numbered(request_id, request))
         if len(data) > self.limit:  # the peer would close the connection (1009), failing every request on it
             raise TooLarge(f"a request of {len(data)} bytes is over the {self.limit} a peer takes")
-        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
         link.pending[request_id] = future
         try:
             await link.socket.send(data, text=True)
@@ -239,8 +168,8 @@ class Peer:
             answer = await future
         finally:
             link.pending.pop(request_id, None)
-        if answer.get("not_here"):
-            raise NotHere(f"peer {self.node_id} does not serve {message.get('board')!r}")
+        if isinstance(answer, Elsewhere):
+            raise NotHere(f"peer {self.node_id} does not serve {request.board!r}")
         return answer
 
     async def _connected(self) -> _Link:
@@ -255,7 +184,7 @@ class Peer:
                 raise PeerGone(f"peer {self.node_id} at {self.url} was unreachable moments ago")
             try:
                 socket = await connect(
-                    self._ws_url, additional_headers={"Authorization": f"Bearer {self._secret}"},
+                    self._ws_url, additional_headers={"Authorization": authorization(self._secret)},
                     open_timeout=CONNECT_SECONDS, ping_interval=PING_SECONDS, ping_timeout=self._ping_timeout,
                     max_size=None, compression=None,
                 )

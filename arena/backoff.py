@@ -1,5 +1,6 @@
-"""The client's schedule of waits: between connection attempts, and before resending an event
-answered ``unavailable`` or a query answered ``not_ready``."""
+"""A schedule of waits between attempts, shared by the game-server SDK (reconnects, resending an
+event answered ``unavailable`` or a query answered ``not_ready``) and the server's connections to
+its peer nodes (reconnects). Imports nothing of Arena, so that both may import it."""
 
 from __future__ import annotations
 
