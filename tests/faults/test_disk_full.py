@@ -5,7 +5,7 @@ queries keep working; the board recovers by itself (no restart) once writes succ
 Two ways to make writes fail, because tests run as root (chmod stops nothing):
 - the fault-injection route, which makes the board's journal (wrapped by `arena.journal.faults`
   under `--fault-injection`) refuse every append as a full disk or a read-only file would:
-  nothing written, reads still served; the same on every backend (tests/engine/test_journal.py
+  nothing written, reads still served; the same on every backend (tests/journal/test_journal.py
   checks sqlite's own answer to a full disk);
 - a real full file system: the server runs in a private mount namespace (`unshare --mount`) on a
   small tmpfs that the test fills and frees through /proc/<pid>/root. Skipped where mounting is

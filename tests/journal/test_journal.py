@@ -1,7 +1,7 @@
 """The journal contract, on both backends (the `store` fixture: sqlite and PostgreSQL): one
 transaction per append, the UNIQUE key index, reading back in seq order, close markers, voids,
 the audit listing, read-only opens. Then what only sqlite has: durability pragmas, WAL, a full
-disk, corrupt files. PostgreSQL's own: tests/engine/test_journal_postgresql.py."""
+disk, corrupt files. PostgreSQL's own: tests/journal/test_journal_postgresql.py."""
 
 from __future__ import annotations
 
