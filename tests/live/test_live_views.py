@@ -20,14 +20,11 @@ import pytest
 import websockets
 from websockets.frames import Frame, Opcode
 
-from support.server import Client, InProcessServer, established, event, make_config, token_for, until
+from support.server import Client, InProcessServer, established, event, make_config, now_ms, token_for, until
 
 BOARDS = {"b": {"aggregation": "best", "periods": ["alltime", "daily"]}}
 PUSH_MS = 50
 
-
-def _now() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class Subscriber:
@@ -50,11 +47,7 @@ class Subscriber:
         return [u for u in self.updates(sub) if condition(u)][-1]
 
 
-@pytest.fixture
-async def server(tmp_path: Path) -> AsyncIterator[InProcessServer]:
-    async with InProcessServer(make_config(tmp_path / "data", BOARDS, push_interval_ms=PUSH_MS, max_subscriptions=3)) as s:
-        yield s
-
+pytestmark = pytest.mark.server(BOARDS, push_interval_ms=PUSH_MS, max_subscriptions=3)
 
 async def _client(server: InProcessServer) -> Client:
     return await Client.connect(server.ws_url, token_for("gs"))
@@ -75,7 +68,7 @@ async def test_a_top_view_sends_its_answer_at_once_then_the_new_answer_after_eac
     sub = await live.subscribe({"op": "top", "board": "b", "period": "alltime", "limit": 3})
     first = await live.until_update(sub, lambda u: True, "the first update")
     assert first["entries"] == [] and first["seq"] == 0
-    now = _now()
+    now = now_ms()
     for i in range(5):
         await client.submit([event("b", f"m{i}", 10 * i, now, f"k{i}")])
     last = await live.until_update(sub, lambda u: u["seq"] == 5, "the update at seq 5")
@@ -115,7 +108,7 @@ async def test_a_view_shared_by_a_hundred_subscribers_is_evaluated_once_per_chan
     live = server.arena.live
     assert live is not None
     before = live.evaluations
-    await writer.submit([event("b", "m", 1, _now(), "k")])
+    await writer.submit([event("b", "m", 1, now_ms(), "k")])
     for client, sub in zip(clients, subs, strict=True):
         await Subscriber(client).until_update(sub, lambda u: u["seq"] == 1, "every subscriber's update")
     assert live.evaluations - before == 1
@@ -130,7 +123,7 @@ async def test_a_member_not_in_the_table_is_a_state_and_its_entry_arrives(server
     around = await live.subscribe({"op": "around", "board": "b", "period": "daily", "member": "ann", "radius": 1})
     assert (await live.until_update(rank, lambda u: True, "rank's first update"))["entry"] is None
     assert (await live.until_update(around, lambda u: True, "around's first update"))["entries"] == []
-    await client.submit([event("b", "ann", 7, _now(), "ann-1")])
+    await client.submit([event("b", "ann", 7, now_ms(), "ann-1")])
     entry = (await live.until_update(rank, lambda u: u["entry"] is not None, "ann's entry"))["entry"]
     assert entry["rank"] == 1 and entry["score"] == 7
     await live.until_update(around, lambda u: len(u["entries"]) == 1, "ann among her neighbours")
@@ -147,7 +140,7 @@ async def test_no_update_follows_unsubscribed(server: InProcessServer) -> None:
     assert answer == {"op": "unsubscribed", "id": answer["id"], "sub": sub}
     assert (await client.request({"op": "unsubscribe", "sub": "nope"}))["sub"] == "nope"  # unknown: answered too
     seen = len(live.updates(sub))  # an update queued before `unsubscribed` went out before it
-    await client.submit([event("b", "m", 1, _now(), "k")])
+    await client.submit([event("b", "m", 1, now_ms(), "k")])
     await watcher.until_update(witness, lambda u: u["seq"] == 1, "the push of the change")
     assert (await client.request({"op": "ping"}))["op"] == "pong"
     assert len(live.updates(sub)) == seen
@@ -215,7 +208,7 @@ async def test_the_http_answer_and_the_last_update_agree_after_a_burst(server: I
     client = await _client(server)
     live = Subscriber(client)
     sub = await live.subscribe({"op": "percentile", "board": "b", "period": "alltime", "member": "m3"})
-    now = _now()
+    now = now_ms()
     for i in range(50):
         client.send({"op": "submit", "events": [event("b", f"m{i % 7}", i, now, f"burst{i}")]})
     await live.until_update(sub, lambda u: u["seq"] == 50, "the final state")
@@ -227,7 +220,7 @@ async def test_the_http_answer_and_the_last_update_agree_after_a_burst(server: I
 
 async def test_a_view_of_the_current_window_follows_the_period_at_rollover(server: InProcessServer) -> None:
     day = 86_400_000
-    midnight = (_now() // day - 1) * day  # yesterday's end: the test clock moves across it
+    midnight = (now_ms() // day - 1) * day  # yesterday's end: the test clock moves across it
     async with httpx.AsyncClient(base_url=server.url) as http:
         assert (await http.post("/v1/_test/clock", json={"now_ms": midnight - 1_000})).status_code == 200
         client = await _client(server)
@@ -246,12 +239,12 @@ async def test_after_a_board_reload_one_update_comes_even_if_unchanged(server: I
     supervisor = server.arena.supervisor
     client = await _client(server)
     live = Subscriber(client)
-    await client.submit([event("b", "m", 1, _now(), "before")])
+    await client.submit([event("b", "m", 1, now_ms(), "before")])
     sub = await live.subscribe({"op": "top", "board": "b", "period": "alltime"})
     first = await live.until_update(sub, lambda u: True, "the first update")
     async with httpx.AsyncClient(base_url=server.url) as http:
         assert (await http.post("/v1/_test/boards/b/crash", json={"times": 1})).status_code == 200
-    results = await client.submit([event("b", "m", 2, _now(), "crashed")])  # the crash takes this batch down
+    results = await client.submit([event("b", "m", 2, now_ms(), "crashed")])  # the crash takes this batch down
     assert [r["status"] for r in results] == ["rejected"]
     await until(lambda: supervisor.runs["b"] == 2 and server.arena is not None
                 and server.arena.boards["b"].state.value == "ready", "the board to reload")
@@ -303,7 +296,7 @@ async def test_an_update_held_by_the_interval_goes_when_its_interval_ends_not_a_
         timed = Timed(await _client(server))
         sub = await timed.subscribe({"op": "top", "board": "b", "period": "alltime", "limit": 2})
         await timed.until(lambda: len(timed.arrivals[sub]) == 1, "the first update")
-        await timed.client.submit([event("b", "m", 1, _now(), "k")])
+        await timed.client.submit([event("b", "m", 1, now_ms(), "k")])
         acked = time.monotonic()
         await timed.until(lambda: len(timed.arrivals[sub]) == 2, "the update of the change")
         latency = timed.arrivals[sub][1][0] - acked
@@ -321,7 +314,7 @@ async def test_at_most_one_update_per_interval_and_the_final_state_within_an_int
                  {"op": "rank", "board": "b", "period": "alltime", "member": "m0"},
                  {"op": "members", "board": "b", "period": "alltime", "members": ["m0", "m1"]}]
         subs = [await timed.subscribe(view) for view in views]
-        now, ends = _now(), time.monotonic() + 1.2
+        now, ends = now_ms(), time.monotonic() + 1.2
         i = 0
         while time.monotonic() < ends:  # a change every few milliseconds: far more than one per interval
             await writer.submit([event("b", f"m{i % 3}", i, now, f"k{i}")])
@@ -358,7 +351,7 @@ async def test_after_the_last_event_every_subscription_s_last_update_equals_the_
     subs += [await third.subscribe(views[6])]
     owners = [client] * 3 + [other] * 3 + [third]
     writers = [await _client(server) for _ in range(3)]
-    now = _now()
+    now = now_ms()
 
     async def write(writer: Client, n: int) -> None:
         for k in range(40):
@@ -381,10 +374,10 @@ async def test_after_the_last_event_every_subscription_s_last_update_equals_the_
 
 async def test_v1_live_takes_no_token_answers_queries_and_subscriptions_and_refuses_submit(server: InProcessServer) -> None:
     writer = await _client(server)
-    await writer.submit([event("b", "m", 3, _now(), "k")])
+    await writer.submit([event("b", "m", 3, now_ms(), "k")])
     public = Client(await websockets.connect(server.url.replace("http", "ws") + "/v1/live"))
     assert (await public.request({"op": "rank", "board": "b", "period": "alltime", "member": "m"}))["entry"]["score"] == 3
-    refused = await public.request({"op": "submit", "events": [event("b", "m", 9, _now(), "sneaky")]})
+    refused = await public.request({"op": "submit", "events": [event("b", "m", 9, now_ms(), "sneaky")]})
     assert refused["op"] == "error" and refused["code"] == "forbidden"
     live = Subscriber(public)
     sub = await live.subscribe({"op": "top", "board": "b", "period": "alltime"})
@@ -489,7 +482,7 @@ async def test_a_query_route_streams_server_sent_events_on_change(server: InProc
             lines = response.aiter_lines()
             first = (await _events(lines, 1))[0]
             assert first["event"] == "update" and first["id"] == "0" and first["data"]["entry"] is None
-            await client.submit([event("b", "ann", 4, _now(), "k")])
+            await client.submit([event("b", "ann", 4, now_ms(), "k")])
             second = (await _events(lines, 1))[0]
         plain = (await http.get("/v1/boards/b/alltime/members/ann")).json()
     assert second["id"] == "1" and second["data"] == plain and plain["seq"] == 1
@@ -536,7 +529,7 @@ async def test_a_reader_that_stops_reading_holds_one_update_and_slows_nobody(ser
     await slow.send(orjson.dumps({"op": "subscribe", "id": 1,
                                   "view": {"op": "top", "board": "b", "period": "alltime", "limit": 1000}}).decode())
     writer = await _client(server)
-    now = _now()
+    now = now_ms()
     for batch in range(60):  # every batch changes the top 1000: about 60 KB per update, never read
         results = await writer.submit([event("b", f"m{batch}-{i}-{'x' * 100}", batch * 100 + i, now, f"k{batch}-{i}")
                                        for i in range(100)])
@@ -570,7 +563,7 @@ async def _until_stalled(server: InProcessServer, connections: Callable[[], int]
     views = server.arena.live
     writer = await _client(server)
     await until(lambda: views.views, "the subscription")
-    now = _now()
+    now = now_ms()
     deadline = time.monotonic() + 30
     batch = 0
     while views.views or connections():
@@ -654,7 +647,7 @@ async def test_a_members_view_follows_a_set_of_friends(server: InProcessServer) 
     live = Subscriber(client)
     sub = await live.subscribe({"op": "members", "board": "b", "period": "alltime", "members": ["ann", "zed"]})
     assert (await live.until_update(sub, lambda u: True, "the first update"))["missing"] == ["ann", "zed"]
-    await client.submit([event("b", "ann", 3, _now(), "ann-1")])
+    await client.submit([event("b", "ann", 3, now_ms(), "ann-1")])
     update = await live.until_update(sub, lambda u: u["missing"] == ["zed"], "ann's entry")
     assert [e["member"] for e in update["entries"]] == ["ann"]
     await client.close()

@@ -306,6 +306,11 @@ async def rig(kind: type[R], config: Config) -> AsyncIterator[R]:
             yield kind(server, http, client)
 
 
+def now_ms() -> int:
+    """The wall clock in epoch milliseconds, as a server's unpinned clock reads it."""
+    return time.time_ns() // 1_000_000
+
+
 def event(board: str, member: str, value: int, occurred_at: int | str, key: str, **extra: Any) -> dict[str, Any]:
     return {"board": board, "member": member, "value": value, "occurred_at": occurred_at, "idempotency_key": key, **extra}
 
