@@ -15,6 +15,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from arena.cluster import peers
 from arena.cluster.peers import NotHere, PeerGone, Peers
 from arena.engine.events import Event, Reason, Result, Status
+from support.server import until
 
 SECRET = "s3cret"
 
@@ -24,6 +25,7 @@ class FakeNode:
 
     def __init__(self) -> None:
         self.connections: list[ServerConnection] = []
+        self.received: list[dict[str, Any]] = []
         self.server: Server | None = None
         self.port = 0
 
@@ -39,7 +41,8 @@ class FakeNode:
 
         async with asyncio.TaskGroup() as tasks:
             async for text in connection:
-                tasks.create_task(answer(orjson.loads(text)))
+                self.received.append(orjson.loads(text))
+                tasks.create_task(answer(self.received[-1]))
 
     async def start(self, port: int = 0) -> None:
         def check(connection: ServerConnection, request: Any) -> Any:
@@ -87,7 +90,7 @@ async def test_a_dropped_connection_fails_what_was_in_flight_and_the_next_reques
     try:
         peer = pool.peer("n", node.url)
         waiting = asyncio.ensure_future(peer.request({"op": "hang", "n": 1}))
-        await asyncio.sleep(0.05)
+        await until(lambda: node.received, "the request to reach the node")
         await node.connections[0].close()
         with pytest.raises(PeerGone) as gone:
             await asyncio.wait_for(waiting, 5)
@@ -110,14 +113,14 @@ async def test_an_unreachable_peer_is_tried_again_after_a_backoff(node: FakeNode
         await node.start(port)
         with pytest.raises(PeerGone):  # within the backoff: not even tried
             await peer.request({"op": "x", "n": 2})
-        deadline = asyncio.get_running_loop().time() + 5
-        while True:
+
+        async def answered() -> bool:
             try:
-                assert (await peer.request({"op": "x", "n": 3}))["echo"] == 3
-                break
+                return bool((await peer.request({"op": "x", "n": 3}))["echo"] == 3)
             except PeerGone:
-                assert asyncio.get_running_loop().time() < deadline
-                await asyncio.sleep(0.02)
+                return False
+
+        await until(answered, "the peer to be tried again after the backoff", 5)
     finally:
         await pool.close()
 

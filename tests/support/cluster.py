@@ -9,7 +9,6 @@ was acked; `standings` and `journaled` read back what the nodes and the tables h
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -23,7 +22,7 @@ from arena.cluster.placement import preference
 from arena.config import ClusterSettings, JournalSettings
 from support.faults import write_config
 from support.postgres import journaled
-from support.server import ChildServer, Client, event, token_for, until
+from support.server import ChildServer, Client, event, now_ms, token_for, until
 
 SECRET = "a-cluster-secret-for-tests"
 NodeFactory = Callable[..., ChildServer]
@@ -76,29 +75,20 @@ class OwnerWriter:
         self.nodes = nodes
         self.frame_events = frame_events
         self.acked: dict[str, dict[str, tuple[str, int]]] = {}
-        self.acked_at: dict[str, list[float]] = {}
-        """board -> the monotonic time of each frame's ack."""
         self.resends = 0
         self._clients: dict[str, Client] = {}
         self._http = httpx.AsyncClient()
 
     async def run(self, board: str, stop: asyncio.Event) -> None:
         acked = self.acked.setdefault(board, {})
-        times = self.acked_at.setdefault(board, [])
         frame = 0
         while not stop.is_set():
-            now = int(time.time() * 1000)
+            now = now_ms()
             events = [event(board, f"m{(frame + i) % 11}", 1 + (frame * 7 + i) % 5, now, f"{board}-{frame}-{i}")
                       for i in range(self.frame_events)]
             await self.deliver(board, events)
             acked.update({e["idempotency_key"]: (e["member"], e["value"]) for e in events})
-            times.append(time.monotonic())
             frame += 1
-
-    def max_gap(self, board: str, since: float = 0.0) -> float:
-        """The longest time between two acks of ``board`` (after ``since``, monotonic)."""
-        times = [t for t in self.acked_at.get(board, []) if t >= since]
-        return max((b - a for a, b in itertools.pairwise(times)), default=0.0)
 
     async def deliver(self, board: str, events: list[dict[str, Any]], timeout: float = 30.0) -> None:
         """Send until every event is accepted or duplicate; fail after ``timeout`` seconds."""

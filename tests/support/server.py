@@ -10,6 +10,7 @@ import hashlib
 import inspect
 import itertools
 import signal
+import socket
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -106,6 +107,11 @@ class InProcessServer:
             raise AssertionError("uvicorn ended before it started") from task.exception()
         if self.wait_ready:
             await self.until_ready()
+
+    @property
+    def listeners(self) -> list[socket.socket]:
+        """The sockets it listens on."""
+        return [sock for server in (self._server.servers if self._server else []) for sock in server.sockets]
 
     async def until_ready(self, timeout: float = 30.0) -> None:
         arena = self.arena
