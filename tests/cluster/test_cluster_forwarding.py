@@ -131,7 +131,7 @@ class Writer:
             except (OSError, websockets.WebSocketException):
                 pass
             self.at += 1
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.05)  # a client's pause before it connects again (bounded by the deadline)
         return self._client
 
     async def run(self, stop: asyncio.Event, lanes: int = 3) -> None:

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from arena.cluster.placement import preference
-from support.cluster import NodeFactory, OwnerWriter, check_nothing_lost, settled, start_cluster
-from support.server import ChildServer, until
+from support.cluster import NodeFactory, check_nothing_lost, ingesting, settled, start_cluster
+from support.server import ChildServer
 
 BOARDS: dict[str, dict[str, Any]] = {f"s{i}": {"aggregation": "sum"} for i in range(6)}
 NODES = ["node-a", "node-b", "node-c"]
@@ -33,44 +33,26 @@ def handed_off(log: str, node_id: str, boards: list[str]) -> None:
 async def test_a_rolling_restart_under_ingest_hands_every_board_off_and_loses_nothing(
         cluster_nodes: NodeFactory, pg_journal: Any) -> None:
     servers = await start_cluster(cluster_nodes, NODES, BOARDS)
-    writer = OwnerWriter(servers)
-    stop = asyncio.Event()
-    writers = [asyncio.create_task(writer.run(b, stop)) for b in BOARDS]
-    try:
-        await until(lambda: all(len(writer.acked.get(b, ())) >= 100 for b in BOARDS), "ingest under way", timeout=20)
+    async with ingesting(servers, BOARDS) as writer:
         for node_id, server in zip(NODES, servers, strict=True):
             owned = [b for b in BOARDS if preference(b, NODES)[0] == node_id]  # settled: owned by placement
             await asyncio.to_thread(server.stop)  # SIGTERM: hands its boards off, then exits
             handed_off(server.log(), node_id, owned)
             await asyncio.to_thread(server.start)
             await settled(servers, NODES, BOARDS)
-        counts = {b: len(writer.acked[b]) for b in BOARDS}
-        await until(lambda: all(len(writer.acked[b]) > counts[b] + 100 for b in BOARDS), "ingest after the restarts")
-    finally:
-        stop.set()
-        await asyncio.gather(*writers)
-        await writer.close()
+        await writer.more(BOARDS, 100, "ingest after the restarts")
     print(f"rolling restart: frames resent: {writer.resends}")
     await check_nothing_lost(writer, servers, pg_journal)
 
 
 async def test_a_fourth_node_joining_takes_its_share(cluster_nodes: NodeFactory, pg_journal: Any) -> None:
     servers = await start_cluster(cluster_nodes, NODES, BOARDS)
-    writer = OwnerWriter(servers)
-    stop = asyncio.Event()
-    writers = [asyncio.create_task(writer.run(b, stop)) for b in BOARDS]
-    try:
-        await until(lambda: all(len(writer.acked.get(b, ())) >= 100 for b in BOARDS), "ingest under way", timeout=20)
+    async with ingesting(servers, BOARDS) as writer:
         fourth = cluster_nodes("node-d", BOARDS)
         await asyncio.to_thread(fourth.start)
         servers.append(fourth)
         await settled(servers, [*NODES, "node-d"], BOARDS)
-        counts = {b: len(writer.acked[b]) for b in BOARDS}
-        await until(lambda: all(len(writer.acked[b]) > counts[b] + 100 for b in BOARDS), "ingest after the join")
-    finally:
-        stop.set()
-        await asyncio.gather(*writers)
-        await writer.close()
+        await writer.more(BOARDS, 100, "ingest after the join")
     # it followed its share as a standby until caught up, and took each from that copy, handed
     # off by its owner (released: no lease to wait for)
     log = fourth.log()

@@ -33,7 +33,7 @@ class FakeNode:
         self.connections.append(connection)
 
         async def answer(request: dict[str, Any]) -> None:
-            await asyncio.sleep(request.get("delay", 0))
+            await asyncio.sleep(request.get("delay", 0))  # the scenario: a peer slow to answer, out of order
             if request.get("op") == "hang":
                 return
             reply = {"not_here": True} if request.get("op") == "elsewhere" else {"echo": request["n"]}

@@ -18,7 +18,7 @@ import pytest
 
 from arena.cluster.placement import preference
 from support.arena_cli import run_arena
-from support.cluster import NodeFactory, OwnerWriter, check_nothing_lost, oracle, owner_urls, start_cluster
+from support.cluster import NodeFactory, check_nothing_lost, ingesting, oracle, owner_urls, start_cluster
 from support.server import ChildServer, Client, event, now_ms, token_for, until
 
 BOARDS: dict[str, dict[str, Any]] = {f"s{i}": {"aggregation": "sum"} for i in range(6)}
@@ -61,26 +61,16 @@ async def test_a_sigkilled_owners_boards_are_served_by_their_next_owners_and_not
     servers = await start_cluster(cluster_nodes, NODES, BOARDS)
     victim, boards = victim_of(servers)
     survivors = [s for s in servers if s is not victim]
-    writer = OwnerWriter(servers)
-    stop = asyncio.Event()
-    writers = [asyncio.create_task(writer.run(b, stop)) for b in BOARDS]
-    try:
-        async with httpx.AsyncClient() as http:
-            await until(lambda: all(len(writer.acked.get(b, ())) >= 100 for b in BOARDS), "ingest under way", timeout=20)
-            victim.kill()
-            owners = await asyncio.gather(*(served_again(http, survivors, b) for b in boards))
-            assert owners == next_owners(servers, victim, boards)
-            taken = {b: len(writer.acked[b]) for b in boards}
-            await until(lambda: all(len(writer.acked[b]) > taken[b] + 100 for b in boards), "ingest on the new owners")
-            observed = 0.0
-            for s in survivors:
-                text = (await http.get(f"{s.url}/metrics")).text
-                observed += sum(float(v) for v in re.findall(r"^arena_takeover_seconds_count (\S+)$", text, re.M))
-            assert observed >= len(boards)
-    finally:
-        stop.set()
-        await asyncio.gather(*writers)
-        await writer.close()
+    async with ingesting(servers, BOARDS) as writer, httpx.AsyncClient() as http:
+        victim.kill()
+        owners = await asyncio.gather(*(served_again(http, survivors, b) for b in boards))
+        assert owners == next_owners(servers, victim, boards)
+        await writer.more(boards, 100, "ingest on the new owners")
+        observed = 0.0
+        for s in survivors:
+            text = (await http.get(f"{s.url}/metrics")).text
+            observed += sum(float(v) for v in re.findall(r"^arena_takeover_seconds_count (\S+)$", text, re.M))
+        assert observed >= len(boards)
     await check_nothing_lost(writer, servers, pg_journal)
 
 
@@ -89,20 +79,10 @@ async def test_an_owner_paused_past_its_lease_commits_nothing_more_and_never_ans
     servers = await start_cluster(cluster_nodes, NODES, BOARDS)
     victim, boards = victim_of(servers)
     survivors = [s for s in servers if s is not victim]
-    writer = OwnerWriter(servers)
-    stop = asyncio.Event()
-    writers = [asyncio.create_task(writer.run(b, stop)) for b in BOARDS]
-    try:
-        async with httpx.AsyncClient() as http:
-            await until(lambda: all(len(writer.acked.get(b, ())) >= 100 for b in BOARDS), "ingest under way", timeout=20)
-            victim.signal(signal.SIGSTOP)  # frames sent to it meanwhile wait in its socket and its mailboxes
-            await asyncio.gather(*(served_again(http, survivors, b) for b in boards))
-            taken = {b: len(writer.acked[b]) for b in boards}
-            await until(lambda: all(len(writer.acked[b]) > taken[b] + 100 for b in boards), "ingest on the new owners")
-    finally:
-        stop.set()
-        await asyncio.gather(*writers)
-        await writer.close()
+    async with ingesting(servers, BOARDS) as writer, httpx.AsyncClient() as http:
+        victim.signal(signal.SIGSTOP)  # frames sent to it meanwhile wait in its socket and its mailboxes
+        await asyncio.gather(*(served_again(http, survivors, b) for b in boards))
+        await writer.more(boards, 100, "ingest on the new owners")
     expected = {b: oracle(writer.acked[b]) for b in boards}
     victim.signal(signal.SIGCONT)
     # at once: whatever it answers (its own tables until its first beat, or forwarded) is what an

@@ -111,7 +111,7 @@ async def _sample_mailboxes(url: str, stop: asyncio.Event, peaks: dict[str, floa
             text = (await http.get("/metrics")).text
             for board in BOARDS:
                 peaks[board] = max(peaks.get(board, 0), parse_metric(text, "arena_mailbox_events", board=board))
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(0.02)  # the sampling period, for as long as the load runs
 
 
 async def _overload(tmp_path: Path, clients: int, n_frames: int, size: int) -> dict[str, Any]:

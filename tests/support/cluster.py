@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,23 @@ async def cluster_nodes(tmp_path: Path, pg_journal: JournalSettings, monkeypatch
     yield make
     for node in made:
         node.kill()
+
+
+@asynccontextmanager
+async def ingesting(servers: list[ChildServer], boards: Iterable[str], under_way: int = 100) -> AsyncIterator[OwnerWriter]:
+    """An `OwnerWriter` writing each of ``boards`` through ``servers`` while the block runs,
+    entered once each board has ``under_way`` acked events; stopped and closed after it."""
+    boards = list(boards)
+    writer = OwnerWriter(servers)
+    stop = asyncio.Event()
+    writers = [asyncio.create_task(writer.run(b, stop)) for b in boards]
+    try:
+        await until(lambda: all(len(writer.acked.get(b, ())) >= under_way for b in boards), "ingest under way", timeout=20)
+        yield writer
+    finally:
+        stop.set()
+        await asyncio.gather(*writers)
+        await writer.close()
 
 
 async def owner_urls(http: httpx.AsyncClient, nodes: list[ChildServer]) -> dict[str, str]:
@@ -90,6 +108,11 @@ class OwnerWriter:
             acked.update({e["idempotency_key"]: (e["member"], e["value"]) for e in events})
             frame += 1
 
+    async def more(self, boards: Iterable[str], events: int, what: str, timeout: float = 30.0) -> None:
+        """Wait until each of ``boards`` has over ``events`` more acked events than now."""
+        now = {b: len(self.acked.get(b, ())) for b in boards}
+        await until(lambda: all(len(self.acked.get(b, ())) > n + events for b, n in now.items()), what, timeout)
+
     async def deliver(self, board: str, events: list[dict[str, Any]], timeout: float = 30.0) -> None:
         """Send until every event is accepted or duplicate; fail after ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
@@ -106,7 +129,7 @@ class OwnerWriter:
                 if results and all(r["status"] in ("accepted", "duplicate") for r in results):
                     return
             self.resends += 1
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(0.02)  # a client's pause before it sends again (bounded by the deadline)
         raise AssertionError(f"board {board}: a frame was not acked within {timeout:g}s")
 
     async def close(self) -> None:

@@ -80,6 +80,7 @@ async def http(server: InProcessServer) -> AsyncIterator[httpx.AsyncClient]:
 def child_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChildServer]:
     """`arena serve` as a child process for the whole module, as its `server` mark configures it."""
     wanted = serving(request.node)
+    assert wanted.now_ms is None, "pin a child server's clock through its test route (/v1/_test/clock)"
     root = tmp_path_factory.mktemp(request.node.name.removesuffix(".py"))
     config_path = write_config(root, wanted.boards, wanted.servers, **wanted.settings)
     child = ChildServer(config_path, fault_injection=wanted.fault_injection, log_level=wanted.log_level, serve_args=wanted.serve_args)
