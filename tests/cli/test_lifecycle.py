@@ -87,7 +87,7 @@ async def test_sigterm_with_frames_in_flight_loses_no_acked_event(tmp_path: Path
             if frame == 100:
                 await futures[10][1]  # acks are flowing and many frames are in flight: stop now
                 server.signal(signal.SIGTERM)
-            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # one turn a frame: they go out while the server stops
         for _keys, future in futures:
             try:
                 answer = await asyncio.wait_for(future, 10)

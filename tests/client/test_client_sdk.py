@@ -326,7 +326,7 @@ async def test_calls_after_close_raise_client_closed(server: InProcessServer) ->
 async def test_close_flushes_events_still_lingering(server: InProcessServer) -> None:
     client = await ArenaClient(server.url, token_for("gs"), linger=10.0).connect()
     pending = [asyncio.ensure_future(client.submit("b", f"m{i}", i)) for i in range(20)]
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # one turn: the submits run up to their wait, their events lingering
     await client.close()
     assert all(p.result().recorded for p in pending)
 
