@@ -639,13 +639,8 @@ async def _until_stalled(server: InProcessServer, connections: Callable[[], int]
     await writer.close()
 
 
-@pytest.fixture
-async def impatient(tmp_path: Path) -> AsyncIterator[InProcessServer]:
-    """A server that lets a reader go after a write pending 1 s; pings too rare to do it first."""
-    config = make_config(tmp_path / "data", BOARDS, push_interval_ms=PUSH_MS, ping_timeout_seconds=1.0,
-                         ping_interval_seconds=600.0)
-    async with InProcessServer(config) as s:
-        yield s
+IMPATIENT = pytest.mark.server(BOARDS, push_interval_ms=PUSH_MS, ping_timeout_seconds=1.0, ping_interval_seconds=600.0)
+"""A server that lets a reader go after a write pending 1 s; pings too rare to do it first."""
 
 
 def _upgrade(server: InProcessServer, path: str, headers: str = "") -> bytes:
@@ -654,45 +649,47 @@ def _upgrade(server: InProcessServer, path: str, headers: str = "") -> bytes:
             f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n{headers}\r\n").encode()
 
 
+@IMPATIENT
 @pytest.mark.parametrize("kind", ["/v1/ws", "/v1/live", "event stream"])
 async def test_a_reader_that_reads_nothing_is_aborted_after_ping_timeout_and_its_socket_goes_at_once(
-    impatient: InProcessServer, kind: str, caplog: pytest.LogCaptureFixture
+    server: InProcessServer, kind: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """DoS 3 of issue 31: a subscriber that never reads is let go once a write has been pending
     `ping_timeout_seconds`, and its socket with it (an abort: a close waited for the peer to read
     the megabytes queued, and the socket stayed ESTABLISHED for minutes). Nothing is logged as an
     error (an event stream that ended without completing its response was)."""
     caplog.set_level(logging.INFO)
-    assert impatient.arena is not None
-    arena = impatient.arena
+    assert server.arena is not None
+    arena = server.arena
     if kind == "event stream":
-        _, stuck = await _never_reading(impatient, (
-            f"GET /v1/boards/b/alltime/top?limit=1000 HTTP/1.1\r\nHost: 127.0.0.1:{impatient.port}\r\n"
+        _, stuck = await _never_reading(server, (
+            f"GET /v1/boards/b/alltime/top?limit=1000 HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
             "Accept: text/event-stream\r\n\r\n"
         ).encode())
-        await _until_stalled(impatient, lambda: arena.live_connections)
+        await _until_stalled(server, lambda: arena.live_connections)
     else:
         token = f"Authorization: Bearer {token_for('gs')}\r\n" if kind == "/v1/ws" else ""
-        reader, stuck = await _never_reading(impatient, _upgrade(impatient, kind, token))
+        reader, stuck = await _never_reading(server, _upgrade(server, kind, token))
         async with asyncio.timeout(10):
             assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 101")
         subscribe = orjson.dumps({"op": "subscribe", "id": 1, "view": {"op": "top", "board": "b", "period": "alltime",
                                                                         "limit": 1000}})
         stuck.write(Frame(Opcode.TEXT, subscribe).serialize(mask=True))
         # the writer's own connection stays while it writes
-        await _until_stalled(impatient, (lambda: arena.connections - 1) if kind == "/v1/ws" else (lambda: arena.live_connections))
-    await until(lambda: established(impatient.port) == 0, "the server's side of the stalled socket to go", 10)
+        await _until_stalled(server, (lambda: arena.connections - 1) if kind == "/v1/ws" else (lambda: arena.live_connections))
+    await until(lambda: established(server.port) == 0, "the server's side of the stalled socket to go", 10)
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], [r.getMessage() for r in caplog.records]
     assert any("aborted" in r.getMessage() for r in caplog.records)
     stuck.close()
 
 
+@IMPATIENT
 async def test_a_public_reader_that_sends_frames_and_reads_no_answer_is_aborted_after_ping_timeout(
-    impatient: InProcessServer,
+    server: InProcessServer,
 ) -> None:
     """Its outbox fills, the server stops reading it, and once a write has been pending (or the
     outbox full) `ping_timeout_seconds` the connection is reset and its socket goes."""
-    reader, stuck = await _never_reading(impatient, _upgrade(impatient, "/v1/live"))
+    reader, stuck = await _never_reading(server, _upgrade(server, "/v1/live"))
     async with asyncio.timeout(10):
         assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 101")
     pings = Frame(Opcode.TEXT, orjson.dumps({"op": "ping", "id": "i" * 128})).serialize(mask=True) * 100
@@ -701,7 +698,7 @@ async def test_a_public_reader_that_sends_frames_and_reads_no_answer_is_aborted_
             while True:  # until the server resets the connection
                 stuck.write(pings)
                 await stuck.drain()
-    await until(lambda: established(impatient.port) == 0, "the server's side of the socket to go", 10)
+    await until(lambda: established(server.port) == 0, "the server's side of the socket to go", 10)
     stuck.close()
 
 
