@@ -42,7 +42,7 @@ async def test_owner_within_waits_for_the_next_owner() -> None:
     directory.set("x", B)
     assert await directory.owner_within("x", 0.01, not_node="b") is None
     waiting = asyncio.create_task(directory.owner_within("x", 5, not_node="b"))
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # one turn: it is waiting, and the owner changes then
     directory.set("x", Owner("c", "http://c", 3))
     async with asyncio.timeout(5):
         assert await waiting == Owner("c", "http://c", 3)
