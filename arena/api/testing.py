@@ -10,8 +10,9 @@ from starlette.routing import Route
 from arena.api.admin import _json_object
 from arena.api.http import error_response, json_response
 from arena.api.service import Arena
-from arena.board.actor import BoardActor, BoardState
+from arena.board.actor import BoardActor
 from arena.board.mailbox import Command
+from arena.board.state import BoardState
 from arena.errors import QueryError, invalid_request, unavailable
 from arena.journal.faults import FAULTS
 
@@ -29,7 +30,7 @@ async def set_clock(request: Request) -> Response:
         return error_response(exc)
     arena.clock.set(now)
     for handle in arena.boards.values():
-        if handle.state is BoardState.READY:
+        if handle.state is BoardState.SERVING:
             await handle.command(Command(_between_batches))
     return json_response({"now_ms": arena.clock.now()})
 

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from arena.board.state import BoardStates
 from arena.cluster.directory import Directory, Owner
 from arena.cluster.split import LOCAL, Split, destination, merge, split
 from arena.engine.events import Event, Reason, Result, Status
@@ -64,11 +65,11 @@ def test_a_part_answered_with_the_wrong_number_of_results_is_an_error() -> None:
 
 
 def test_a_boards_destination_is_here_another_node_or_none() -> None:
-    directory = Directory(["a", "b", "c"], node_id="n1", lease_seconds=3)
+    directory = Directory(BoardStates(["a", "b", "c"], node_id="n1", lease_seconds=3))
     directory.renewed(time.monotonic())
     directory.set("a", Owner("n1", "http://n1", 1))
     directory.set("b", Owner("n2", "http://n2", 4))
     assert destination(directory, "a") == LOCAL
     assert destination(directory, "b") == Owner("n2", "http://n2", 4)
     assert destination(directory, "c") is None
-    assert destination(Directory(["a"]), "a") == LOCAL
+    assert destination(Directory(BoardStates(["a"])), "a") == LOCAL
