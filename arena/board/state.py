@@ -85,6 +85,8 @@ MOVES: dict[BoardState, dict[BoardEvent, BoardState]] = {
 
 RUNNING = frozenset({_S.LOADING, _S.SERVING, _S.HANDING_OFF, _S.DISOWNING})
 """The states in which an actor of the board runs here (or restarts)."""
+STOPPING = frozenset({_S.HANDING_OFF, _S.DISOWNING})
+"""The states of a board leaving this node: its actor stops and is not restarted, failed or disowned."""
 MOVING = frozenset({_S.TAKING, _S.HANDING_OFF, _S.DISOWNING, _S.RELEASING})
 """The states of a move of the ownership loop under way: its beats leave these boards alone."""
 _ANSWERING = frozenset({_S.LOADING, _S.SERVING})

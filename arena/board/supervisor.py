@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 
 from arena.board.actor import BoardActor, BoardHandle, unavailable_results
 from arena.board.clock import Clock
-from arena.board.state import RUNNING, BoardEvent, BoardState, BoardStates
+from arena.board.state import RUNNING, STOPPING, BoardEvent, BoardState, BoardStates
 from arena.config import Config
 from arena.engine.board import BoardEngine
 from arena.errors import BoardDefinitionChanged, JournalCorrupt, JournalError, JournalUnavailable, OwnedElsewhere
@@ -177,7 +177,7 @@ class Supervisor:
                 except Exception as exc:  # any crash: fail the batch in flight, then restart or give up
                     for submission in actor.unanswered:
                         handle.answer(submission, unavailable_results(submission.events))
-                    if handle.state is BoardState.HANDING_OFF or handle.state is BoardState.DISOWNING:
+                    if handle.state in STOPPING:
                         log.warning("board %s: its actor crashed while the board leaves this node: %r", handle.name, exc)
                         return
                     if isinstance(exc, JournalCorrupt):
@@ -203,11 +203,13 @@ class Supervisor:
                         journal = await self._reopen(handle)
                     except OwnedElsewhere as reopen:
                         log.warning("board %s: not restarted here: %s", handle.name, reopen)
-                        self._elsewhere(handle, BoardEvent.NOT_GRANTED)
+                        if handle.state not in STOPPING:  # else its hand-off or disown ends it
+                            self._elsewhere(handle, BoardEvent.NOT_GRANTED)
                         return
                     except JournalError as reopen:
                         log.error("board %s failed: %s", handle.name, reopen)
-                        handle.fail(str(reopen))
+                        if handle.state not in STOPPING:
+                            handle.fail(str(reopen))
                         return
         finally:
             await journal.close()
