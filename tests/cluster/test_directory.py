@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from arena.board.state import BoardStates
 from arena.cluster.directory import Directory, Owner
 
 A = Owner("a", "http://a", 1)
@@ -19,13 +20,13 @@ class Ticks:
 
 
 def test_a_single_node_serves_every_board_itself() -> None:
-    directory = Directory(["x"])
+    directory = Directory(BoardStates(["x"]))
     assert directory.local("x") and directory.lease_fresh
 
 
 def test_a_node_answers_for_its_boards_only_while_its_lease_is_fresh() -> None:
     ticks = Ticks()
-    directory = Directory(["x", "y"], node_id="a", lease_seconds=3, monotonic=ticks)
+    directory = Directory(BoardStates(["x", "y"], node_id="a", lease_seconds=3, monotonic=ticks))
     directory.set("x", A)
     directory.set("y", B)
     assert not directory.local("x")  # never renewed yet
@@ -38,7 +39,7 @@ def test_a_node_answers_for_its_boards_only_while_its_lease_is_fresh() -> None:
 
 
 async def test_owner_within_waits_for_the_next_owner() -> None:
-    directory = Directory(["x"], node_id="a", lease_seconds=3)
+    directory = Directory(BoardStates(["x"], node_id="a", lease_seconds=3))
     directory.set("x", B)
     assert await directory.owner_within("x", 0.01, not_node="b") is None
     waiting = asyncio.create_task(directory.owner_within("x", 5, not_node="b"))

@@ -20,6 +20,7 @@ from websockets.exceptions import InvalidStatus
 
 from arena.api import forward
 from arena.api.forward import Forwarding
+from arena.board.state import BoardEvent
 from arena.cluster.directory import Directory, Owner
 from arena.cluster.peer.client import Peers
 from arena.cluster.peer.protocol import PATH, Answer, Answered, Ask, Http, Numbered, Submit, serialise
@@ -49,10 +50,12 @@ class Nodes:
                 assert node.arena is not None
                 directory, supervisor = node.arena.directory, node.arena.supervisor
                 if owner is node and not supervisor.serving(board):
+                    node.arena.states.move(board, BoardEvent.TAKE)
                     await supervisor.serve(board)
                     assert await supervisor.until_loaded(board)
                 directory.set(board, None if owner is None else Owner(node_id(owner), owner.url, 1))
                 if owner is not node and supervisor.serving(board):
+                    node.arena.states.move(board, BoardEvent.HAND_OFF)
                     await supervisor.hand_off(board)
 
 
@@ -228,6 +231,7 @@ async def test_a_board_that_moved_is_re_routed_not_refused(nodes: Nodes, waits: 
     async def moved() -> None:
         await until(lambda: ("node-a", "b1") in waits, "b's not_here: node a looking for b1's next owner")
         assert nodes.a.arena is not None
+        nodes.a.arena.states.move("b1", BoardEvent.TAKE)
         await nodes.a.arena.supervisor.serve("b1")
         nodes.a.arena.directory.set("b1", Owner("node-a", nodes.a.url, 2))
 
@@ -348,7 +352,9 @@ async def test_events_waiting_on_a_board_this_node_loses_go_on_to_the_next_owner
     answer = forwarding.submit("a1", events, NOW, "gs")
     await asyncio.sleep(0)  # queued in a1's mailbox on node a
     nodes.a.arena.directory.set("a1", Owner("node-b", nodes.b.url, 2))
+    nodes.a.arena.states.move("a1", BoardEvent.DISOWN)
     await nodes.a.arena.supervisor.disown("a1")
+    nodes.b.arena.states.move("a1", BoardEvent.TAKE)
     await nodes.b.arena.supervisor.serve("a1")
     nodes.b.arena.directory.set("a1", Owner("node-b", nodes.b.url, 2))
     try:

@@ -12,7 +12,7 @@ import httpx
 
 import arena.board.actor
 import arena.board.load
-from arena.board.actor import BoardState
+from arena.board.state import BoardState
 from support.faults import journaled
 from support.server import Client, InProcessServer, event, make_config, now_ms, statuses, token_for, until
 
@@ -27,7 +27,7 @@ async def _until_ready(server: InProcessServer, board: str, runs: int) -> None:
     assert server.arena is not None
     supervisor = server.arena.supervisor
     handle = server.arena.boards[board]
-    await until(lambda: supervisor.runs[board] == runs and handle.state is BoardState.READY, f"run {runs} of {board}")
+    await until(lambda: supervisor.runs[board] == runs and handle.state is BoardState.SERVING, f"run {runs} of {board}")
 
 
 async def _crash(http: httpx.AsyncClient, board: str, times: int) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import httpx
 
+from arena.board.state import BoardState
 from support.faults import parse_metric
 from support.server import Client, InProcessServer, event, make_config, now_ms, statuses, token_for, until
 
@@ -28,7 +29,7 @@ async def test_unavailable_answers_are_counted_by_reason_on_every_path(tmp_path:
     async with InProcessServer(config, wait_ready=False) as server, httpx.AsyncClient(base_url=server.url) as http:
         arena = server.arena
         assert arena is not None
-        await until(lambda: arena.boards["good"].state.value == "ready", "board good to load")
+        await until(lambda: arena.boards["good"].state is BoardState.SERVING, "board good to load")
         client = await Client.connect(server.ws_url, token_for("gs"))
         try:
             # a failed board's submit

@@ -22,6 +22,7 @@ import pytest
 import websockets
 from websockets.frames import Frame, Opcode
 
+from arena.board.state import BoardState
 from arena.live import views as live_views
 from arena.live.views import LiveViews, Subscription
 from support.server import Client, InProcessServer, established, event, make_config, now_ms, token_for, until
@@ -251,7 +252,7 @@ async def test_after_a_board_reload_one_update_comes_even_if_unchanged(server: I
     results = await client.submit([event("b", "m", 2, now_ms(), "crashed")])  # the crash takes this batch down
     assert [r["status"] for r in results] == ["rejected"]
     await until(lambda: supervisor.runs["b"] == 2 and server.arena is not None
-                and server.arena.boards["b"].state.value == "ready", "the board to reload")
+                and server.arena.boards["b"].state is BoardState.SERVING, "the board to reload")
     await until(lambda: len(live.updates(sub)) == 2, "the update after the reload")
     assert _body(live.updates(sub)[1]) == _body(first)
     await client.close()
