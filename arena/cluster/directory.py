@@ -29,31 +29,15 @@ class Directory:
     def node_id(self) -> str | None:
         return self.states.node_id
 
-    @property
-    def clustered(self) -> bool:
-        return self.states.clustered
-
     def renewed(self, sent_at: float) -> None:
         """The lease renewal sent at monotonic time ``sent_at`` committed (`BoardStates.renewed`)."""
         self.states.renewed(sent_at)
         self._wake()
 
-    @property
-    def lease_fresh(self) -> bool:
-        return self.states.lease_fresh
-
     def set(self, board: str, owner: Owner | None) -> None:
         """The board's owner as the journal's tables now say (None: its owner's lease expired)."""
         if self.states.seen(board, owner):
             self._wake()
-
-    def owner(self, board: str) -> Owner | None:
-        """The node answering for ``board`` now (`BoardStates.owner_of`)."""
-        return self.states.owner_of(board)
-
-    def local(self, board: str) -> bool:
-        """Whether this node answers for ``board`` itself now (`BoardStates.local`)."""
-        return self.states.local(board)
 
     async def owner_within(self, board: str, seconds: float, *, not_node: str | None = None) -> Owner | None:
         """The board's owner once there is one other than ``not_node`` (a node that just failed to
@@ -61,7 +45,7 @@ class Directory:
         monotonic = self.states.monotonic
         deadline = monotonic() + seconds
         while True:
-            owner = self.owner(board)
+            owner = self.states.owner_of(board)
             if owner is not None and owner.node_id != not_node:
                 return owner
             left = deadline - monotonic()
