@@ -132,6 +132,7 @@ class BoardStates:
         self._owners: dict[str, Owner | None] = {}
         self._epochs: dict[str, int] = {}
         self.monotonic = monotonic
+        self._moved_at: dict[str, float] = {}
         self._fresh_until = float("-inf")
 
     # -- the state machine -------------------------------------------------------------------
@@ -154,11 +155,17 @@ class BoardStates:
         if to is None:
             raise IllegalBoardMove(board, state, event)
         self._states[board] = to
+        self._moved_at[board] = self.monotonic()
         return to
 
     def __iter__(self) -> Iterator[str]:
         """The boards, in their configured order."""
         return iter(self._states)
+
+    def moved_since(self, instant: float) -> set[str]:
+        """The boards that moved at or after monotonic ``instant``: a read of the owner rows that
+        began before it may be stale about them (a release, a take that just ended). O(boards)."""
+        return {board for board, at in self._moved_at.items() if at >= instant}
 
     def boards(self, *states: BoardState) -> set[str]:
         """The boards in any of ``states``. O(boards)."""

@@ -182,7 +182,9 @@ class Ownership:
             self.life.move(NodeState.JOINING)
             await hint(self.backend.store)
         boards = list(self.states)
-        moving = self.states.boards(*MOVING)
+        # a board that moved since the read began may be stale in it (a release just committed
+        # would be released again, and named this node's in the directory): the next beat has it
+        moving = self.states.boards(*MOVING) | self.states.moved_since(sent)
         for board in boards:
             if board not in moving:
                 self.directory.set(board, read.owner(board))

@@ -120,3 +120,18 @@ def test_the_epochs_granted_to_this_process() -> None:
     states.granted("x", 3)
     assert states.epoch("x") == 3 and states.epochs == {"x": 3}
     assert states.ungranted("x") == 3 and states.ungranted("x") is None and states.epochs == {}
+
+
+def test_the_boards_moved_since_an_instant() -> None:
+    """What a beat leaves to the next: a read of the owner rows begun before a move may be stale
+    about that board."""
+    ticks = Ticks()
+    states = BoardStates(["x", "y"], node_id="a", monotonic=ticks)
+    states.move("x", E.TAKE)
+    ticks.now += 1
+    read_began = ticks.now
+    assert states.moved_since(read_began) == set()
+    states.move("x", E.NOT_GRANTED)
+    assert states.moved_since(read_began) == {"x"}
+    ticks.now += 1
+    assert states.moved_since(ticks.now) == set()
