@@ -17,7 +17,7 @@ What is measured, in one process, no network:
   member strings excluded and shown apart), and the process RSS delta of building a second table
   (allocator slack included; noisier).
 * ``rebuild``: a board journal of ``--events`` score events is written with `SqliteJournal.append`
-  in batches (timed), reopened read-only like `arena rebuild`, and `arena.board.load.replay` into a
+  in batches (timed), reopened read-only like `arena rebuild`, and `arena.board.load.load` into a
   fresh `BoardEngine` is timed; events/s = journaled events / replay seconds. Beside the replay,
   a task asks for a turn of the event loop every millisecond: the longest wait and the p99 say
   how long another board's queries and acks would stall while this board replays.
@@ -53,7 +53,7 @@ from pathlib import Path
 
 from sortedcontainers import SortedList
 
-from arena.board.load import ReplayReport, replay
+from arena.board.load import LoadReport, load
 from arena.cli.main import GC_THRESHOLDS
 from arena.engine.board import BoardEngine
 from arena.engine.events import Event
@@ -288,7 +288,7 @@ async def write_journal(path: Path, spec: BoardSpec, records: list[Record], batc
 
 @dataclass
 class Replayed:
-    report: ReplayReport
+    report: LoadReport
     open_s: float
     cpu_s: float  # process CPU time of the replay, every thread (aiosqlite's included)
     engine: BoardEngine
@@ -315,7 +315,7 @@ async def replay_once(path: Path, spec: BoardSpec) -> Replayed:
     try:
         engine = BoardEngine(spec)
         cpu = time.process_time()
-        report = await replay(engine, journal, NOW)
+        report = await load(engine, journal, NOW)
         cpu = time.process_time() - cpu
         await asyncio.sleep(0.002)  # the turns task records the pause the replay ended with
     finally:

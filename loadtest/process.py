@@ -142,15 +142,16 @@ class ArenaServe(Child):
     """``python -m arena serve --config CONFIG --port PORT`` in a child process. Its log goes to
     ``serve-PORT.log`` beside the config file; ``url`` and ``ws_url`` are set by `start`.
 
-    ``prefix`` runs it under another command (e.g. ``unshare`` for a private tmpfs); ``env`` is
-    added to this process's environment."""
+    ``command`` is the program run instead of `arena`, with the same command line (the tests'
+    server with fault injection); ``prefix`` runs it under another command (e.g. ``unshare`` for a
+    private tmpfs); ``env`` is added to this process's environment."""
 
-    def __init__(self, config_path: Path, *, fault_injection: bool = False, log_level: str | None = None,
+    def __init__(self, config_path: Path, *, command: Sequence[str] = ARENA, log_level: str | None = None,
                  serve_args: Sequence[str] = (), prefix: Sequence[str] = (),
                  env: Mapping[str, str] | None = None) -> None:
         super().__init__("arena serve")
         self.config_path = config_path
-        self.fault_injection = fault_injection
+        self.command = list(command)
         self.log_level = log_level
         self.serve_args = list(serve_args)
         self.prefix = list(prefix)
@@ -165,12 +166,10 @@ class ArenaServe(Child):
         self.port = free_port() if port is None else port
         self.url = f"http://127.0.0.1:{self.port}"
         self.ws_url = f"ws://127.0.0.1:{self.port}/v1/ws"
-        argv = [*self.prefix, *ARENA]
+        argv = [*self.prefix, *self.command]
         if self.log_level is not None:
             argv += ["--log-level", self.log_level]
         argv += ["serve", "--config", str(self.config_path), "--port", str(self.port), *self.serve_args]
-        if self.fault_injection:
-            argv.append("--fault-injection")
         probe = f"{self.url}/readyz" if ready else f"{self.url}/healthz"
         self._spawn(argv, self.config_path.parent / f"serve-{self.port}.log", lambda: http_ok(probe),
                     timeout=timeout, env=self.env)

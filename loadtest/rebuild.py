@@ -7,7 +7,7 @@ load tests' board (best, desc, earliest; alltime+weekly+daily) is written with `
 in transactions of `BATCH` events (not timed): every member once, up to ``--members``, then a
 seeded zipf stream, values uniform in 0..1e9, instants spread evenly over the ``--span-hours``
 before a fixed now, in seq order like a live journal. It is then replayed as `arena rebuild` and
-a start without a snapshot do (a read-only open, then `arena.board.load.replay`), ``--rebuild-repeats``
+a start without a snapshot do (a read-only open, then `arena.board.load.load`), ``--rebuild-repeats``
 times per mode after one warm-up: events/s from the replay's own clock (the open, with sqlite's
 quick_check, is left out), min/median/max, and the CPU split of the replay (this process, which
 is Arena's replay; the rest of the machine: the PostgreSQL server, and other people's work on a
@@ -30,7 +30,7 @@ from contextlib import asynccontextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from arena.board.load import replay
+from arena.board.load import load
 from arena.config import JournalSettings
 from arena.engine.board import BoardEngine
 from arena.engine.events import Event
@@ -107,7 +107,7 @@ async def replay_once(backend: JournalBackend, fold: bool) -> tuple[BoardEngine,
     try:
         engine = BoardEngine(SPEC)
         meter = CpuMeter(None)
-        report = await replay(engine, journal, NOW, fold=fold)
+        report = await load(engine, journal, NOW, fold=fold)
         cpu = meter.stop()
     finally:
         await journal.close()

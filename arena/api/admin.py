@@ -10,14 +10,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from arena.api.forward import Forwarding, forward_request, forwarded
+from arena.api.forward import Forwarding, forward_request, forwarded, refused
 from arena.api.http import error_response, int_param, json_object, json_response
 from arena.api.queries import MAX_AUDIT_LIMIT
+from arena.api.routing import Local, where
 from arena.api.service import Arena
 from arena.api.wire import Body
-from arena.board.actor import BoardActor, VoidOutcome
-from arena.board.mailbox import Command
-from arena.cluster.peers import body_of
+from arena.board.commands import VoidEvent, VoidMember, VoidOutcome
+from arena.cluster.peer.protocol import HttpAnswer
 from arena.config import Admin
 from arena.engine.records import StoredEvent
 from arena.engine.times import format_ms
@@ -34,7 +34,7 @@ def _admin_route(path: str, answer: AdminAnswer, method: str) -> Route:
             return error_response(QueryError("unauthorized", "an admin bearer token is required", 401))
         forwarding: Forwarding = request.app.state.forwarding
         board = request.path_params["board"]
-        if board in arena.boards and not forwarding.local(board) and not forwarded(request.scope):
+        if not forwarded(request.scope) and not isinstance(where(arena, board), Local):
             relayed = await _relay(forwarding, board, request)
             if relayed is not None:
                 return relayed
@@ -53,13 +53,15 @@ async def _relay(forwarding: Forwarding, board: str, request: Request) -> Respon
     out to be served here."""
     forwarding.count("admin")
     try:
-        answer = await forwarding.ask(board, forward_request(request.scope, await request.body()))
+        answer = await forwarding.ask(forward_request(board, request.scope, await request.body()))
+        if answer is not None and not isinstance(answer, HttpAnswer):
+            raise refused(answer)
     except QueryError as exc:
         return error_response(exc)
     if answer is None:
         return None
-    response = Response(body_of(answer), answer["status"])
-    for name, value in answer["headers"]:
+    response = Response(answer.body, answer.status)
+    for name, value in answer.headers:
         response.headers[name] = value
     return response
 
@@ -113,12 +115,7 @@ async def _void_event(arena: Arena, admin: Admin, request: Request) -> Body:
     key = body.get("idempotency_key")
     if not isinstance(key, str) or not key:
         raise invalid_request("idempotency_key must be a non-empty string")
-    reason = _reason(body)
-
-    async def run(actor: BoardActor) -> VoidOutcome:
-        return await actor.void_key(key, reason, admin.id)
-
-    outcome = await handle.command(Command(run))
+    outcome = await handle.command(VoidEvent(key, _reason(body), admin.id))
     assert isinstance(outcome, VoidOutcome)
     return {"board": board, "idempotency_key": key, "voided": outcome.voided, "already_voided": outcome.already_voided}
 
@@ -127,12 +124,7 @@ async def _void_member(arena: Arena, admin: Admin, request: Request) -> Body:
     board = request.path_params["board"]
     handle = arena.board(board)
     member = request.path_params["member"]
-    reason = _reason(await _json_object(request))
-
-    async def run(actor: BoardActor) -> VoidOutcome:
-        return await actor.void_member(member, reason, admin.id)
-
-    outcome = await handle.command(Command(run))
+    outcome = await handle.command(VoidMember(member, _reason(await _json_object(request)), admin.id))
     assert isinstance(outcome, VoidOutcome)
     return {"board": board, "member": member, "voided": outcome.voided}
 

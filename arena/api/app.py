@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, WebSocketRoute
 
-from arena.api import admin, console, http, live, peer, testing, ws
+from arena.api import admin, console, http, live, peer, ws
 from arena.api.cors import Cors
 from arena.api.forward import Forwarding
 from arena.api.http import json_response
 from arena.api.service import Arena
-from arena.cluster.peers import PATH as PEER_PATH
-from arena.cluster.peers import Peers
+from arena.cluster.peer.client import Peers
+from arena.cluster.peer.protocol import PATH as PEER_PATH
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -24,13 +26,12 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return json_response({"error": {"code": code, "message": str(exc.detail)}}, exc.status_code)
 
 
-def create_app(arena: Arena) -> http.QueryRoutes:
+def create_app(arena: Arena, extra_routes: Sequence[BaseRoute] = ()) -> http.QueryRoutes:
     """Routes only; the caller starts and stops ``arena`` around the server (see arena.cli.serve).
-    `QueryRoutes.routes` lists every HTTP route it serves."""
+    ``extra_routes`` are served beside Arena's own (their handlers find ``arena`` in
+    ``request.app.state.arena``). `QueryRoutes.routes` lists every HTTP route it serves."""
     routes: list[BaseRoute] = [*http.routes, *admin.routes, *console.routes, WebSocketRoute("/v1/ws", ws.ingest),
-                               WebSocketRoute("/v1/live", ws.live), WebSocketRoute(PEER_PATH, peer.serve)]
-    if arena.fault_injection:
-        routes += testing.routes
+                               WebSocketRoute("/v1/live", ws.live), WebSocketRoute(PEER_PATH, peer.serve), *extra_routes]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
     app.state.arena = arena
     app.state.cors = Cors.of(arena.settings.cors_origins)  # once: every request and handshake reads it

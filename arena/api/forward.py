@@ -15,15 +15,17 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import orjson
 
+from arena.api.routing import Local, Ownerless, Remote, moved, where
 from arena.api.service import Arena
+from arena.api.wire import Body
 from arena.board.actor import unavailable_results
 from arena.cluster.directory import Owner
-from arena.cluster.peers import NotHere, Peer, PeerGone, Peers, TooLarge, body_fields, body_of, event_fields, result_of
-from arena.cluster.split import LOCAL, destination
+from arena.cluster.peer.client import NotHere, Peer, PeerGone, Peers, TooLarge
+from arena.cluster.peer.protocol import Answer, Ask, Http, HttpAnswer, ProtocolError, Refused, Submit, Submitted
 from arena.engine.events import Event, Reason, Result
 from arena.errors import QueryError, invalid_request
 
@@ -51,19 +53,20 @@ def forwarded(scope: Scope) -> bool:
 _FORWARDED_HEADERS = {b"authorization", b"content-type"}
 
 
-def forward_request(scope: Scope, body: bytes) -> dict[str, Any]:
-    """The `http` peer request of an HTTP request: its method (HEAD as GET: the body's length is
-    answered here), path, query, body and the headers the owner needs (an admin's token)."""
-    return {
-        "op": "http", "method": "GET" if scope["method"] == "HEAD" else scope["method"], "path": scope["path"],
-        "query": scope["query_string"].decode("latin-1"),
-        "headers": [[k.decode("latin-1"), v.decode("latin-1")] for k, v in scope["headers"] if k.lower() in _FORWARDED_HEADERS],
-        **body_fields(body),
-    }
+def forward_request(board: str, scope: Scope, body: bytes) -> Http:
+    """The peer request of an HTTP request about ``board``: its method (HEAD as GET: the body's
+    length is answered here), path, query, body and the headers the owner needs (an admin's token)."""
+    headers = tuple((k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"] if k.lower() in _FORWARDED_HEADERS)
+    return Http(board, "GET" if scope["method"] == "HEAD" else scope["method"], scope["path"],
+                scope["query_string"].decode("latin-1"), headers, body)
 
 
-def unavailable_error(board: str) -> QueryError:
-    return QueryError("unavailable", f"board {board!r} has no reachable owner right now; retry", 503)
+def refused(answer: Answer) -> QueryError:
+    """The error of an owner's answer that is not the kind asked for: a `Refused` as the
+    QueryError it stands for. Raises ProtocolError for any other kind."""
+    if isinstance(answer, Refused):
+        return QueryError(answer.code, answer.message, answer.status)
+    raise ProtocolError(f"an owner answered with {type(answer).__name__}")
 
 
 class Forwarding:
@@ -78,10 +81,6 @@ class Forwarding:
     @property
     def clustered(self) -> bool:
         return self.peers is not None
-
-    def local(self, board: str) -> bool:
-        """Whether ``board`` (a known one) is served here now: one dict read on a single node."""
-        return self.directory.local(board)
 
     def count(self, kind: str) -> None:
         """One more thing forwarded: frames, queries, subscriptions, admin."""
@@ -104,31 +103,31 @@ class Forwarding:
         deadline = read_at + OWNERLESS_WAIT_SECONDS
         failed: str | None = None  # a node that just could not answer
         while True:
-            where = destination(directory, board)
+            place = where(self.arena, board)
             batch = [events[i] for i in todo]
             answered: list[Result] | None = None
-            moved = False
-            if where == LOCAL:
-                answered = await self.arena.boards[board].submit(batch, received_at, source)
-                moved = not directory.local(board)
-            elif isinstance(where, Owner) and where.node_id != failed:
+            lost = False  # the serving node lost the board while they waited
+            if isinstance(place, Local) and place.handle is not None:
+                answered = await place.handle.submit(batch, received_at, source)
+                lost = moved(self.arena, board, answered)
+            elif isinstance(place, Remote) and place.owner.node_id != failed:
                 try:
-                    answered, moved = await self._deliver(self.peer(where), board, batch, received_at, source)
+                    answered, lost = await self._deliver(self.peer(place.owner), board, batch, received_at, source)
                 except NotHere:
-                    failed = where.node_id
+                    failed = place.owner.node_id
                 except PeerGone as exc:
-                    failed = where.node_id
+                    failed = place.owner.node_id
                     if exc.in_flight:  # the owner died with them: the next one gets the whole wait
                         log.info("resending %d events of %r: %s", len(batch), board, exc)
                         deadline = max(deadline, time.monotonic() + OWNERLESS_WAIT_SECONDS)
             if answered is not None:
                 for i, result in zip(todo, answered, strict=True):
                     results[i] = result
-                if moved:
+                if lost:
                     todo = [i for i in todo if results[i].reason is Reason.UNAVAILABLE]
-                if not moved or not todo:
+                if not lost or not todo:
                     return results
-                failed = where.node_id if isinstance(where, Owner) else directory.node_id
+                failed = place.owner.node_id if isinstance(place, Remote) else directory.node_id
                 continue
             left = deadline - time.monotonic()
             if left <= 0:
@@ -146,9 +145,7 @@ class Forwarding:
         batch too large for one peer message goes in halves, one after the other (in order: a
         key sent twice in one frame is accepted once, then duplicate). Raises NotHere, PeerGone."""
         try:
-            answer = await peer.request({"op": "submit", "board": board, "source": source, "received_at": received_at,
-                                         "events": [event_fields(e) for e in batch]})
-            return [result_of(r) for r in answer["results"]], answer.get("moved", False)
+            answer = await peer.request(Submit(board, source, received_at, tuple(batch)))
         except TooLarge:
             if len(batch) < 2:  # an event is at most a few KiB: a frame's limit is far above
                 raise
@@ -156,66 +153,66 @@ class Forwarding:
             first, moved = await self._deliver(peer, board, batch[:half], received_at, source)
             second, moved_after = await self._deliver(peer, board, batch[half:], received_at, source)
             return first + second, moved or moved_after
+        if not isinstance(answer, Submitted):
+            raise refused(answer)
+        return list(answer.results), answer.moved
 
-    async def ask(self, board: str, message: dict[str, Any]) -> dict[str, Any] | None:
-        """A query's answer from the board's owner (``message``: an `ask` or `http` request of
-        `arena.cluster.peers`); None when the board turned out to be served here. Raises
-        QueryError unavailable while it is ownerless or its owner cannot be reached."""
+    async def ask(self, request: Ask | Http) -> Answer | None:
+        """A query's answer from its board's owner; None when the board turned out to be served
+        here. Raises QueryError unavailable while it is ownerless or its owner cannot be reached."""
+        board = request.board
         failed: str | None = None
         for _ in range(QUERY_TRIES):
             if failed is not None:
                 await self.directory.owner_within(board, RETRY_SECONDS, not_node=failed)
-            where = destination(self.directory, board)
-            if where == LOCAL:
+            place = where(self.arena, board)
+            if isinstance(place, Local):
                 return None
-            if not isinstance(where, Owner) or where.node_id == failed:
+            if isinstance(place, Ownerless) or place.owner.node_id == failed:
                 break
             try:
-                return await self.peer(where).request({**message, "board": board})
+                return await self.peer(place.owner).request(request)
             except TooLarge as exc:
                 raise invalid_request(f"the request is too large to forward to the board's owner: {exc}") from exc
             except NotHere:
-                failed = where.node_id
+                failed = place.owner.node_id
             except PeerGone as exc:
                 log.debug("query of %r not forwarded: %s", board, exc)  # the peer logs each failed connection (its backoff bounds them)
                 break
-        raise unavailable_error(board)
+        raise Ownerless(board).error
 
-    async def error(self, board: str, message: dict[str, Any]) -> QueryError | None:
-        """The error the board's owner answers a query with (``message`` as for `ask`); None when
-        it answers, when no owner can be reached, or when the board is served here now. What a
-        live view of a board served elsewhere asks first: a view the query refuses is refused."""
+    async def error(self, request: Ask | Http) -> QueryError | None:
+        """The error the board's owner answers a query with; None when it answers, when no owner
+        can be reached, or when the board is served here now. What a live view of a board served
+        elsewhere asks first: a view the query refuses is refused."""
         try:
-            answer = await self.ask(board, message)
+            answer = await self.ask(request)
         except QueryError:
             return None
-        if answer is None:
-            return None
-        if "status" in answer:  # an HTTP request's answer
-            if answer["status"] < 400:
+        if isinstance(answer, HttpAnswer):
+            if answer.status < 400:
                 return None
-            error: dict[str, Any] | None = {**orjson.loads(body_of(answer))["error"], "status": answer["status"]}
-        else:
-            error = answer.get("error")
-        return None if error is None else QueryError(error["code"], error["message"], error["status"])
+            error = orjson.loads(answer.body)["error"]
+            return QueryError(error["code"], error["message"], answer.status)
+        return refused(answer) if isinstance(answer, Refused) else None
 
-    async def boards(self, listed: dict[str, Any]) -> dict[str, Any]:
+    async def boards(self, listed: Body) -> Body:
         """`GET /v1/boards` in a cluster: ``listed`` (this node's answer) with each board served
         elsewhere as its owner lists it; one request per owner node, at once. A board whose
         owner cannot be asked stays as listed here (its state, no tables)."""
         by_owner: dict[str, list[str]] = {}
         for name in self.arena.boards:
-            owner = self.directory.owner(name)
-            if owner is not None and not self.directory.local(name):
-                by_owner.setdefault(owner.node_id, []).append(name)
+            place = where(self.arena, name)
+            if isinstance(place, Remote):
+                by_owner.setdefault(place.owner.node_id, []).append(name)
         if not by_owner:
             return listed
-        request = {"op": "http", "method": "GET", "path": "/v1/boards", "query": "", "headers": [], "body": ""}
-        answers = await asyncio.gather(*(self.ask(names[0], request) for names in by_owner.values()), return_exceptions=True)
+        answers = await asyncio.gather(*(self.ask(Http(names[0], "GET", "/v1/boards", "", (), b""))
+                                         for names in by_owner.values()), return_exceptions=True)
         entries = {entry["board"]: entry for entry in listed["boards"]}
         for names, answer in zip(by_owner.values(), answers, strict=True):
-            if isinstance(answer, dict) and answer["status"] == 200:
-                theirs = {entry["board"]: entry for entry in orjson.loads(body_of(answer))["boards"]}
+            if isinstance(answer, HttpAnswer) and answer.status == 200:
+                theirs = {entry["board"]: entry for entry in orjson.loads(answer.body)["boards"]}
                 entries.update((name, theirs[name]) for name in names if name in theirs)
         return {**listed, "boards": [entries[entry["board"]] for entry in listed["boards"]]}
 

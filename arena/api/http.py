@@ -28,10 +28,11 @@ from starlette.types import Message, Receive, Scope, Send
 
 from arena.api import live, openapi, queries, wire
 from arena.api.cors import Cors, live_allowed
-from arena.api.forward import Forwarding, forward_request, forwarded
+from arena.api.forward import Forwarding, forward_request, forwarded, refused
+from arena.api.routing import Local, where
 from arena.api.service import Arena
 from arena.api.wire import RETRY_AFTER, Body
-from arena.cluster.peers import body_of
+from arena.cluster.peer.protocol import HttpAnswer
 from arena.errors import QueryError, invalid_request
 
 JSON = "application/json"
@@ -267,7 +268,6 @@ class QueryRoutes:
         self._max_body = arena.settings.max_frame_bytes  # a members body is a WebSocket frame's peer
         self._latency = {r.name: arena.metrics.query_latency_of(r.name) for r in QUERY_ROUTES}
         self.forwarding: Forwarding = app.state.forwarding
-        self._clustered = self.forwarding.clustered  # a single node's queries skip every forwarding test
 
     async def close(self) -> None:
         """Stop following the boards served elsewhere (once no request needs them)."""
@@ -304,8 +304,7 @@ class QueryRoutes:
                 body, allow = _NOT_ALLOWED[route.method]
                 await _send(send, 405, body, [*allow, *allowed] if allowed else allow, method)
             return
-        if self._clustered and board is not None and not self.forwarding.local(board) and board in self.arena.boards \
-                and not forwarded(scope):
+        if not forwarded(scope) and not isinstance(where(self.arena, board), Local):
             if not (route.name in _VIEWS and _wants_events(scope)):
                 here = await self._forward(board, scope, receive, send, allowed)
                 if here is None:
@@ -343,11 +342,13 @@ class QueryRoutes:
             if sent is None:  # the client left
                 return None
             self.forwarding.count("queries")
-            answer = await self.forwarding.ask(board, forward_request(scope, sent))
+            answer = await self.forwarding.ask(forward_request(board, scope, sent))
             if answer is None:
                 return _replay(sent)
-            status, body = answer["status"], body_of(answer)
-            headers = [*((k.encode("latin-1"), v.encode("latin-1")) for k, v in answer["headers"]), *cors]
+            if not isinstance(answer, HttpAnswer):
+                raise refused(answer)
+            status, body = answer.status, answer.body
+            headers = [*((k.encode("latin-1"), v.encode("latin-1")) for k, v in answer.headers), *cors]
         except QueryError as exc:
             body, status = wire.dumps(wire.error(exc)), exc.status
             headers = [*_JSON_HEADERS, *cors, _RETRY]  # forwarding fails only with 503 unavailable
@@ -364,16 +365,16 @@ class QueryRoutes:
             forbidden = {"error": {"code": "forbidden", "message": "this origin may not open a live stream (cors_origins)"}}
             await _send(send, 403, wire.dumps(forbidden), _JSON_HEADERS, "GET")
             return
-        refused = None
-        if self.forwarding.local(params.board) or params.board not in self.arena.boards:
+        refusal = None
+        if isinstance(where(self.arena, params.board), Local):
             try:
                 route.answer(self.arena, params)
             except QueryError as exc:
-                refused = exc
+                refusal = exc
         else:  # what the owner's query refuses
-            refused = await self.forwarding.error(params.board, forward_request({**scope, "method": "GET"}, b""))
-        if refused is not None and refused.code in live.REFUSED:
-            await _send(send, refused.status, wire.dumps(wire.error(refused)), [*_JSON_HEADERS, *cors], "GET")
+            refusal = await self.forwarding.error(forward_request(params.board, {**scope, "method": "GET"}, b""))
+        if refusal is not None and refusal.code in live.REFUSED:
+            await _send(send, refusal.status, wire.dumps(wire.error(refusal)), [*_JSON_HEADERS, *cors], "GET")
             return
         await live.event_stream(self.arena, scope, receive, send, _VIEWS[route.name](params), cors)
 
@@ -446,7 +447,7 @@ async def healthz(request: Request) -> Response:
 
 async def readyz(request: Request) -> Response:
     arena: Arena = request.app.state.arena
-    boards = {name: h.state.value for name, h in arena.boards.items()}
+    boards = {name: arena.states.shown(name) for name in arena.states}
     body: Body = {"ready": arena.ready, "boards": boards}
     failures = {name: h.failure for name, h in arena.boards.items() if h.failure is not None}
     if failures:  # why a board failed (e.g. which journal file is corrupt), for the operator

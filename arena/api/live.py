@@ -19,11 +19,12 @@ from starlette.types import Receive, Scope, Send
 
 from arena.api import queries, wire
 from arena.api.forward import Forwarding
+from arena.api.routing import Local, where
 from arena.api.service import Arena
 from arena.api.transport import abort
 from arena.api.upstream import Upstreams
 from arena.api.wire import Body
-from arena.board.actor import BoardState
+from arena.board.state import BoardState
 from arena.engine.events import MAX_MEMBER_CHARS
 from arena.errors import QueryError, invalid_request
 from arena.live.outbox import EVENT_STREAM, Bounds, Outbox
@@ -79,18 +80,17 @@ class QuerySource:
         self.ops = ops
         self.forwarding = forwarding
         self.upstreams = Upstreams(forwarding)
-        self.clustered = forwarding.clustered
 
     def version(self, spec: ViewSpec) -> Hashable | None:
         view = spec.fields
-        if self.clustered:
-            if not self.forwarding.local(view["board"]):
-                return self.upstreams.of(spec).version()
-            if self.upstreams:
-                self.upstreams.release(spec)  # served here now
-        handle = self.arena.boards[view["board"]]
-        engine = handle.engine
-        if handle.state is not BoardState.READY or engine is None:
+        place = where(self.arena, view["board"])
+        if not isinstance(place, Local):
+            return self.upstreams.of(spec).version()
+        if self.upstreams:
+            self.upstreams.release(spec)  # served here now
+        handle = place.handle
+        engine = handle.engine if handle is not None else None
+        if handle is None or handle.state is not BoardState.SERVING or engine is None:
             return None
         current = None
         if view.get("period_id") is None:  # a view of the current window follows the period

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from arena.auth import identify
 from arena.board.actor import BoardHandle
 from arena.board.clock import Clock
+from arena.board.state import BoardStates
 from arena.board.supervisor import Supervisor
 from arena.cluster.directory import Directory
 from arena.config import DEV_ADMIN_TOKEN_SHA256, DEV_TOKEN_SHA256, Admin, Config, GameServer
 from arena.errors import JournalUnavailable, QueryError, not_found
 from arena.journal import JournalBackend, journal_backend
-from arena.journal.faults import WriteFaults
 from arena.journal.snapshots import snapshot_store
 from arena.live.views import LiveViews
 from arena.metrics import Metrics
@@ -28,15 +29,22 @@ log = logging.getLogger("arena")
 
 
 class Arena:
-    """Composition root of a server. ``fault_injection`` enables the test-only routes and opens
-    every journal through ``journal_faults``, so that those routes can make its writes fail."""
+    """Composition root of a server. ``wrap_backend``, when given, wraps the journal backend every
+    board opens its journals through (above the cluster's grants): a seam for what watches or alters
+    the boards' journal I/O (fault injection, for one)."""
 
-    def __init__(self, config: Config, *, clock: Clock | None = None, fault_injection: bool = False) -> None:
+    def __init__(self, config: Config, *, clock: Clock | None = None,
+                 wrap_backend: Callable[[JournalBackend], JournalBackend] | None = None) -> None:
         self.config = config
         self.settings = config.server
         self.clock = clock or Clock()
         self.metrics = Metrics()
         backend = journal_backend(config)
+        cluster = config.cluster
+        self.states = BoardStates(config.boards, node_id=config.node_id if cluster else None,
+                                  lease_seconds=cluster.lease_seconds if cluster else 0.0)
+        """Every board's state on this node: what the supervisor, the ownership loop, the
+        directory, readiness and `/v1/boards` read."""
         self.lease: NodeLease | None = None
         """On postgresql, this node's lease on the schema (what the data_dir lock is on sqlite)."""
         grants: Grants | None = None  # on postgresql: who may write each board
@@ -48,26 +56,21 @@ class Arena:
             assert isinstance(backend, PostgresBackend)
             lease_seconds = config.cluster.lease_seconds if config.cluster else LEASE_SECONDS
             self.lease = NodeLease(backend, lease_seconds, config.advertise_url, clustered=config.cluster is not None)
-            grants = Grants(backend, clustered=config.cluster is not None)
+            grants = Grants(backend, self.states, clustered=config.cluster is not None)
         self._renewals: asyncio.Task[None] | None = None
         self._leased = False
-        self.journal_faults = WriteFaults(grants or backend) if fault_injection else None
-        self.backend: JournalBackend = self.journal_faults or grants or backend
-        self.supervisor = Supervisor(config, self.clock, self.metrics, self.backend, snapshot_store(backend))
+        journals: JournalBackend = grants or backend
+        self.backend = wrap_backend(journals) if wrap_backend is not None else journals
+        self.supervisor = Supervisor(config, self.clock, self.metrics, self.backend, snapshot_store(backend), self.states)
         self.boards: dict[str, BoardHandle] = self.supervisor.handles
-        cluster = config.cluster
-        self.directory = Directory(self.boards, node_id=config.node_id if cluster else None,
-                                   lease_seconds=cluster.lease_seconds if cluster else 0.0)
+        self.directory = Directory(self.states)
         """Where each board is served: here, on another node (forwarded), or nowhere for now."""
-        for name, handle in self.boards.items():
-            handle.here = lambda name=name: self.directory.local(name)  # type: ignore[misc]
         self.ownership: Ownership | None = None
         """In a cluster: the loop that takes and gives up this node's boards."""
         if cluster is not None and self.lease is not None and grants is not None:
             from arena.cluster.ownership import Ownership
 
             self.ownership = Ownership(self.lease, grants, self.directory, self.supervisor, self.metrics, cluster.standbys)
-        self.fault_injection = fault_injection
         self.connections = 0
         self.live_connections = 0  # /v1/live (and, later, SSE streams): bounded by max_live_connections
         self.draining = False
@@ -82,8 +85,6 @@ class Arena:
         for admin in self.config.admins:
             if admin.token_sha256 == DEV_ADMIN_TOKEN_SHA256:
                 log.warning("admin %r uses the public development token; do not expose this server", admin.id)
-        if self.fault_injection:
-            log.warning("fault injection routes are enabled (tests only)")
         try:
             if self.lease is not None:
                 await self.lease.acquire()
@@ -108,7 +109,7 @@ class Arena:
 
         standbys = self.config.cluster.standbys if self.config.cluster else 0
         try:
-            return await cluster_view(self.lease.backend, self.boards, standbys)
+            return await cluster_view(self.lease.backend, self.states, standbys)
         except JournalUnavailable as exc:
             log.warning("GET /v1/cluster: %s", exc)
             raise QueryError("unavailable", "the journal's database cannot be reached; try again", 503) from exc
@@ -128,7 +129,7 @@ class Arena:
     @property
     def ready(self) -> bool:
         """Every board served here is loaded, and (in a cluster) this node's lease is fresh."""
-        return self.directory.lease_fresh and self.supervisor.ready
+        return self.states.lease_fresh and self.states.ready
 
     def add_reader(self, task: asyncio.Task[None]) -> None:
         self._readers.add(task)

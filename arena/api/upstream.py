@@ -12,11 +12,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Hashable
-from typing import Any
 
 from arena.api import wire
 from arena.api.forward import RETRY_SECONDS, Forwarding
-from arena.cluster.peers import NotHere, PeerGone, TooLarge
+from arena.cluster.peer.client import NotHere, PeerGone, TooLarge
+from arena.cluster.peer.protocol import Ended, Update, Watch
 from arena.live.views import ViewSpec
 
 log = logging.getLogger("arena.cluster")
@@ -59,7 +59,7 @@ class Upstream:
             stream = _Stream(self)
             peer = self.forwarding.peer(owner)
             try:
-                watch = await peer.watch({"op": "watch", "board": self.board, "view": self.fields}, stream.deliver)
+                watch = await peer.watch(Watch(self.board, self.fields), stream.deliver)
             except (NotHere, PeerGone, TooLarge) as exc:
                 log.info("live view of %r not watched at %s: %s", self.board, owner.node_id, exc)
                 self.answer = None
@@ -77,17 +77,17 @@ class Upstream:
                 failed = owner.node_id
 
 
-    def received(self, message: dict[str, Any] | None, first: bool) -> None:
+    def received(self, message: Update | Ended | None, first: bool) -> None:
         """A message of the current watch (``first``: its first), or None: its connection is gone."""
         if message is None:
             self.answer = None
             return
-        if "ended" in message:
-            self.answer = message["ended"]
+        if isinstance(message, Ended):
+            self.answer = message.code
         else:
             if first:
                 self._watches += 1
-            self.answer = (message["seq"], wire.dumps(message["body"]))
+            self.answer = (message.seq, wire.dumps(message.body))
         self._answers += 1
 
     async def _moved_from(self, node: str) -> None:
@@ -104,7 +104,7 @@ class _Stream:
         self.gone = asyncio.Event()
         self._first = True
 
-    def deliver(self, message: dict[str, Any] | None) -> None:
+    def deliver(self, message: Update | Ended | None) -> None:
         if message is None:
             self.gone.set()
         self.upstream.received(message, self._first)

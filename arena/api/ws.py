@@ -25,11 +25,13 @@ from starlette.websockets import WebSocket
 
 from arena.api import queries, wire
 from arena.api.cors import live_allowed
-from arena.api.forward import Forwarding
+from arena.api.forward import Forwarding, refused
 from arena.api.live import REFUSED, VIEW_FIELDS, Subscriptions, view_spec
+from arena.api.routing import Local, where
 from arena.api.service import Arena
 from arena.api.transport import abort
 from arena.api.wire import Body
+from arena.cluster.peer.protocol import Answered, Ask
 from arena.cluster.split import Part, Split, merge, split
 from arena.config import GameServer
 from arena.engine.events import Event, Result, parse_event
@@ -324,9 +326,9 @@ class Connection:
                 return
             if op == "subscribe":
                 view = frame.get("view")
-                board = view.get("board") if isinstance(view, dict) else None
-                if self.clustered and isinstance(board, str) and not self.forwarding.local(board) and board in self.arena.boards:
-                    self._spawn(self._subscribe_elsewhere(frame_id, frame, board))
+                place = where(self.arena, view.get("board") if isinstance(view, dict) else None)
+                if not isinstance(place, Local):
+                    self._spawn(self._subscribe_elsewhere(frame_id, frame, place.board))
                 else:
                     self._subscribe(frame_id, frame)
                 return
@@ -337,11 +339,10 @@ class Connection:
             answer = QUERY_OPS.get(op) if isinstance(op, str) else None
             if answer is None:
                 raise FrameError("unknown_op", f"unknown op {op!r}")
-            if self.clustered:
-                board = frame.get("board")
-                if isinstance(board, str) and not self.forwarding.local(board) and board in self.arena.boards:
-                    self._spawn(self._forwarded(frame_id, board, frame))
-                    return
+            place = where(self.arena, frame.get("board"))
+            if not isinstance(place, Local):
+                self._spawn(self._forwarded(frame_id, place.board, frame))
+                return
             self._reply(self._result(frame_id, answer(self.arena, frame)))
         except FrameError as exc:
             self._reply(_error(frame_id, exc.code, exc.message))
@@ -378,7 +379,7 @@ class Connection:
                 pending.append((part, arena.boards[part.board].submit(part.events, received_at, server.id)))
             else:  # served here or not, a board may move while its events wait
                 pending.append((part, forwarding.submit(part.board, part.events, received_at, server.id)))
-                forwarded = forwarded or not forwarding.local(part.board)
+                forwarded = forwarded or not isinstance(where(arena, part.board), Local)
         if forwarded:
             forwarding.count("frames")
         self._spawn(self._ack(frame_id, parts, pending))
@@ -406,9 +407,9 @@ class Connection:
         refuses it (then watched there once for this node, see `arena.api.upstream`)."""
         try:
             spec = view_spec(frame["view"])
-            refused = await self.forwarding.error(board, {"op": "ask", "frame": spec.fields})
-            if refused is not None and refused.code in REFUSED:
-                raise refused
+            error = await self.forwarding.error(Ask(board, spec.fields))
+            if error is not None and error.code in REFUSED:
+                raise error
             self._subscribe(frame_id, frame)
         except QueryError as exc:
             self._reply(_error(frame_id, exc.code, exc.message))
@@ -427,14 +428,12 @@ class Connection:
 
     async def _ask(self, board: str, frame: dict[str, Any]) -> Body:
         """A query op's answer from the board's owner (or here, if it is served here now)."""
-        answer = await self.forwarding.ask(board, {"op": "ask", "frame": {k: v for k, v in frame.items() if k != "id"}})
+        answer = await self.forwarding.ask(Ask(board, {k: v for k, v in frame.items() if k != "id"}))
         if answer is None:  # served here after all
             return QUERY_OPS[frame["op"]](self.arena, frame)
-        if "error" in answer:
-            error = answer["error"]
-            raise QueryError(error["code"], error["message"], error["status"])
-        body: Body = answer["body"]
-        return body
+        if not isinstance(answer, Answered):
+            raise refused(answer)
+        return answer.body
 
     def _result(self, frame_id: object, body: Body) -> bytes:
         """The `result` frame of a query's answer, unless the connection was owed a newer answer

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import Enum
+from typing import assert_never
 
 from arena.board.clock import Clock
-from arena.board.load import ReplayReport, replay, replay_tail
+from arena.board.commands import Barrier, Order, VoidEvent, VoidMember, VoidOutcome
+from arena.board.load import load
 from arena.board.mailbox import Command, Mailbox, Submission
-from arena.board.snapshots import Snapshotter, start_from_snapshot
+from arena.board.snapshots import Snapshotter
+from arena.board.state import BoardEvent, BoardState, BoardStates
 from arena.engine.board import BoardEngine
 from arena.engine.events import Event, Fingerprint, Reason, Result, Status
 from arena.engine.periods import PeriodKind
@@ -40,42 +41,39 @@ APPLY_STEP = 128
 """Records applied between two turns of the event loop (a few ms of work at most)."""
 
 
-class BoardState(Enum):
-    LOADING = "loading"
-    READY = "ready"
-    FAILED = "failed"
-    ELSEWHERE = "elsewhere"
-    """In a cluster: another node serves the board, or none does yet (the edges forward to it)."""
-
-
-class InjectedCrash(RuntimeError):
-    """Raised inside an actor by the fault-injection hook (tests only)."""
 
 
 class BoardHandle:
-    """A board as the edges see it: submit into its mailbox, read its tables, ask its state.
-    Outlives actor restarts. `answer` is the one place a submission is answered."""
+    """A board as the edges see it: submit into its mailbox, read its tables, ask its state (in
+    ``states``, the node's map: a board of its own on a single node when not given). Outlives
+    actor restarts. `answer` is the one place a submission is answered."""
 
-    def __init__(self, spec: BoardSpec, mailbox_events: int, metrics: Metrics, state: BoardState = BoardState.LOADING) -> None:
+    def __init__(self, spec: BoardSpec, mailbox_events: int, metrics: Metrics, states: BoardStates | None = None) -> None:
         self.spec = spec
         self.name = spec.name
         self.mailbox = Mailbox(mailbox_events)
         self.metrics = metrics
-        self.state = state
+        self.states = states if states is not None else BoardStates([spec.name])
         self.failure: str | None = None
         self.engine: BoardEngine | None = None
         self.journal: Journal | None = None
-        self.here: Callable[[], bool] = lambda: True
-        """Whether this node answers for the board now (`Directory.local`: in a cluster, only while
-        it owns the board and its lease is fresh on its own clock)."""
         self.loaded = asyncio.Event()
-        """Set while the board's tables are loaded (READY)."""
-        self.crashes_pending = 0  # fault injection
+        """Set while the board's tables are loaded (SERVING)."""
+        metrics.board_state.labels(self.name).set_function(lambda: self.states.readiness(self.name))
+
+    @property
+    def state(self) -> BoardState:
+        return self.states.state(self.name)
+
+    def move(self, event: BoardEvent) -> BoardState:
+        """Move the board's state on ``event`` (`arena.board.state.MOVES`). Raises IllegalBoardMove."""
+        return self.states.move(self.name, event)
 
     @property
     def answering(self) -> bool:
-        """Whether queries and submits reach the board here (they are answered `unavailable` otherwise)."""
-        return self.state is not BoardState.FAILED and self.state is not BoardState.ELSEWHERE and self.here()
+        """Whether queries and submits reach the board here (they are answered `unavailable`
+        otherwise): its actor loads or serves, and this node answers for it (`BoardStates.local`)."""
+        return self.states.answering(self.name)
 
     def submit(self, events: Sequence[Event], received_at: int, source: str) -> asyncio.Future[list[Result]]:
         """Queue one frame's events; the future resolves with their results. Never blocks."""
@@ -93,9 +91,12 @@ class BoardHandle:
             submission.future.set_result(results)
             self.metrics.count_results(self.name, results)
 
-    async def command(self, command: Command) -> object:
+    async def command(self, order: Order) -> VoidOutcome | None:
+        """Run an admin command in the actor, between two batches: its outcome (None for a
+        `Barrier`). Raises QueryError (unavailable, unknown_event), JournalError."""
         if not self.answering:
             raise unavailable(self.name)
+        command = Command(order)
         self.mailbox.put(command)
         return await command.future
 
@@ -108,17 +109,19 @@ class BoardHandle:
             raise not_ready(self.name)
         return engine.view(kind, period_id, now)
 
-    def fail(self, message: str) -> None:
-        """Mark the board failed: every queued and future submission gets `unavailable`."""
-        self.state = BoardState.FAILED
+    def fail(self, message: str, event: BoardEvent = BoardEvent.FAIL) -> None:
+        """Mark the board failed on ``event`` (FAIL, or SHUT as the server stops): every queued and
+        future submission gets `unavailable`."""
+        self.move(event)
         self.failure = message
         self.loaded.clear()
         self.refuse_queued()
 
-    def elsewhere(self) -> None:
-        """The board is served by another node now (its actor here has stopped): drop its tables
-        (never answer from them again) and answer what is queued `unavailable`."""
-        self.state = BoardState.ELSEWHERE
+    def elsewhere(self, event: BoardEvent) -> None:
+        """The board is served by another node now (its actor here has stopped, or was not
+        restarted: ``event`` STOPPED, NOT_GRANTED): drop its tables (never answer from them
+        again) and answer what is queued `unavailable`."""
+        self.move(event)
         self.failure = None
         self.engine = None
         self.journal = None
@@ -208,9 +211,6 @@ class CommitPipeline:
                 known = {**ahead.plan.seen, **known}
             ahead = None
         plan = self._decide(submissions, known)
-        if self.handle.crashes_pending:
-            self.handle.crashes_pending -= 1
-            raise InjectedCrash(f"fault injection: crash of board {self.handle.name}")
         if ahead is not None:
             self._flight = None
             assert ahead.write is not None
@@ -292,14 +292,8 @@ class CommitPipeline:
         self.unanswered = [s for s in self.unanswered if not s.future.done()]
 
 
-@dataclass(frozen=True, slots=True)
-class VoidOutcome:
-    voided: int
-    already_voided: bool = False
-
-
 class BoardActor:
-    """One life of a board's actor: replay, then serve batches until stopped or crashed."""
+    """One life of a board's actor: load, then serve batches until stopped or crashed."""
 
     def __init__(self, handle: BoardHandle, journal: Journal, clock: Clock, snapshots: SnapshotStore | None = None,
                  snapshot_every: int = 0, engine: BoardEngine | None = None) -> None:
@@ -322,37 +316,28 @@ class BoardActor:
         return self.pipeline.unanswered if self.pipeline is not None else []
 
     async def run(self) -> None:
-        """Replay the journal, then drain the mailbox until `stop`. Unexpected exceptions
-        propagate to the supervisor; `unanswered` then holds the submissions to fail."""
+        """Load the board (`arena.board.load.load`), then drain the mailbox until `stop`.
+        Unexpected exceptions propagate to the supervisor; `unanswered` then holds the
+        submissions to fail."""
         handle = self.handle
         board = handle.name
-        followed = self.followed
-        engine = followed or BoardEngine(handle.spec)
+        copy = self.followed is not None
+        engine = self.followed or BoardEngine(handle.spec)
         self.followed = None
-        engine.unpublish()  # every load publishes its tables when it ends (`arena.board.load.finish_load`)
         handle.engine = engine
-        handle.state = BoardState.LOADING
+        handle.move(BoardEvent.START)
         handle.loaded.clear()
-        self.metrics.board_state.labels(board).set(0)
-        started = None
-        if followed is not None:
-            began = time.perf_counter()
-            events = await replay_tail(engine, self.journal, self.journal.last_seq, self.clock.now())
-            started = ReplayReport(board, events, time.perf_counter() - began, []), engine.last_seq
-        elif self.snapshots is not None:
-            started = await start_from_snapshot(engine, self.journal, self.snapshots, self.clock.now())
-        report, snapshot_seq = started or (await replay(engine, self.journal, self.clock.now()), 0)
-        self.metrics.snapshot_start.labels(board).set(snapshot_seq)
+        report = await load(engine, self.journal, self.clock.now(), copy=copy, snapshots=self.snapshots)
+        self.metrics.snapshot_start.labels(board).set(report.snapshot_seq)
         self.metrics.rebuild.labels(board).set(report.seconds)
         self.metrics.replayed.labels(board).set(report.events)
-        handle.state = BoardState.READY
+        handle.move(BoardEvent.LOADED)
         handle.loaded.set()
-        self.metrics.board_state.labels(board).set(1)
         log.info("board %s ready: %d events replayed in %.3fs, last seq %d", board, report.events, report.seconds, engine.last_seq)
         pipeline = self.pipeline = CommitPipeline(handle, engine, self.journal, self.clock)
         snapshotter = None
         if self.snapshots is not None:
-            snapshotter = Snapshotter(engine, self.journal, self.snapshots, self.snapshot_every, self.clock, snapshot_seq)
+            snapshotter = Snapshotter(engine, self.journal, self.snapshots, self.snapshot_every, self.clock, report.snapshot_seq)
         try:
             await self._serve(engine, pipeline, handle.mailbox, snapshotter)
         except BaseException:
@@ -368,7 +353,7 @@ class BoardActor:
             if snapshotter is not None:
                 snapshotter.poll()
             now = self.clock.now()
-            # Derived afresh each turn (a few µs): a batch may open a table, a pinned test clock
+            # Derived afresh each turn (a few µs): a batch may open a table, a pinned clock
             # may move back.
             deadline = engine.next_deadline(now)
             # A frame stamped before the deadline is applied first: its table was still open
@@ -405,7 +390,7 @@ class BoardActor:
 
     async def _command(self, command: Command) -> None:
         try:
-            result = await command.run(self)
+            result = await self._run(command.order)
         except Exception as exc:  # the admin route turns it into an error answer
             if not command.future.done():
                 command.future.set_exception(exc)
@@ -417,6 +402,17 @@ class BoardActor:
                 command.future.set_result(result)
 
     # -- admin commands (run inside the loop through `Command`) -------------------------------
+
+    async def _run(self, order: Order) -> VoidOutcome | None:
+        match order:
+            case VoidEvent(key, reason, admin):
+                return await self.void_key(key, reason, admin)
+            case VoidMember(member, reason, admin):
+                return await self.void_member(member, reason, admin)
+            case Barrier():
+                return None
+            case _:
+                assert_never(order)
 
     async def void_key(self, key: str, reason: str, admin: str) -> VoidOutcome:
         target = await self.journal.event_by_key(key)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 
 class Clock:
-    """Stamps received_at and decides closes. ``set`` pins it (tests only, via fault injection)."""
+    """Stamps received_at and decides closes. ``set`` pins it (the tests' clock route does)."""
 
     def __init__(self) -> None:
         self._last = 0

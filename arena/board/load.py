@@ -1,15 +1,25 @@
-"""Rebuilding a board's tables from its journal: the one replay used by a starting actor, a
-restarted actor and `arena rebuild`; and `replay_tail`, the records after a loaded seq (a
-snapshot's, a standby copy's).
+"""A board's one load path: `load` fills a board's engine from its journal, as of an instant and
+up to a seq, for a starting actor, a restarted one, a standby's copy at each beat and at a
+takeover or a hand-off, and `arena rebuild` (also `arena verify` and `arena migrate`). It chooses
+the source:
+
+- a standby's copy (``copy``): the engine already holds the journal up to its last_seq; only the
+  records after it are applied (the tail);
+- the board's newest snapshot (``snapshots``; DESIGN.md, "Snapshots: a fast start"), when it may
+  serve: its tables, then the tail after its seq; one that may not is logged with the reason and
+  ignored;
+- else a full replay of the journal.
 
 Every load hides the engine's tables from readers when it begins (`BoardEngine.unpublish`) and
-ends in `finish_load`, which publishes them at the seq they hold: a reader gets `not_ready`
-until then, never a partial table (DESIGN.md, "Never stale").
+publishes them when it ends, at the seq they hold, in one step (`BoardEngine.publish`): a reader
+gets `not_ready` until then, never a partial table (DESIGN.md, "Never stale"). The one exception
+is a full replay's current short tables below, each published once complete.
 
-Current hourly/daily/weekly tables load first, from a pass over the events since the earliest
-of their windows began; those tables (only they: not the older retained ones of their kinds)
-answer while the second pass reads the older events for the alltime, monthly and retained closed
-tables. Each event is read once: the first pass folds it into every table it belongs to.
+A full replay loads the current hourly/daily/weekly tables first, from a pass over the events
+since the earliest of their windows began; those tables (only they: not the older retained ones
+of their kinds) answer while the second pass reads the older events for the alltime, monthly and
+retained closed tables. Each event is read once: the first pass folds it into every table it
+belongs to.
 
 A journal that can (`FoldingJournal`) folds the events itself, bucket by bucket: a bucket is the
 span of instants whose records go to the same windows (one `Route`), and its events below the
@@ -20,16 +30,24 @@ a closed window) are replayed one by one. Same tables, a fraction of the rows.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from arena.board.snapshots import record_at
 from arena.engine.board import SHORT_KINDS, BoardEngine, retained_by
 from arena.engine.loader import Loader
 from arena.engine.periods import PeriodKind, Window
+from arena.engine.snapshot import SnapshotInvalid, decode, rejection
 from arena.engine.table import RankedTable
+from arena.errors import JournalError
 from arena.journal import FoldingJournal, Journal
+from arena.journal.interface import definition_text
+from arena.journal.snapshots import SnapshotStore
+
+log = logging.getLogger("arena.board")
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,33 +58,80 @@ class TableReport:
 
 
 @dataclass(frozen=True, slots=True)
-class ReplayReport:
+class LoadReport:
     board: str
     events: int
+    """Score events applied: every one of a full replay, those of the tail after a snapshot or a copy."""
     seconds: float
     tables: list[TableReport]
+    """The tables built (what `arena rebuild` prints); a snapshot's start lists every table with
+    0 events, a copy's none."""
+    snapshot_seq: int = 0
+    """The seq the load started from without replaying (`arena_start_snapshot_seq`, and where
+    the board's next snapshot is counted from): a snapshot's, or the seq a standby's copy was
+    brought up to; 0: a full replay."""
 
 
-async def replay(
+async def load(
     engine: BoardEngine,
     journal: Journal,
     now: int,
     *,
+    copy: bool = False,
+    snapshots: SnapshotStore | None = None,
     upto_seq: int | None = None,
     everything: bool = False,
     on_ready: Callable[[frozenset[PeriodKind]], None] | None = None,
     fold: bool = True,
-) -> ReplayReport:
-    """Load ``engine`` (fresh, empty) from ``journal`` as of ``now``, up to ``upto_seq``.
+) -> LoadReport:
+    """Load ``engine`` from ``journal`` as of ``now``, up to seq ``upto_seq`` (default: the
+    journal's last), and publish its tables at that seq.
 
-    ``everything`` loads every closed table, not only the retained ones. ``on_ready`` is told
-    each time a set of kinds becomes queryable. ``fold`` False reads every event one by one even
-    from a `FoldingJournal` (to measure the fold against). Raises JournalError (JournalCorrupt
-    names the file).
+    ``copy``: ``engine`` is a standby's copy, loaded up to its last_seq: only the tail is applied.
+    Otherwise ``engine`` is fresh and empty, and starts from the newest snapshot in ``snapshots``
+    when one may serve (a load up to the journal's last seq only: ``upto_seq`` None), else
+    replays in full. ``everything`` loads every closed table, not only the retained ones (a full
+    replay). ``on_ready`` is told each time a set of kinds becomes queryable. ``fold`` False
+    reads every event one by one even from a `FoldingJournal` (to measure the fold against).
+    Raises JournalError (JournalCorrupt names the file). O(records read + members of the tables
+    built).
     """
     started = time.perf_counter()
-    engine.unpublish()
-    upto = upto_seq if upto_seq is not None else journal.last_seq
+    engine.unpublish()  # before the first await: no reader sees a table while the load changes it
+    board = engine.spec.name
+    upto = journal.last_seq if upto_seq is None else upto_seq
+    snapshot_seq = None if copy or snapshots is None else await _snapshot(engine, journal, snapshots, now)
+    tables: list[TableReport] = []
+    if copy or snapshot_seq is not None:
+        events = await _tail(engine, journal, upto, now)
+    else:
+        events, tables = await _replay(engine, journal, upto, now, everything, on_ready, fold)
+    # The one end of every load: the tables now hold every record journaled up to `upto`. Open
+    # the current windows and retire what the retention drops (not when loading `everything`:
+    # that would retire the older closed tables just loaded on purpose), and publish every kind.
+    engine.publish(upto, engine.kinds)
+    if not everything:
+        engine.rotate(now)
+    if on_ready:
+        on_ready(frozenset(engine.kinds))
+    seconds = time.perf_counter() - started
+    if snapshot_seq is not None:
+        log.info("board %s: started from the snapshot at seq %d and %d records after it", board, snapshot_seq, upto - snapshot_seq)
+        tables = [TableReport(t, 0, seconds) for t in engine.tables.values()]
+    return LoadReport(board, events, seconds, tables, upto if copy else snapshot_seq or 0)
+
+
+async def _replay(
+    engine: BoardEngine,
+    journal: Journal,
+    upto: int,
+    now: int,
+    everything: bool,
+    on_ready: Callable[[frozenset[PeriodKind]], None] | None,
+    fold: bool,
+) -> tuple[int, list[TableReport]]:
+    """Fill ``engine`` (fresh, empty) with the journal up to seq ``upto``, in two passes, and
+    publish the current short tables after the first; the score events read and the tables built."""
     for marker in await journal.close_markers(upto):
         engine.close(marker)
     voids = await journal.voids(upto)
@@ -98,20 +163,7 @@ async def replay(
     await _read(loader, journal, upto, None, since, fold)
     tables = await _one_by_one(loader.finish(engine.calendar.window_at(kind, now) for kind in rest))
     reports += _reports(loader, tables, time.perf_counter() - pass_started)
-    finish_load(engine, upto, now, rotate=not everything)  # rotating would retire the older closed tables just loaded on purpose
-    if on_ready:
-        on_ready(frozenset(engine.kinds))
-    return ReplayReport(engine.spec.name, loader.events, time.perf_counter() - started, reports)
-
-
-def finish_load(engine: BoardEngine, upto: int, now: int, *, rotate: bool = True) -> None:
-    """The last step of every load (a full replay, a snapshot and its tail, a standby's tail at a
-    takeover or a hand-off, a restart): ``engine``'s tables now hold every record journaled up to
-    seq ``upto``: open the current windows, retire what the retention drops, and publish every
-    kind at ``upto`` (`BoardEngine.publish`), in one step. O(tables + kinds)."""
-    engine.publish(upto, engine.kinds)
-    if rotate:
-        engine.rotate(now)
+    return loader.events, reports
 
 
 async def _read(loader: Loader, journal: Journal, upto: int, since: int | None, before: int | None, fold: bool) -> None:
@@ -154,13 +206,44 @@ def _reports(loader: Loader, tables: list[RankedTable], seconds: float) -> list[
     ]
 
 
-async def replay_tail(engine: BoardEngine, journal: Journal, upto: int, now: int) -> int:
+async def _snapshot(engine: BoardEngine, journal: Journal, store: SnapshotStore, now: int) -> int | None:
+    """Fill ``engine`` (fresh, empty) from its board's newest snapshot, as of ``now``: its seq;
+    None (``engine`` untouched, a line logged saying why) when there is none or it may not serve.
+    O(members)."""
+    board = engine.spec.name
+    try:
+        data = await store.load(board)
+        if data is None:
+            log.info("board %s: no snapshot at %s; replaying the journal in full", board, store.where(board))
+            return None
+        snapshot = await asyncio.to_thread(decode, data)
+    except (JournalError, SnapshotInvalid) as exc:
+        log.warning("board %s: snapshot at %s ignored: %s; replaying the journal in full", board, store.where(board), exc)
+        return None
+    floors = engine.retention_floors(now)
+    reason = rejection(snapshot, board, definition_text(engine.spec), await record_at(journal, snapshot.seq), floors)
+    if reason is not None:
+        log.warning("board %s: snapshot at seq %d ignored: %s; replaying the journal in full", board, snapshot.seq, reason)
+        return None
+
+    include = retained_by(floors)  # as a full replay: the tables retained today
+    for image in snapshot.tables:  # one table a turn: each is O(n), about 0.3 s at 10**6 entries
+        window = image.window
+        if include(window) and image.entries:  # as a full replay: no table for a window without events
+            engine.tables[(window.kind, window.period_id)] = RankedTable.from_entries(engine.rule, window, image.entries, image.keys)
+            await asyncio.sleep(0)
+    engine.disputes = dict(snapshot.disputes)
+    for marker in await journal.close_markers(snapshot.seq):
+        engine.close(marker)
+    engine.last_seq = snapshot.seq
+    return snapshot.seq
+
+
+async def _tail(engine: BoardEngine, journal: Journal, upto: int, now: int) -> int:
     """Apply ``journal``'s records after ``engine.last_seq`` up to seq ``upto`` to ``engine``
     (loaded up to its last_seq: a standby's copy, or a snapshot's tables), as of ``now``, and
-    leave its tables as a full replay up to ``upto`` would; the score events applied. Readers
-    see none of its tables until it ends (`finish_load`). Raises JournalError. O(records in the
-    tail + members of its voids' events)."""
-    engine.unpublish()
+    leave its tables as a full replay up to ``upto`` would; the score events applied. O(records
+    in the tail + members of its voids' events)."""
     after = engine.last_seq
     include = retained_by(engine.retention_floors(now))
     for marker in await journal.close_markers(upto):
@@ -187,5 +270,4 @@ async def replay_tail(engine: BoardEngine, journal: Journal, upto: int, now: int
     for key, table in list(engine.tables.items()):  # as a replay leaves them out: past the retention, or closed empty
         if not include(table.window) or (table.closed and not len(table)):
             del engine.tables[key]
-    finish_load(engine, upto, now)
     return events

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from arena.board.clock import wait_set
+from arena.board.commands import Order, VoidOutcome
 from arena.engine.events import Event, Result
 
 
@@ -28,10 +28,10 @@ class Submission:
 
 @dataclass(slots=True, eq=False)
 class Command:
-    """An admin operation run by the actor between batches (so it sees a consistent board)."""
+    """An admin command (`arena.board.commands`) for the actor; ``future`` gets its outcome."""
 
-    run: Callable[..., Awaitable[Any]]
-    future: asyncio.Future[Any] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    order: Order
+    future: asyncio.Future[VoidOutcome | None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
 class Mailbox:

@@ -1,5 +1,5 @@
-"""Taking a board's snapshot in the background, and starting a board from one (DESIGN.md,
-"Snapshots: a fast start"); the format and the validity rules are `arena.engine.snapshot`'s.
+"""Taking a board's snapshot in the background (DESIGN.md, "Snapshots: a fast start"); the format
+and the validity rules are `arena.engine.snapshot`'s, a start from one is `arena.board.load`'s.
 
 Taking one never stops the board: every table is frozen at one seq (`arena.engine.table.Freeze`,
 O(1)); reading the frozen standings and encoding them run on the event loop in steps of at most
@@ -7,9 +7,6 @@ O(1)); reading the frozen standings and encoding them run on the event loop in s
 the GIL). Encoding in a thread stalled the loop for tens of ms (its C calls hold the GIL, and
 the OS pauses a thread holding it), and so did a copy of a table's entries (one C call, and a
 young list of 10**6 entries for the garbage collector to walk).
-
-A start loads the snapshot's tables, then replays only the journal's records after its seq; a
-snapshot that may not serve is logged with the reason and ignored.
 """
 
 from __future__ import annotations
@@ -20,10 +17,9 @@ import time
 from collections.abc import Iterator
 
 from arena.board.clock import Clock
-from arena.board.load import ReplayReport, TableReport, replay_tail
-from arena.engine.board import BoardEngine, retained_by
-from arena.engine.snapshot import Snapshot, SnapshotInvalid, decode, encode, record_identity, rejection, seal
-from arena.engine.table import Freeze, RankedTable
+from arena.engine.board import BoardEngine
+from arena.engine.snapshot import Snapshot, encode, record_identity, seal
+from arena.engine.table import Freeze
 from arena.errors import JournalError
 from arena.journal import Journal, ScoreRow
 from arena.journal.interface import definition_text
@@ -122,45 +118,3 @@ async def _in_turns(steps: Iterator[None]) -> None:
         if time.perf_counter() >= until:
             await asyncio.sleep(0)
             until = time.perf_counter() + TURN
-
-
-async def start_from_snapshot(
-    engine: BoardEngine, journal: Journal, store: SnapshotStore, now: int
-) -> tuple[ReplayReport, int] | None:
-    """Load ``engine`` (fresh, empty) from its board's newest snapshot and the journal's records
-    after its seq, as of ``now``: the report and the snapshot's seq; None (``engine`` untouched, a line logged saying why) when there
-    is no snapshot or it may not serve: then the caller replays in full. Raises JournalError.
-    O(members + records after the snapshot)."""
-    board = engine.spec.name
-    started = time.perf_counter()
-    try:
-        data = await store.load(board)
-        if data is None:
-            log.info("board %s: no snapshot at %s; replaying the journal in full", board, store.where(board))
-            return None
-        snapshot = await asyncio.to_thread(decode, data)
-    except (JournalError, SnapshotInvalid) as exc:
-        log.warning("board %s: snapshot at %s ignored: %s; replaying the journal in full", board, store.where(board), exc)
-        return None
-    floors = engine.retention_floors(now)
-    reason = rejection(snapshot, board, definition_text(engine.spec), await record_at(journal, snapshot.seq), floors)
-    if reason is not None:
-        log.warning("board %s: snapshot at seq %d ignored: %s; replaying the journal in full", board, snapshot.seq, reason)
-        return None
-
-    engine.unpublish()  # as every load: no table is seen before the tail is applied
-    include = retained_by(floors)  # as a full replay: the tables retained today
-    for image in snapshot.tables:  # one table a turn: each is O(n), about 0.3 s at 10**6 entries
-        window = image.window
-        if include(window) and image.entries:  # as a full replay: no table for a window without events
-            engine.tables[(window.kind, window.period_id)] = RankedTable.from_entries(engine.rule, window, image.entries, image.keys)
-            await asyncio.sleep(0)
-    engine.disputes = dict(snapshot.disputes)
-    for marker in await journal.close_markers(snapshot.seq):
-        engine.close(marker)
-    engine.last_seq = snapshot.seq
-    upto = journal.last_seq
-    events = await replay_tail(engine, journal, upto, now)  # publishes at its end
-    seconds = time.perf_counter() - started
-    log.info("board %s: started from the snapshot at seq %d and %d records after it", board, snapshot.seq, upto - snapshot.seq)
-    return ReplayReport(board, events, seconds, [TableReport(t, 0, seconds) for t in engine.tables.values()]), snapshot.seq

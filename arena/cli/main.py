@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -29,8 +29,11 @@ from arena.engine.spec import BoardSpec
 from arena.engine.table import RankedTable
 from arena.engine.times import parse_rfc3339_ms
 from arena.errors import ArenaError
-from arena.journal import journal_backend
+from arena.journal import JournalBackend, journal_backend
 from arena.journal.datadir import DataDirLock
+
+if TYPE_CHECKING:
+    from starlette.routing import BaseRoute
 
 log = logging.getLogger("arena")
 
@@ -61,7 +64,10 @@ def _run(coro_factory: Callable[[], Any]) -> Any:
 # -- serve ------------------------------------------------------------------------------------
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
+def cmd_serve(args: argparse.Namespace, *, wrap_backend: Callable[[JournalBackend], JournalBackend] | None = None,
+              extra_routes: Sequence[BaseRoute] = ()) -> int:
+    """`arena serve`. ``wrap_backend`` and ``extra_routes`` are the seams of `Arena` and
+    `create_app`, for a program that serves Arena with additions (`main`'s ``serve``)."""
     from arena.api.service import Arena
     from arena.cli.serve import serve
 
@@ -72,8 +78,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         lock.acquire()
         log.info("data dir %s, boards: %s", config.server.data_dir, ", ".join(config.boards))
     try:
-        arena = Arena(config, fault_injection=args.fault_injection)
-        _run(lambda: serve(arena, config.server.host, config.server.port, access_log=args.access_log))
+        arena = Arena(config, wrap_backend=wrap_backend)
+        _run(lambda: serve(arena, config.server.host, config.server.port, access_log=args.access_log,
+                           extra_routes=extra_routes))
     finally:
         if lock is not None:
             lock.release()
@@ -210,7 +217,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", help="override [server].data_dir")
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(serve: Callable[[argparse.Namespace], int] = cmd_serve) -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="arena", description="Arena: realtime leaderboards over an event journal.")
     root.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
     sub = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -221,9 +228,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--host", help="override [server].host")
     p.add_argument("--port", type=int, help="override [server].port")
     p.add_argument("--access-log", action="store_true", help="log every HTTP request")
-    p.add_argument("--fault-injection", action="store_true",
-                   help="enable the /v1/_test routes (clock, actor crashes, journal write faults); tests only")
-    p.set_defaults(run=cmd_serve)
+    p.set_defaults(run=serve)
 
     p = sub.add_parser("rebuild", help="rebuild tables offline from the journals",
                        description="Replay journals read-only and print, per table: events replayed, members, seconds "
@@ -275,8 +280,10 @@ runs a tenth as often: ingest went from 15.7k to 22.8k events/s. Arena makes few
 cycles, so little waits longer to be freed."""
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+def main(argv: Sequence[str] | None = None, *, serve: Callable[[argparse.Namespace], int] = cmd_serve) -> int:
+    """The `arena` command. ``serve`` runs the serve command (`cmd_serve` with additions, for
+    another program that takes the same command line)."""
+    args = parser(serve).parse_args(argv)
     gc.set_threshold(*GC_THRESHOLDS)
     if args.command == "token":
         if bool(args.id) == bool(args.admin):

@@ -3,7 +3,7 @@ and `arena migrate` print and compare what this returns."""
 
 from __future__ import annotations
 
-from arena.board.load import ReplayReport, replay
+from arena.board.load import LoadReport, load
 from arena.config import Config
 from arena.engine.board import BoardEngine
 from arena.engine.periods import PeriodKind
@@ -19,14 +19,15 @@ async def rebuild_board(
     now: int,
     upto_seq: int | None = None,
     everything: bool = False,
-) -> tuple[BoardEngine, ReplayReport]:
-    """Replay one board's journal read-only, exactly as a starting actor does."""
+) -> tuple[BoardEngine, LoadReport]:
+    """Load one board from its journal read-only, by the load path of a starting actor (a full
+    replay: no snapshot)."""
     backend = journal_backend(config)
     try:
         journal = await backend.open(spec, readonly=True)
         try:
             engine = BoardEngine(spec)
-            report = await replay(engine, journal, now, upto_seq=upto_seq, everything=everything)
+            report = await load(engine, journal, now, upto_seq=upto_seq, everything=everything)
         finally:
             await journal.close()
     finally:
@@ -35,7 +36,7 @@ async def rebuild_board(
 
 
 def table_rows(
-    spec: BoardSpec, engine: BoardEngine, report: ReplayReport, now: int
+    spec: BoardSpec, engine: BoardEngine, report: LoadReport, now: int
 ) -> dict[tuple[PeriodKind, str], tuple[RankedTable, int, float]]:
     """What `arena rebuild` prints of a rebuilt board: (table, events replayed, seconds) by
     (kind, period_id), for every table the server lists, those no event reached (size 0) included."""

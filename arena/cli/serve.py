@@ -12,10 +12,11 @@ import asyncio
 import contextlib
 import logging
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from types import FrameType
 
 import uvicorn
+from starlette.routing import BaseRoute
 
 from arena.api.app import create_app
 from arena.api.http import QueryRoutes
@@ -27,10 +28,11 @@ log = logging.getLogger("arena.server")
 DRAIN_TIMEOUT_SECONDS = 15.0
 
 
-def uvicorn_config(arena: Arena, host: str, port: int, access_log: bool = False) -> uvicorn.Config:
+def uvicorn_config(arena: Arena, host: str, port: int, access_log: bool = False,
+                   extra_routes: Sequence[BaseRoute] = ()) -> uvicorn.Config:
     s = arena.settings
     return uvicorn.Config(
-        create_app(arena),
+        create_app(arena, extra_routes),
         host=host,
         port=port,
         http=HttpProtocol,  # httptools, one write per connection and turn of the loop
@@ -110,10 +112,11 @@ class ArenaServer(uvicorn.Server):
 
 
 async def serve(arena: Arena, host: str, port: int, *, sock: socket.socket | None = None,
-                access_log: bool = False) -> None:
-    """Start the boards, serve until a signal, then stop everything in order."""
+                access_log: bool = False, extra_routes: Sequence[BaseRoute] = ()) -> None:
+    """Start the boards, serve until a signal, then stop everything in order. ``extra_routes``:
+    see `create_app`."""
     await arena.start()
-    server = ArenaServer(arena, uvicorn_config(arena, host, port, access_log))
+    server = ArenaServer(arena, uvicorn_config(arena, host, port, access_log, extra_routes))
     try:
         await server.serve(sockets=[sock] if sock else None)
     finally:

@@ -32,12 +32,14 @@ The package, one module per concept:
 
     errors.py      `ArenaClientError` and the tree under it
     models.py      the values: `ScoreEvent`, `SubmitResult`, `Table`...; answer bodies -> values
-    backoff.py     `Backoff`, the schedule of reconnects and retries
     connection.py  `ArenaClient`: one connection, batching, pipelining, resends, reconnects
     sync.py        `ArenaClientSync`, `connect_sync`: the same methods, blocking
+
+`Backoff`, the schedule of reconnects and retries, is `arena.backoff`'s (the server's peer
+connections use the same one).
 """
 
-from arena.client.backoff import Backoff
+from arena.backoff import Backoff
 from arena.client.connection import ArenaClient, ws_url
 from arena.client.errors import (
     ArenaClientError,

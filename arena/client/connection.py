@@ -19,7 +19,7 @@ import orjson
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-from arena.client.backoff import Backoff
+from arena.backoff import Backoff
 from arena.client.errors import (
     ArenaClientError,
     AuthenticationError,

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from arena.cluster.directory import Directory, Owner
 from arena.engine.events import Event, Result
 
 
@@ -67,14 +66,3 @@ def merge(frame: Split, answered: Iterable[tuple[Part, Sequence[Result]]]) -> li
         raise ValueError("an event of the frame has no result")
     return results  # type: ignore[return-value]
 
-
-LOCAL = "local"
-"""`destination` of a board this node serves itself."""
-
-
-def destination(directory: Directory, board: str) -> Owner | str | None:
-    """Where a board's part goes now: `LOCAL`, the `Owner` it is forwarded to, or None while the
-    board is ownerless (its part waits for the next owner)."""
-    if directory.local(board):
-        return LOCAL
-    return directory.owner(board)

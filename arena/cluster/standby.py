@@ -1,11 +1,12 @@
 """Standby copies: a node next in a board's placement follows its journal by seq, so that when it
 takes the board over it replays only the records journaled since its last beat.
 
-A `Follower` holds a read-only engine of the board: loaded once in full (`arena.board.load.replay`),
-then brought up to the journal's committed seq at each beat (`arena.board.load.replay_tail`: the records after the
-engine's seq, applied as a start from a snapshot applies the journal's tail). The new owner's
-actor starts from it (`arena.board.actor.BoardActor`'s ``engine``) and applies the last tail itself,
-after its grant: nothing can be journaled between that read and its first append but by itself.
+A `Follower` holds a read-only engine of the board, loaded by the one load path
+(`arena.board.load.load`): once in full, then brought up to the journal's committed seq at each
+beat as a copy (the records after the engine's seq, applied as a start from a snapshot applies
+the journal's tail). The new owner's actor starts from it (`arena.board.actor.BoardActor`'s
+``engine``) and applies the last tail itself, after its grant: nothing can be journaled between
+that read and its first append but by itself.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from arena.board.load import ReplayReport, replay, replay_tail
+from arena.board.load import load
 from arena.engine.board import BoardEngine
 from arena.engine.spec import BoardSpec
 from arena.errors import JournalError
@@ -44,14 +45,13 @@ class Follower:
                 if self._journal is None:
                     self._journal = await backend.open(self.spec, readonly=True)
                 upto = await self._journal.committed_seq()
-                if self.engine is None:
-                    engine = BoardEngine(self.spec)
-                    report: ReplayReport = await replay(engine, self._journal, now, upto_seq=upto)
-                    self.engine = engine
+                copy = self.engine is not None
+                engine = self.engine or BoardEngine(self.spec)
+                report = await load(engine, self._journal, now, copy=copy, upto_seq=upto)
+                if not copy:
                     log.info("board %s: followed as a standby from seq %d (%d events in %.3fs)",
                              self.spec.name, upto, report.events, report.seconds)
-                else:
-                    await replay_tail(self.engine, self._journal, upto, now)
+                self.engine = engine
             except JournalError:
                 self.engine = None
                 raise

@@ -4,14 +4,12 @@ oracle that answers each event where it stands."""
 from __future__ import annotations
 
 import random
-import time
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from arena.cluster.directory import Directory, Owner
-from arena.cluster.split import LOCAL, Split, destination, merge, split
+from arena.cluster.split import Split, merge, split
 from arena.engine.events import Event, Reason, Result, Status
 
 BOARDS = ["a", "b", "c"]
@@ -62,13 +60,3 @@ def test_a_part_answered_with_the_wrong_number_of_results_is_an_error() -> None:
         merge(frame, [])
     assert merge(Split(0), []) == []
 
-
-def test_a_boards_destination_is_here_another_node_or_none() -> None:
-    directory = Directory(["a", "b", "c"], node_id="n1", lease_seconds=3)
-    directory.renewed(time.monotonic())
-    directory.set("a", Owner("n1", "http://n1", 1))
-    directory.set("b", Owner("n2", "http://n2", 4))
-    assert destination(directory, "a") == LOCAL
-    assert destination(directory, "b") == Owner("n2", "http://n2", 4)
-    assert destination(directory, "c") is None
-    assert destination(Directory(["a"]), "a") == LOCAL

@@ -6,19 +6,18 @@ from __future__ import annotations
 
 import asyncio
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from arena.board.load import replay_tail
+from arena.board.load import load
 from arena.cluster.standby import Follower
 from arena.engine.board import BoardEngine
 from arena.journal import Journal
 from support.engines import Live, full_replay, state
-from support.journals import BackendKind, Store, journal_store
+from support.journals import BackendKind, Store, journal_store, stored_property
 from support.oracle import Frame, OBoard, boards_and_frames, spec_of
 
-STORED_PROPERTY = settings(max_examples=30, deadline=None,
-                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+STORED_PROPERTY = stored_property(30)
 DAY = 86_400_000
 
 
@@ -51,7 +50,7 @@ def test_a_board_followed_tail_by_tail_equals_a_full_replay(
         now = frames[-1].now + data.draw(st.sampled_from([0, DAY, 40 * DAY]), label="taken over later by")
         engine = await follower.take()
         assert isinstance(engine, BoardEngine)
-        await replay_tail(engine, journal, journal.last_seq, now)  # what the new owner's actor does
+        await load(engine, journal, now, copy=True)  # what the new owner's actor does
         assert state(engine) == state(await full_replay(journal, spec, now))
 
     asyncio.run(run())

@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from arena.board.clock import Clock
-from arena.board.load import replay
+from arena.board.load import load
 from arena.engine.board import BoardEngine
 from arena.engine.records import ScoreRecord, VoidRecord
 from arena.engine.spec import BoardSpec
@@ -34,7 +34,7 @@ def state(engine: BoardEngine) -> dict[str, Any]:
 
 async def full_replay(journal: Journal, spec: BoardSpec, now: int) -> BoardEngine:
     engine = BoardEngine(spec)
-    await replay(engine, journal, now)
+    await load(engine, journal, now)
     return engine
 
 

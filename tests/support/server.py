@@ -1,6 +1,7 @@
 """Real Arena servers for tests: in-process (uvicorn on a free port, same event loop) or as a
-child process (`python -m arena serve`, for signals). Plus a small WebSocket client, and the
-deadlines that keep a test from hanging the run: `until` and `loop_turns_within`."""
+child process (`arena serve`, for signals); both with the fault injection of `support.injection`
+unless told otherwise. Plus a small WebSocket client, and the deadlines that keep a test from
+hanging the run: `until` and `loop_turns_within`."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import faulthandler
 import hashlib
 import inspect
 import itertools
+import os
 import signal
+import socket
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -29,6 +32,9 @@ from arena.config import Admin, ClusterSettings, Config, GameServer, JournalSett
 from arena.engine.spec import BoardSpec
 from arena.journal.datadir import DataDirLock
 from loadtest.process import ArenaServe, free_socket
+from support.injection import serve as injected
+from support.injection.journal import FaultyBackend
+from support.injection.routes import routes as fault_routes
 
 ADMIN_TOKEN = "admin-token"
 
@@ -92,13 +98,15 @@ class InProcessServer:
         self.url = f"http://127.0.0.1:{self.port}"
         self.ws_url = f"ws://127.0.0.1:{self.port}/v1/ws"
         self._lock.acquire()
-        self.arena = Arena(self.config, fault_injection=self.fault_injection)
+        self.arena = Arena(self.config, wrap_backend=FaultyBackend if self.fault_injection else None)
         try:
             await self.arena.start()
         except BaseException:
             self._lock.release()
             raise
-        self._server = ArenaServer(self.arena, uvicorn_config(self.arena, "127.0.0.1", self.port), install_signal_handlers=False)
+        extra_routes = fault_routes if self.fault_injection else ()
+        self._server = ArenaServer(self.arena, uvicorn_config(self.arena, "127.0.0.1", self.port, extra_routes=extra_routes),
+                                   install_signal_handlers=False)
         server, task = self._server, asyncio.create_task(self._server.serve(sockets=[sock]))
         self._task = task
         await until(lambda: server.started or task.done(), "uvicorn to start")
@@ -106,6 +114,11 @@ class InProcessServer:
             raise AssertionError("uvicorn ended before it started") from task.exception()
         if self.wait_ready:
             await self.until_ready()
+
+    @property
+    def listeners(self) -> list[socket.socket]:
+        """The sockets it listens on."""
+        return [sock for server in (self._server.servers if self._server else []) for sock in server.sockets]
 
     async def until_ready(self, timeout: float = 30.0) -> None:
         arena = self.arena
@@ -125,11 +138,16 @@ class InProcessServer:
 
 
 class ChildServer(ArenaServe):
-    """`arena serve` in a child process with the test routes on (``--fault-injection``), for
-    signals, restarts and faults; see `loadtest.process.ArenaServe`."""
+    """`arena serve` in a child process, with fault injection (`support.injection.serve`) unless
+    ``fault_injection`` is False, for signals, restarts and faults; see `loadtest.process.ArenaServe`."""
 
-    def __init__(self, config_path: Path, *, fault_injection: bool = True, **options: Any) -> None:
-        super().__init__(config_path, fault_injection=fault_injection, **options)
+    def __init__(self, config_path: Path, *, fault_injection: bool = True, env: Mapping[str, str] | None = None,
+                 **options: Any) -> None:
+        if fault_injection:
+            path = os.pathsep.join(filter(None, [str(injected.TESTS), os.environ.get("PYTHONPATH")]))
+            options["command"] = injected.SERVE
+            env = {**(env or {}), "PYTHONPATH": path}
+        super().__init__(config_path, env=env, **options)
 
 
 def established(port: int) -> int:
@@ -304,6 +322,11 @@ async def rig(kind: type[R], config: Config) -> AsyncIterator[R]:
     async with InProcessServer(config) as server, httpx.AsyncClient(base_url=server.url) as http:
         async with ArenaClient(server.url, token_for("gs")) as client:
             yield kind(server, http, client)
+
+
+def now_ms() -> int:
+    """The wall clock in epoch milliseconds, as a server's unpinned clock reads it."""
+    return time.time_ns() // 1_000_000
 
 
 def event(board: str, member: str, value: int, occurred_at: int | str, key: str, **extra: Any) -> dict[str, Any]:

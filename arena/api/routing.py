@@ -1,0 +1,73 @@
+"""Where a request about a board is answered: here, at its owner, or nowhere for now. The one
+routing decision of the edges (HTTP, WebSocket, admin and live routes, and the peer route, which
+answers `Elsewhere` for what `where` does not place here).
+
+On a single node every board is `Local`. In a cluster the answer reads who owns the board now,
+including whether this node's lease is fresh enough to answer for its own boards (a stale owner
+is `Ownerless`, never `Local`: it never serves stale standings).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from arena.api.service import Arena
+from arena.board.actor import BoardHandle
+from arena.board.state import Owner
+from arena.engine.events import Reason, Result
+from arena.errors import QueryError
+
+
+@dataclass(frozen=True, slots=True)
+class Local:
+    """Answered here, by ``handle``; None: there is no board of that name (answered here too:
+    `unknown_board`, or the request's own error)."""
+
+    handle: BoardHandle | None
+
+
+@dataclass(frozen=True, slots=True)
+class Remote:
+    """Served by another node: forwarded to ``owner``."""
+
+    board: str
+    owner: Owner
+
+
+@dataclass(frozen=True, slots=True)
+class Ownerless:
+    """Served by no node now (its owner's lease expired, or its owner cannot be reached): frames
+    wait for the next owner, queries answer `error` at once."""
+
+    board: str
+
+    @property
+    def error(self) -> QueryError:
+        """503 `unavailable`; the edges give every 503 its `Retry-After`."""
+        return QueryError("unavailable", f"board {self.board!r} has no reachable owner right now; retry", 503)
+
+
+Place = Local | Remote | Ownerless
+
+
+def where(arena: Arena, board: object) -> Place:
+    """Where a request about ``board`` (a name as the request gave it: maybe no board's, maybe
+    not a string) is answered now. O(1)."""
+    handle = arena.boards.get(board) if isinstance(board, str) else None
+    states = arena.states
+    if handle is None or not states.clustered:
+        return Local(handle)
+    owner = states.owner_of(handle.name)
+    if owner is None:
+        return Ownerless(handle.name)
+    if owner.node_id == states.node_id:
+        return Local(handle)
+    return Remote(handle.name, owner)
+
+
+def moved(arena: Arena, board: str, results: Sequence[Result]) -> bool:
+    """Whether a part of a frame answered by this node's actor goes on to the next owner: the
+    board is not served here any more and some of its events were answered `unavailable` (this
+    node lost the board while they waited)."""
+    return not isinstance(where(arena, board), Local) and any(r.reason is Reason.UNAVAILABLE for r in results)

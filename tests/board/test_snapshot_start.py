@@ -1,0 +1,221 @@
+"""A start from a snapshot equals a full replay, digest for digest (voids, close markers and closed
+tables included), on sqlite and PostgreSQL, also when batches land while it is taken; a snapshot that may not serve (corrupt, truncated,
+foreign, future, another record at its seq, another definition, a larger keep_closed) is ignored
+with a log line naming why, and the board replays in full."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import Any
+from unittest.mock import patch
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from arena.board.load import load
+from arena.board.snapshots import Snapshotter
+from arena.engine.board import BoardEngine
+from arena.engine.periods import PeriodKind, Window
+from arena.engine.snapshot import FORMAT, MAGIC, decode
+from arena.engine.spec import BoardSpec
+from arena.engine.table import Freeze, RankedTable
+from arena.engine.times import parse_rfc3339_ms
+from arena.journal import Journal
+from arena.journal.snapshots import SnapshotStore, snapshot_store
+from support.engine_harness import EngineHarness
+from support.engines import Live, full_replay, on_a_journal, pinned, state
+from support.journals import BackendKind, Store, stored_property
+from support.oracle import Frame, OBoard, boards_and_frames, spec_of
+
+STORED_PROPERTY = stored_property(30)
+DAY = 86_400_000
+
+
+@STORED_PROPERTY
+@given(boards_and_frames(), st.data())
+def test_a_start_from_a_snapshot_equals_a_full_replay(
+    backend_kind: BackendKind, case: tuple[OBoard, list[Frame]], data: st.DataObject
+) -> None:
+    """The live engine runs some frames (and voids), is snapshotted, runs the rest (and more
+    voids, of events on both sides of the snapshot); a start from the snapshot then equals a full
+    replay of the journal."""
+    board, frames = case
+    spec = spec_of(board)
+    cut = data.draw(st.integers(0, len(frames)), label="snapshot after frame")
+
+    async def body(live: Live, snapshots: SnapshotStore) -> None:
+        journal = live.journal
+        await live.play(frames[:cut])
+        taken_at = frames[cut - 1].now if cut else frames[0].now
+        await Snapshotter(live.engine, journal, snapshots, 1, pinned(taken_at)).take()
+        await live.play(frames[cut:])
+        now = frames[-1].now + data.draw(st.sampled_from([0, DAY, 40 * DAY]), label="start later by")
+        started = BoardEngine(spec)
+        await load(started, journal, now, snapshots=snapshots)  # from the snapshot, or in full when it may not serve
+        assert state(started) == state(await full_replay(journal, spec, now))
+
+    on_a_journal(backend_kind, spec, data, body)
+
+
+@STORED_PROPERTY
+@given(boards_and_frames(), st.data())
+def test_a_snapshot_taken_while_batches_land_holds_the_tables_at_its_seq(
+    backend_kind: BackendKind, case: tuple[OBoard, list[Frame]], data: st.DataObject
+) -> None:
+    """The live engine runs some frames, a snapshot begins, and the rest of the frames (and
+    voids) land between its steps (a run of one entry a step, a step a turn); the snapshot then
+    holds exactly the tables of a replay of the journal up to its seq."""
+    board, frames = case
+    spec = spec_of(board)
+    cut = data.draw(st.integers(1, len(frames)), label="snapshot after frame")
+
+    async def body(live: Live, snapshots: SnapshotStore) -> None:
+        journal = live.journal
+        await live.play(frames[:cut], turns=True)
+        seq, taken_at = live.engine.last_seq, frames[cut - 1].now
+        if seq == 0:
+            return
+        taking = asyncio.create_task(Snapshotter(live.engine, journal, snapshots, 1, pinned(taken_at)).take())
+        await asyncio.sleep(0)  # the freeze begins
+        await live.play(frames[cut:], turns=True)
+        await taking
+        stored = await snapshots.load("b")
+        assert stored is not None
+        snapshot = decode(stored)
+        assert snapshot.seq == seq
+        replayed = BoardEngine(spec)
+        await load(replayed, journal, taken_at, upto_seq=seq)
+
+        def retained(window: Window) -> bool:  # a replay leaves out tables past the retention
+            floor = snapshot.floors[window.kind.value]
+            return floor is None or window.start_ms is None or window.start_ms >= floor
+
+        tables = {(t.window.kind, t.window.period_id): RankedTable.from_entries(replayed.rule, t.window, t.entries, t.keys)
+                  for t in snapshot.tables if retained(t.window)}
+        assert {k: t.digest() for k, t in tables.items() if len(t)} == \
+            {k: t.digest() for k, t in replayed.tables.items() if len(t)}
+        assert snapshot.disputes == replayed.disputes
+
+    with patch("arena.board.snapshots.TURN", 0), patch.object(Freeze, "step", 1):
+        on_a_journal(backend_kind, spec, data, body)
+
+
+# -- invalid snapshots --------------------------------------------------------------------------------
+
+
+SPEC = BoardSpec("b", periods=(PeriodKind.ALLTIME, PeriodKind.DAILY), keep_closed=1)
+T0 = parse_rfc3339_ms("2026-06-01T12:00:00Z")
+
+
+def ev(member: str, value: int, at: int, key: str) -> dict[str, Any]:
+    return {"board": "b", "member": member, "value": value, "occurred_at": at, "idempotency_key": key}
+
+
+async def journal_with_snapshot(store: Store, spec: BoardSpec = SPEC) -> tuple[Journal, SnapshotStore, EngineHarness]:
+    """Two days of events, a snapshot in the middle of the second, and a tail after it."""
+    harness = EngineHarness({"b": spec})
+    journal = await store.open(spec)
+    snapshots = snapshot_store(store.backend())
+    for day in range(2):
+        at = T0 + day * DAY
+        harness.submit("gs", [ev(f"m{i}", i + day, at, f"k{day}-{i}") for i in range(5)], at)
+        harness.tick("b", at + DAY // 2)
+    await journal.append(harness.journals["b"])
+    await Snapshotter(harness.engines["b"], journal, snapshots, 1, pinned(T0 + DAY)).take()
+    harness.submit("gs", [ev("tail", 100, T0 + DAY, "tail")], T0 + DAY)
+    await journal.append([r for r in harness.journals["b"] if r.seq > journal.last_seq])
+    return journal, snapshots, harness
+
+
+async def corrupt(store: Store, snapshots: SnapshotStore) -> None:
+    data = await snapshots.load("b")
+    assert data is not None
+    await snapshots.save("b", 0, [data[:100], bytes([data[100] ^ 1]), data[101:]])
+
+
+async def truncated(store: Store, snapshots: SnapshotStore) -> None:
+    data = await snapshots.load("b")
+    assert data is not None
+    await snapshots.save("b", 0, [data[: len(data) // 2]])
+
+
+async def future(store: Store, snapshots: SnapshotStore) -> None:
+    data = await snapshots.load("b")
+    assert data is not None
+    await snapshots.save("b", 0, [MAGIC, struct.pack("<I", FORMAT + 1), data[len(MAGIC) + 4 :]])
+
+
+async def foreign(store: Store, snapshots: SnapshotStore) -> None:
+    other, other_snapshots, _ = await journal_with_snapshot(store, replace(SPEC, name="c"))
+    await other.close()
+    data = await other_snapshots.load("c")
+    assert data is not None
+    await snapshots.save("b", 0, [data])
+
+
+async def journal_replaced(store: Store, snapshots: SnapshotStore) -> None:
+    """Another journal of the same length in place of the one the snapshot was made from."""
+    journal = await store.open(SPEC)
+    last = journal.last_seq
+    await journal.close()
+    if store.kind == "sqlite":
+        (snapshots.data_dir / "b.journal.sqlite").unlink()  # type: ignore[attr-defined]
+    else:
+        from support.postgres import fetchval
+
+        assert store.settings.url is not None
+        for table in ("score_void", "board_period", "score_event", "board_owner", "board"):
+            await fetchval(store.settings.url, f"DELETE FROM {store.settings.schema}.{table}")
+    harness = EngineHarness({"b": SPEC})
+    fresh = await store.open(SPEC)
+    while harness.engines["b"].last_seq < last:
+        n = harness.engines["b"].last_seq
+        harness.submit("gs", [ev("x", 1, T0, f"other-{n}")], T0)
+    await fresh.append(harness.journals["b"])
+    await fresh.close()
+
+
+CASES: dict[str, tuple[Callable[[Store, SnapshotStore], Awaitable[None]], BoardSpec, str]] = {
+    "corrupt": (corrupt, SPEC, "checksum does not hold"),
+    "truncated": (truncated, SPEC, "checksum does not hold"),
+    "future": (future, SPEC, f"snapshot format {FORMAT + 1}"),
+    "foreign": (foreign, SPEC, "it is board 'c'"),
+    "journal replaced": (journal_replaced, SPEC, "another record at its seq"),
+    "another definition": (lambda store, snapshots: asyncio.sleep(0), replace(SPEC, order=SPEC.order.__class__("asc")),
+                           "another board definition"),
+    "larger keep_closed": (lambda store, snapshots: asyncio.sleep(0), replace(SPEC, keep_closed=5), "keep_closed"),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+async def test_a_snapshot_that_may_not_serve_is_ignored_with_the_reason_and_the_board_replays_in_full(
+    store: Store, case: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    change, spec, reason = CASES[case]
+    journal, snapshots, _ = await journal_with_snapshot(store)
+    await journal.close()
+    await change(store, snapshots)
+    # a changed definition is read from the snapshot only: the journal keeps its own
+    journal = await store.open(SPEC if spec.definition() != SPEC.definition() else spec, readonly=True)
+    now = T0 + DAY + 1000
+    caplog.set_level(logging.INFO, "arena.board")
+    engine = BoardEngine(spec)
+    assert (await load(engine, journal, now, snapshots=snapshots)).snapshot_seq == 0
+    assert reason in caplog.text and "replaying the journal in full" in caplog.text
+    assert state(engine) == state(await full_replay(journal, spec, now))
+    await journal.close()
+
+
+async def test_a_valid_snapshot_serves_and_only_the_tail_is_replayed(store: Store) -> None:
+    journal, snapshots, harness = await journal_with_snapshot(store)
+    now = T0 + DAY + 1000
+    started = BoardEngine(SPEC)
+    report = await load(started, journal, now, snapshots=snapshots)
+    assert (report.events, report.snapshot_seq) == (1, journal.last_seq - 1)
+    assert state(started) == state(await full_replay(journal, SPEC, now))
+    await journal.close()

@@ -1,0 +1,158 @@
+"""A replay that folds in the journal (`FoldingJournal.fold`, sqlite and PostgreSQL) builds the
+same tables as a replay of every event one by one, and both are the oracle's: every aggregation,
+order and tie rule, voids, close markers with late events behind them, and values at the board
+bounds' limits (±(2**53 - 1)), whose sums pass 2**63."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from arena.board.load import load
+from arena.engine.board import BoardEngine
+from arena.engine.events import Event
+from arena.engine.periods import PeriodKind
+from arena.engine.records import Record, ScoreRecord, VoidRecord
+from arena.engine.scoring import Aggregation, Order, ScoringRule, Tie
+from arena.engine.spec import BoardSpec
+from arena.journal import FoldingJournal
+from support.journals import BackendKind, Store, journal_store, stored_property, write_journal
+from support.oracle import OBoard, OEvent, check_engine, drive, frames_for, oboards, rank
+
+FOLD_PROPERTY = stored_property(40)
+LIMIT = 2**53 - 1
+HOUR = 3_600_000
+
+
+async def both_replays(store: Store, spec: BoardSpec, now: int, **kw: Any) -> tuple[BoardEngine, BoardEngine]:
+    """The journal replayed folded and event by event, each from its own read-only open."""
+    engines = []
+    for fold in (True, False):
+        journal = await store.open(spec, readonly=True)
+        try:
+            assert isinstance(journal, FoldingJournal)
+            engine = BoardEngine(spec)
+            await load(engine, journal, now, fold=fold, **kw)
+            engines.append(engine)
+        finally:
+            await journal.close()
+    return engines[0], engines[1]
+
+
+def assert_same(folded: BoardEngine, eager: BoardEngine) -> None:
+    assert {k: t.digest() for k, t in folded.tables.items()} == {k: t.digest() for k, t in eager.tables.items()}
+    assert {k: (t.closed_seq, t.closed_at) for k, t in folded.tables.items()} == {
+        k: (t.closed_seq, t.closed_at) for k, t in eager.tables.items()}
+    assert folded.disputes == eager.disputes
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> tuple[OBoard, Any]:
+    """A board (bounds small, or the widest the config allows) and frames for it."""
+    limit = draw(st.sampled_from([5, LIMIT]))
+    board = draw(oboards(min_value=-limit, max_value=limit))
+    return board, draw(frames_for(board))
+
+
+@FOLD_PROPERTY
+@given(cases(), st.data())
+def test_a_folded_replay_equals_the_event_by_event_one_and_the_oracle(
+    backend_kind: BackendKind, case: tuple[OBoard, Any], data: st.DataObject
+) -> None:
+    board, frames = case
+    harness, oracle = drive(board, frames)
+    spec = harness.engines["b"].spec
+    now = frames[-1].now
+    records: list[Record] = list(harness.journals["b"])
+    scores = harness.score_records("b")
+    chosen = data.draw(st.lists(st.sampled_from(scores), unique_by=lambda r: r.seq, max_size=4) if scores
+                       else st.just([]), label="voided")
+    seq = records[-1].seq if records else 0
+    voids = [VoidRecord(seq + i, r.seq, r.event.idempotency_key, "cheating", "ops", now)
+             for i, r in enumerate(chosen, start=1)]
+    without = frozenset(r.event.idempotency_key for r in chosen)
+
+    async def run() -> tuple[BoardEngine, ...]:
+        async with journal_store(*backend_kind) as store:
+            await write_journal(store, spec, [records, voids] if voids else [records])
+            return (*await both_replays(store, spec, now), *await both_replays(store, spec, now, everything=True))
+
+    folded, eager, folded_all, eager_all = asyncio.run(run())
+    assert_same(folded, eager)
+    assert_same(folded_all, eager_all)
+    check_engine(folded_all, oracle, now, rotated_at=None, without=without, everything=True)
+    if not voids:
+        check_engine(folded, oracle, now, rotated_at=now)
+
+
+def test_sums_past_two_to_the_63_are_exact_on_both_backends(backend_kind: BackendKind) -> None:
+    """1,100 events of ±(2**53 - 1) by one member in one hour: a sum past ±2**63, beyond sqlite's
+    SUM; a member whose huge values cancel out, and a small one beside them."""
+    spec = BoardSpec("b", aggregation=Aggregation.SUM, order=Order.ASC,
+                     periods=(PeriodKind.ALLTIME, PeriodKind.HOURLY), min_value=-LIMIT, max_value=LIMIT)
+    start = 1_780_000_000_000 // HOUR * HOUR
+    events = [("big", LIMIT), ("low", -LIMIT), ("mix", LIMIT), ("mix", -LIMIT)] * 1100 + [("small", 3), ("mix", 7)]
+    records = [ScoreRecord(seq, Event("b", member, value, start + seq, f"k{seq}"), start + seq, "gs")
+               for seq, (member, value) in enumerate(events, start=1)]
+    now = start + 10 * 60_000
+
+    async def run() -> tuple[BoardEngine, BoardEngine]:
+        async with journal_store(*backend_kind) as store:
+            await write_journal(store, spec, [records[i : i + 500] for i in range(0, len(records), 500)])
+            return await both_replays(store, spec, now)
+
+    folded, eager = asyncio.run(run())
+    assert_same(folded, eager)
+    oboard = OBoard(aggregation="sum", order="asc", periods=("alltime", "hourly"), min_value=-LIMIT, max_value=LIMIT)
+    want = rank(oboard, [OEvent(r.event.member, r.event.value, r.event.occurred_at, r.event.idempotency_key)
+                         for r in records])
+    for table in folded.tables.values():
+        assert [(e.rank, e.member, e.score, e.reached_at) for e in table.entries()] == want
+    assert folded.tables[(PeriodKind.ALLTIME, "alltime")].standing("big") == (1100 * LIMIT, start + 4397, "")
+    assert 1100 * LIMIT > 2**63
+
+
+@pytest.mark.parametrize("order", list(Order))
+def test_values_outside_todays_bounds_fold_exactly(backend_kind: BackendKind, order: Order) -> None:
+    """Bounds may change while events journaled under the old ones stay (DESIGN.md "Period
+    close"): a best folds exactly whatever the journaled values (up to ±(2**53 - 1)), also where
+    today's bounds let sqlite pack a standing into one integer. Buckets of one hour, and of all
+    the instants."""
+    start = 1_780_000_000_000 // HOUR * HOUR
+    events = [("in", 3, 5), ("in", 3, 2), ("out", 12, 9), ("out", -4, 1), ("edge", 10, 4), ("edge", 0, 3), ("tie", 7, 8),
+              ("tie", 7, 6), ("later", 2, HOUR + 7), ("later", 11, HOUR + 3), ("huge", LIMIT, 2), ("huge", 5, 3),
+              ("huge", -LIMIT, 4), ("low", -7, 4)]
+    records = [ScoreRecord(seq, Event("b", member, value, start + at, f"k{seq}"), start + at, "gs")
+               for seq, (member, value, at) in enumerate(events, start=1)]
+    now = start + HOUR + 10 * 60_000
+    for periods in [(PeriodKind.ALLTIME,), (PeriodKind.ALLTIME, PeriodKind.HOURLY)]:
+        spec = BoardSpec("b", aggregation=Aggregation.BEST, order=order, periods=periods, min_value=0, max_value=10)
+
+        async def run(spec: BoardSpec = spec) -> tuple[BoardEngine, BoardEngine]:
+            async with journal_store(*backend_kind) as store:
+                await write_journal(store, spec, [records])
+                return await both_replays(store, spec, now)
+
+        folded, eager = asyncio.run(run())
+        assert_same(folded, eager)
+        best = max if order is Order.DESC else min
+        alltime = folded.tables[(PeriodKind.ALLTIME, "alltime")]
+        assert alltime.standing("out") == (best(12, -4), start + (9 if order is Order.DESC else 1), "")
+        assert alltime.standing("tie") == (7, start + 6, "")
+        assert alltime.standing("huge") == (best(LIMIT, -LIMIT), start + (2 if order is Order.DESC else 4), "")
+        assert alltime.standing("low") == (-7, start + 4, "")
+
+
+@given(st.sampled_from(list(Aggregation)), st.sampled_from(list(Order)), st.sampled_from(list(Tie)),
+       st.dictionaries(st.text(max_size=3), st.tuples(st.integers(-(2**70), 2**70), st.integers(0, 2**45), st.text(max_size=2))))
+def test_states_in_bulk_are_what_merging_each_into_nothing_makes(
+    aggregation: Aggregation, order: Order, tie: Tie, standings: dict[str, tuple[int, int, str]]
+) -> None:
+    rule = ScoringRule.for_board(aggregation, order, tie)
+    latest = aggregation is Aggregation.LATEST  # a FoldRow's key is "" for the others
+    rows = [(member, score, reached_at, key if latest else "", 1) for member, (score, reached_at, key) in standings.items()]
+    assert rule.states(rows) == {m: rule.merge(None, rule.update(m, s, r, k)) for m, s, r, k, _ in rows}
