@@ -3,7 +3,7 @@
 Each operation lists its parameters, body and the error codes of the contract it can answer
 (`{"error":{"code","message"}}`). `tests/api/test_openapi.py` holds it against the app's own
 route table both ways, so a route served without a document here (or documented and not
-served) fails the tests. WebSocket routes (`/v1/ws`) are outside OpenAPI; the README has them.
+served) fails the tests. WebSocket routes (`/v1/ws`) are outside OpenAPI; docs/protocol.md has them.
 """
 
 from __future__ import annotations
@@ -232,7 +232,7 @@ PATHS: Doc = {
                                                         failures={"type": "object"}), "not ready yet, or a board failed")})},
     "/metrics": {"get": _operation("Prometheus metrics", [], {"description": "Prometheus text",
                                                              "content": {"text/plain": {"schema": _STRING}}}, {})},
-    "/console": {"get": _operation("The operator's console (HTML; see the README)", [],
+    "/console": {"get": _operation("The operator's console (HTML; see docs/operations.md)", [],
                                    {"description": "the page", "content": {"text/html": {"schema": _STRING}}}, {})},
     "/console/{name}": {"get": _operation("A file of the console (script, style, icon)", [_param("name", "path", _STRING, "a file name")],
                                           {"description": "the file", "content": {"text/javascript": {"schema": _STRING},
@@ -259,7 +259,7 @@ DOCUMENT: Doc = {
         "title": "Arena",
         "version": "1",
         "description": "A realtime leaderboard server. Game servers stream events over the WebSocket GET /v1/ws "
-        "(see the README); these are its HTTP routes. Errors are {\"error\":{\"code\",\"message\"}}.",
+        "(see docs/protocol.md); these are its HTTP routes. Errors are {\"error\":{\"code\",\"message\"}}.",
     },
     "paths": PATHS,
     "components": {

@@ -2,7 +2,7 @@
 
 uvicorn writes an HTTP response in two `transport.write` calls (the head, then the body), and
 uvloop sends each at once: two `send` syscalls a response, each with its wakeup of the reader on
-loopback. That pair was about half the CPU of an HTTP rank request (README, Performance).
+loopback. That pair was about half the CPU of an HTTP rank request (docs/performance.md).
 `CoalescingTransport` keeps a connection's writes until the end of the current turn of the loop
 and sends them as one; a WebSocket connection whose acks of several frames are answered in one
 turn gets one write for them too. `HttpProtocol` is uvicorn's httptools protocol on it.

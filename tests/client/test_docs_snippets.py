@@ -1,5 +1,6 @@
-"""The client quick starts in docs/client.md run as written against a real server built from the
-repository's config.toml (its development token and its high_score board)."""
+"""The client quick starts in docs/client.md, the README's tour and the live example of
+docs/protocol.md run as written against a real server built from the repository's config.toml
+(its development token and its high_score board)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "client.md"
 SNIPPETS = re.findall(r"^```python\n(.*?)^```$", DOC.read_text(), re.S | re.M)
 README_SNIPPETS = re.findall(r"^```python\n(.*?)^```$", (ROOT / "README.md").read_text(), re.S | re.M)
+PROTOCOL_SNIPPETS = re.findall(r"^```python\n(.*?)^```$", (ROOT / "docs" / "protocol.md").read_text(), re.S | re.M)
 DOC_URL = "http://127.0.0.1:8080"
 
 
@@ -42,13 +44,14 @@ async def test_the_quick_start_runs(tmp_path: Path, index: int, expected: list[s
 
 
 async def test_the_readme_example_client_runs_twice(tmp_path: Path) -> None:
-    assert len(README_SNIPPETS) == 2 and all(DOC_URL in snippet for snippet in README_SNIPPETS)
+    assert len(README_SNIPPETS) == 1 and DOC_URL in README_SNIPPETS[0]
     for _ in range(2):  # a second run must not trip over the first one's keys
         await _run_against_the_default_config(tmp_path, README_SNIPPETS[0], ["accepted 1", "1 alice 1200", "2 bob 900"])
 
 
-async def test_the_readme_live_example_follows_a_view_and_reads_friends(tmp_path: Path) -> None:
-    await _run_against_the_default_config(tmp_path, README_SNIPPETS[1], ["[(1, 'alice')]", "('zed',)"])
+async def test_the_protocol_live_example_follows_a_view_and_reads_friends(tmp_path: Path) -> None:
+    assert len(PROTOCOL_SNIPPETS) == 1 and DOC_URL in PROTOCOL_SNIPPETS[0]
+    await _run_against_the_default_config(tmp_path, PROTOCOL_SNIPPETS[0], ["[(1, 'alice')]", "('zed',)"])
 
 
 async def _run_against_the_default_config(tmp_path: Path, snippet: str, expected: list[str]) -> None:

@@ -3,7 +3,7 @@
 Every test ends by checking what the page did (the `console` fixture): no error or warning in
 the browser console, no uncaught exception, no dialog, and no request to any host but the
 server's. Screenshots go to `$ARENA_SCREENSHOTS` (default: the test's tmp_path/screenshots);
-with `ARENA_DOCS_SCREENSHOTS=1` the layout test writes the README's docs/console*.png.
+with `ARENA_DOCS_SCREENSHOTS=1` the layout test writes docs/console*.png (shown in README.md and docs/operations.md).
 """
 
 from __future__ import annotations
