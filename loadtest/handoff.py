@@ -133,7 +133,7 @@ async def rolling_restarts(servers: list[ArenaServe], token: str, boards: list[s
             rounds_at.append((began, time.perf_counter()))
     finally:
         stop.set()
-        failures = [r for r in await asyncio.gather(*tasks, return_exceptions=True) if isinstance(r, BaseException)]
+        failures = [x for x in await asyncio.gather(*tasks, return_exceptions=True) if isinstance(x, BaseException)]
     longest = [max((wait for sent, wait in w.waits if began <= sent <= ended), default=0.0)
                for began, ended in rounds_at for w in writers]
     waits = sorted(wait for w in writers for _, wait in w.waits)
