@@ -17,4 +17,6 @@ Run ``python -m loadtest --help``. Modules:
 * ``redis_peer``   the same work against Redis 7 (Lua per frame); ``redis_query`` its queries
 * ``compare``      all of it, one table; ``rebuild`` times ``arena rebuild``
 * ``bench_engine`` the engine alone, in process: one table, one replay
+* ``cluster``      nodes on one PostgreSQL: ingest, takeover; ``nodes`` starts them, ``handoff``
+                   the rolling restart under ingest, ``before_after`` two source trees compared
 """

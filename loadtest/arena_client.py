@@ -177,7 +177,12 @@ class ArenaWs:
         })
         fut: asyncio.Future[list[str]] = asyncio.get_running_loop().create_future()
         self._pending[frame_id] = (fut, events)
-        await self.ws.send(frame, text=True)
+        try:
+            await self.ws.send(frame, text=True)
+        except BaseException:  # not sent: nobody will wait for its ack
+            self._pending.pop(frame_id, None)
+            fut.cancel()
+            raise
         return fut
 
     async def request(self, frame: dict[str, Any]) -> dict[str, Any]:

@@ -210,7 +210,10 @@ def build_parser() -> argparse.ArgumentParser:
                        description="On one PostgreSQL: ingest over --boards boards (one connection each) through one\n"
                                    "node, then through --nodes nodes (any node takes any board and forwards it to the\n"
                                    "owner); then, for each --takeover-events and --standbys, SIGKILL the owner of a\n"
-                                   "share of the boards and time until each answers again. CPU per process.")
+                                   "share of the boards and time until each answers again; then a rolling restart\n"
+                                   "(SIGTERM one node at a time) under ingest: how long acks wait while a node hands\n"
+                                   "its boards off, and that nothing acked is lost. CPU per process. --compare BEFORE\n"
+                                   "runs it all on another arena source tree and this one, interleaved.")
     p.add_argument("--nodes", type=int, default=3, help="nodes of the cluster (default 3)")
     p.add_argument("--boards", type=int, default=12, help="boards (default 12)")
     p.add_argument("--members", type=int, default=100_000, help="members per board (default 100,000)")
@@ -220,6 +223,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--takeover-events", type=_int_list, default=[100_000, 1_000_000],
                    help="journaled events per board of the killed node, comma-separated (default 100000,1000000)")
     p.add_argument("--standbys", type=_int_list, default=[0, 1], help="standby counts to try (default 0,1)")
+    p.add_argument("--handoff-rounds", type=int, default=1,
+                   help="rolling restarts of every node in the hand-off phase (default 1; 0 skips it)")
+    p.add_argument("--arena-src", type=Path, default=None,
+                   help="the nodes run the arena package of this source tree (default: the one this python imports)")
+    p.add_argument("--compare", type=Path, default=None, metavar="BEFORE",
+                   help="run everything on the arena of BEFORE and of --arena-src (default: this loadtest's tree),"
+                        " interleaved, and print each figure's ratio after/before")
+    p.add_argument("--compare-runs", type=int, default=2, help="runs of each tree with --compare (default 2)")
     p.add_argument("--postgresql-url", default=None, help="a PostgreSQL server to use (default: a throwaway one)")
     p.add_argument("--json", type=Path, default=None, help="write results as JSON here")
 
@@ -478,11 +489,21 @@ def _int_list(text: str) -> list[int]:
 
 
 def cmd_cluster(a: argparse.Namespace) -> int:
-    from loadtest.cluster import cluster_benchmark, print_cluster
+    from loadtest.before_after import OWN_TREE, compare_trees, print_comparison
+    from loadtest.cluster import Sizes, cluster_benchmark, print_cluster
 
-    out = cluster_benchmark(a.nodes, a.boards, a.members, a.seconds, a.batch, a.inflight, a.takeover_events,
-                            a.standbys, a.postgresql_url)
-    print_cluster(out)
+    for tree in (a.arena_src, a.compare):
+        if tree is not None and not (tree / "arena" / "__main__.py").is_file():
+            raise SystemExit(f"{tree} holds no arena package (arena/__main__.py)")
+    sizes = Sizes(a.nodes, a.boards, a.members, a.seconds, a.batch, a.inflight, a.takeover_events, a.standbys,
+                  a.handoff_rounds)
+    if a.compare is not None:
+        out = compare_trees(a.compare.resolve(), (a.arena_src or OWN_TREE).resolve(), a.compare_runs, sizes,
+                            a.postgresql_url)
+        print_comparison(out)
+    else:
+        out = cluster_benchmark(sizes, a.postgresql_url, a.arena_src.resolve() if a.arena_src else None)
+        print_cluster(out)
     return _finish(a, out, out["ok"])
 
 

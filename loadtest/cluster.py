@@ -10,6 +10,12 @@ on the same PostgreSQL in the same run, and how long a dead owner's boards take 
   standbys: until they have caught up), ``node-1`` is SIGKILLed, and each of its boards is polled
   through the other nodes until it answers again. Reported per run: the slowest and median board,
   and the survivors' `arena_takeover_seconds`.
+- **hand-off**: a rolling restart under ingest (`loadtest.handoff`): how long acks wait while
+  each node hands its boards off, and that nothing acked is lost.
+
+The nodes run this interpreter's `arena`, or another source tree's (``tree``, e.g. a checkout
+from before a change; the journals of the takeover phase are written by this one's, so both must
+share the tables). `loadtest.before_after` runs both, interleaved.
 
 Everything shares this machine's cores: the per-process CPU says how the work would spread over
 one machine per node.
@@ -23,76 +29,23 @@ import os
 import re
 import secrets
 import statistics
+import subprocess
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from arena.cluster.placement import preference
-from arena.config import ClusterSettings, Config, JournalSettings
-from loadtest.arena_client import ArenaTarget, ArenaWs, bench_config, http_get_json
-from loadtest.config_toml import write_config
+from loadtest.arena_client import ArenaTarget, ArenaWs, http_get_json
+from loadtest.handoff import print_handoff, run_handoff
 from loadtest.ingest import Source, Submitter, run_ingest
+from loadtest.nodes import board_names, cluster_config, node_ids, placed, running_nodes
 from loadtest.postgres import postgres_url, postmaster_pid
 from loadtest.process import ArenaServe, wait_until
 from loadtest.start import journal_events
 from loadtest.stats import CpuMeter, fmt_int, fmt_ms, progress
 from loadtest.workload import Workload, WorkloadSpec
-
-SECRET = secrets.token_urlsafe(24)
-SPEC_BOARD = "bench"
-
-
-def node_ids(nodes: int) -> list[str]:
-    return [f"node-{i}" for i in range(1, nodes + 1)]
-
-
-def board_names(boards: int) -> list[str]:
-    return [f"b{i:02d}" for i in range(boards)]
-
-
-def cluster_config(workdir: Path, token: str, url: str, schema: str, boards: list[str], *,
-                   node_id: str | None, standbys: int = 1, lease_seconds: float = 3.0) -> Config:
-    """The benchmark board's definition under each of ``boards``, journaled in ``schema``; a node
-    ``node_id`` of a cluster (None: no ``[cluster]``, for writing journals in-process)."""
-    base = bench_config(workdir / "data", token, journal=JournalSettings("postgresql", url, schema))
-    spec = base.boards[SPEC_BOARD]
-    cluster = None if node_id is None else ClusterSettings(node_id=node_id, standbys=standbys, lease_seconds=lease_seconds)
-    return dataclasses.replace(base, boards={b: dataclasses.replace(spec, name=b) for b in boards}, cluster=cluster)
-
-
-@contextmanager
-def running_nodes(workdir: Path, token: str, url: str, schema: str, boards: list[str], nodes: int,
-                  standbys: int = 1) -> Iterator[list[ArenaServe]]:
-    """``nodes`` `arena serve` processes of one cluster, started together and ready; stopped
-    (SIGTERM, then SIGKILL) at the end."""
-    servers = []
-    for node_id in node_ids(nodes):
-        directory = workdir / schema / node_id
-        directory.mkdir(parents=True)
-        config = cluster_config(directory, token, url, schema, boards, node_id=node_id, standbys=standbys)
-        servers.append(ArenaServe(write_config(config, directory / "config.toml"),
-                                  env={"ARENA_CLUSTER_SECRET": SECRET}))
-    try:
-        with ThreadPoolExecutor(len(servers)) as pool:  # together: placement then settles at once
-            list(pool.map(lambda server: server.start(120.0), servers))
-        yield servers
-    finally:
-        for server in servers:
-            server.stop(60.0)
-
-
-def placed(servers: list[ArenaServe], boards: list[str]) -> bool:
-    """Whether every board is owned by its placement's node over the live ``servers``."""
-    status, view = http_get_json(f"{servers[0].url}/v1/cluster")
-    if status != 200:
-        return False
-    live = [n["node_id"] for n in view["nodes"] if n["alive"]]
-    return all(view["boards"][b]["owner"] == preference(b, live)[0] for b in boards)
 
 
 class ProcessCpu:
@@ -196,13 +149,13 @@ def takeover(servers: list[ArenaServe], victim_boards: list[str], timeout: float
 
 
 def run_takeover(workdir: Path, token: str, url: str, schema: str, boards: list[str], nodes: int, members: int,
-                 events: int, standbys: int) -> dict[str, Any]:
+                 events: int, standbys: int, tree: Path | None) -> dict[str, Any]:
     victim_boards = [b for b in boards if preference(b, node_ids(nodes))[0] == "node-1"]
     writer = cluster_config(workdir, token, url, schema, boards, node_id=None)
     for board in victim_boards:
         progress(f"takeover: journaling {events:,} events into board {board}")
         asyncio.run(journal_events(writer, members, events, seed=1, board=board))
-    with running_nodes(workdir, token, url, schema, boards, nodes, standbys) as servers:
+    with running_nodes(workdir, token, url, schema, boards, nodes, standbys, tree) as servers:
         wait_until(lambda: placed(servers, boards), "every board on its placement's node", 120.0, 0.2)
         if standbys:  # a standby still loading when its owner dies is no standby yet
             wait_until(lambda: followed_up_to(servers[1:], victim_boards, events), "the standbys to catch up", 300.0, 0.2)
@@ -212,23 +165,45 @@ def run_takeover(workdir: Path, token: str, url: str, schema: str, boards: list[
     return result
 
 
-def cluster_benchmark(nodes: int, boards_n: int, members: int, seconds: float, batch: int, inflight: int,
-                      takeover_events: list[int], standbys: list[int], pg: str | None) -> dict[str, Any]:
-    boards = board_names(boards_n)
+@dataclasses.dataclass(frozen=True, slots=True)
+class Sizes:
+    """What one run of the benchmark does (the command's options)."""
+
+    nodes: int
+    boards: int
+    members: int
+    seconds: float
+    batch: int
+    inflight: int
+    takeover_events: list[int]
+    standbys: list[int]
+    handoff_rounds: int
+
+
+def source_tree(tree: Path | None) -> dict[str, str | None]:
+    """Which `arena` the nodes run: ``tree`` (None: this interpreter's) and its git commit."""
+    where = tree or Path(__file__).resolve().parents[1]
+    commit = subprocess.run(["git", "-C", str(where), "describe", "--always", "--dirty"], capture_output=True,
+                            text=True, check=False).stdout.strip()
+    return {"tree": str(tree) if tree else None, "commit": commit or None}
+
+
+def cluster_benchmark(sizes: Sizes, pg: str | None, tree: Path | None = None) -> dict[str, Any]:
+    """One run: the ingest, takeover and hand-off phases, on nodes running the `arena` of ``tree``
+    (None: this interpreter's), on ``pg`` (None: a throwaway PostgreSQL)."""
+    boards = board_names(sizes.boards)
     token = secrets.token_urlsafe(16)
-    out: dict[str, Any] = {"command": "cluster", "nodes": nodes, "boards": boards_n, "members": members,
-                           "seconds": seconds, "batch": batch, "inflight": inflight, "cores": os.cpu_count()}
+    out: dict[str, Any] = {"command": "cluster", **dataclasses.asdict(sizes), "cores": os.cpu_count(),
+                           "arena": source_tree(tree), "load_average": [round(x, 2) for x in os.getloadavg()]}
     with postgres_url(pg) as url, tempfile.TemporaryDirectory(prefix="arena-cluster-") as tmp:
-        workdir = Path(tmp)
-        store_pid = postmaster_pid(url)
         run = secrets.token_hex(4)  # schemas of this run only, dropped at its end
-        schemas = [f"arena_bench_{run}_{i}" for i in range(2 + len(takeover_events) * len(standbys))]
+        schemas = [f"arena_bench_{run}_{i}" for i in range(3 + len(sizes.takeover_events) * len(sizes.standbys))]
         try:
-            out.update(_phases(workdir, token, url, schemas, boards, nodes, members, seconds, batch, inflight,
-                               takeover_events, standbys, store_pid))
+            out.update(_phases(Path(tmp), token, url, schemas, boards, sizes, postmaster_pid(url), tree))
         finally:
             asyncio.run(_drop(url, schemas))
-    out["ok"] = out["one_node"]["ok"] and out["cluster"]["ok"] and all(t["ok"] for t in out["takeover"])
+    out["ok"] = (out["one_node"]["ok"] and out["cluster"]["ok"] and all(t["ok"] for t in out["takeover"])
+                 and out.get("handoff", {"ok": True})["ok"])
     return out
 
 
@@ -243,24 +218,30 @@ async def _drop(url: str, schemas: list[str]) -> None:
         await conn.close()
 
 
-def _phases(workdir: Path, token: str, url: str, schemas: list[str], boards: list[str], nodes: int, members: int,
-            seconds: float, batch: int, inflight: int, takeover_events: list[int], standbys: list[int],
-            store_pid: int | None) -> dict[str, Any]:
+def _phases(workdir: Path, token: str, url: str, schemas: list[str], boards: list[str], sizes: Sizes,
+            store_pid: int | None, tree: Path | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for schema, (phase, count) in zip(schemas, (("one_node", 1), ("cluster", nodes)), strict=False):
-        with running_nodes(workdir, token, url, schema, boards, count) as servers:
+    for schema, (phase, count) in zip(schemas, (("one_node", 1), ("cluster", sizes.nodes)), strict=False):
+        with running_nodes(workdir, token, url, schema, boards, count, tree=tree) as servers:
             wait_until(lambda s=servers: placed(s, boards), "every board on its placement's node", 120.0, 0.2)  # type: ignore[misc]
-            out[phase] = asyncio.run(ingest(servers, token, boards, members, seconds, batch, inflight, store_pid))
+            out[phase] = asyncio.run(ingest(servers, token, boards, sizes.members, sizes.seconds, sizes.batch,
+                                            sizes.inflight, store_pid))
         progress(f"{phase}: {fmt_int(out[phase]['events_per_s'])} events/s")
     out["ratio"] = round(out["cluster"]["events_per_s"] / max(1.0, out["one_node"]["events_per_s"]), 3)
-    runs = [(events, s) for events in takeover_events for s in standbys]
-    out["takeover"] = [run_takeover(workdir, token, url, schema, boards, nodes, members, events, s)
-                       for schema, (events, s) in zip(schemas[2:], runs, strict=True)]
+    runs = [(events, s) for events in sizes.takeover_events for s in sizes.standbys]
+    out["takeover"] = [run_takeover(workdir, token, url, schema, boards, sizes.nodes, sizes.members, events, s, tree)
+                       for schema, (events, s) in zip(schemas[3:], runs, strict=True)]
+    if sizes.handoff_rounds:
+        out["handoff"] = run_handoff(workdir, token, url, schemas[2], boards, sizes.nodes, sizes.members, sizes.batch,
+                                     sizes.handoff_rounds, tree)
     return out
 
 
 def print_cluster(out: dict[str, Any]) -> None:
-    print(f"\ningest: {out['boards']} boards, {fmt_int(out['members'])} members each, one connection per board"
+    arena = out["arena"]
+    print(f"\nnodes run arena of {arena['tree'] or 'this interpreter'} ({arena['commit']});"
+          f" load average at the start {out['load_average']}")
+    print(f"ingest: {out['boards']} boards, {fmt_int(out['members'])} members each, one connection per board"
           f" (batch {out['batch']}, {out['inflight']} in flight), {out['seconds']:g} s, {out['cores']} cores shared")
     print(f"{'':<22}{'events/s':>12}{'ack p50':>10}{'ack p99':>10}  cpu (cores)")
     for phase, name in (("one_node", "1 node"), ("cluster", f"{out['nodes']} nodes")):
@@ -277,4 +258,6 @@ def print_cluster(out: dict[str, Any]) -> None:
         mean = metric["sum"] / metric["count"] if metric["count"] else 0.0
         print(f"{fmt_int(t['events_per_board']):>14}{t['standbys']:>10}{t['served_again']:>5}/{t['boards']:<2}"
               f"{t['median_s'] or 0:>9.2f}s{t['max_s'] or 0:>9.2f}s  {mean:.2f}s over {metric['count']:g} boards")
+    if "handoff" in out:
+        print_handoff(out["handoff"], out["nodes"])
     print(f"ok: {out['ok']}")

@@ -21,6 +21,13 @@ from pathlib import Path
 ARENA = (sys.executable, "-m", "arena")
 """The command line of `arena` run by this interpreter."""
 
+
+def arena_in(tree: Path) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The command line and environment that run the `arena` of the source tree ``tree`` (the
+    directory holding its ``arena`` package) instead of the one this interpreter imports:
+    ``$PYTHONPATH`` names it, and ``-P`` keeps the working directory's ``arena`` from coming first."""
+    return (sys.executable, "-P", "-m", "arena"), {"PYTHONPATH": str(tree)}
+
 _LOOPBACK = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via an http_proxy
 
 

@@ -291,11 +291,13 @@ def test_the_hostile_reader_benchmark_runs_end_to_end_on_tiny_numbers(tmp_path: 
 
 
 def test_the_cluster_benchmark_runs_end_to_end(postgres: str, tmp_path: Path) -> None:
-    """`loadtest cluster` at a tiny size on the tests' PostgreSQL: both ingest phases exact, the
-    killed node's boards served again, its schemas dropped."""
+    """`loadtest cluster` at a tiny size on the tests' PostgreSQL, its nodes run from a source tree
+    named by --arena-src (this one): both ingest phases exact, the killed node's boards served
+    again, every node restarted in turn with nothing acked lost, its schemas dropped."""
     out = tmp_path / "cluster.json"
     cmd = [sys.executable, "-m", "loadtest", "cluster", "--boards", "4", "--members", "200", "--seconds", "1",
-           "--takeover-events", "500", "--standbys", "1", "--postgresql-url", postgres, "--json", str(out)]
+           "--takeover-events", "500", "--standbys", "1", "--handoff-rounds", "1", "--arena-src", str(ROOT),
+           "--postgresql-url", postgres, "--json", str(out)]
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, f"cluster failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr[-4000:]}"
@@ -304,4 +306,8 @@ def test_the_cluster_benchmark_runs_end_to_end(postgres: str, tmp_path: Path) ->
         _assert_exact_ingest(doc[phase])
     [takeover] = doc["takeover"]
     assert takeover["served_again"] == takeover["boards"]
+    assert doc["arena"]["tree"] == str(ROOT)
+    handoff = doc["handoff"]
+    assert [r["node"] for r in handoff["restarts"]] == ["node-1", "node-2", "node-3"]
+    assert handoff["events_acked"] > 0 and handoff["lost"] == 0 and handoff["ok"] is True
     assert "arena_bench_" not in run_sql(postgres, "SELECT string_agg(nspname, ',') FROM pg_namespace")
