@@ -7,14 +7,17 @@ epochs only grow; every board is served again through every node within ``lease_
 after the heal; `arena verify` is clean on every node at the end.
 
 The process-fault version of this is tests/cluster/test_cluster_history.py. The flapping link
-flaps for `FLAP_SECONDS` (10 s, not the issue's 20 s, to keep the suite short; the loadtest
-`loadtest/netfaults.py` runs it for 20 s). Each fault runs once per CI run; stale answers were
-rare (a handful in 40,000 answers), so run this module several times after a cluster change.
+flaps for `FLAP_SECONDS` (10 s, not the issue's 20 s, to keep the suite short). Each fault runs
+once per CI run; stale answers were rare (a handful in 40,000 answers), so after a cluster change
+run it several times, longer and heavier: `python -m loadtest.netfaults` (which sets the
+``ARENA_NETFAULTS_*`` variables read below) does, and prints the per-fault figures
+(`Figures`, one ``figures`` line per fault) that docs/performance.md gives.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -37,10 +40,12 @@ from support.postgres import drop_schema, fetch, fetchval, fresh_schema
 from support.server import until
 
 NODES = ["node-a", "node-b", "node-c"]
-LEASE = 1.5
+LEASE = float(os.environ.get("ARENA_NETFAULTS_LEASE", "1.5"))
 FAULT_SECONDS = 2 * LEASE + 1
 """How long a cut lasts: longer than a lease, so ownership moves (or would) during it."""
-FLAP_SECONDS = 10.0
+FLAP_SECONDS = float(os.environ.get("ARENA_NETFAULTS_FLAP_SECONDS", "10"))
+LOAD = int(os.environ.get("ARENA_NETFAULTS_LOAD", "1"))
+"""How many times the history recorder's default writers and readers run."""
 QUERY_BOUND = 5.0
 WORKLOAD = Workload(
     {f"s{i}": OBoard(aggregation="sum", min_value=0, max_value=9) if i % 2 else OBoard(aggregation="best", max_value=1000)
@@ -118,10 +123,14 @@ async def watch_epochs(cluster: Cluster, stop: asyncio.Event) -> None:
 
 async def served_again(cluster: Cluster) -> float:
     """Seconds from now until every board answers a query through every node (deadline:
-    ``lease_seconds`` + 5 s, the contract's bound after a heal)."""
+    ``lease_seconds`` + 5 s, the contract's bound after a heal): until the round of queries
+    that all answered was sent."""
     healed = time.monotonic()
+    asked = healed
     async with httpx.AsyncClient(timeout=2) as http:
         async def served() -> bool:
+            nonlocal asked
+            asked = time.monotonic()
             for url in cluster.urls:
                 for board in WORKLOAD.boards:
                     try:
@@ -132,7 +141,7 @@ async def served_again(cluster: Cluster) -> float:
                         return False
             return True
         await until(served, "every board served through every node after the heal", timeout=LEASE + 5)
-    return time.monotonic() - healed
+    return asked - healed
 
 
 def slow_queries(history: History, cluster: Cluster) -> list[str]:
@@ -165,8 +174,7 @@ class Figures:
         self.unavailable_window = max(refused) - min(refused) if refused else 0.0
 
     def __str__(self) -> str:
-        return (f"{self.fault}: {self.acks_during} acks during the fault, 503s over {self.unavailable_window:.1f}s, "
-                f"served again {self.served_after:.1f}s after the heal")
+        return f"figures\t{self.fault}\t{self.acks_during}\t{self.unavailable_window:.2f}\t{self.served_after:.2f}"
 
 
 async def run_fault(cluster: Cluster, tmp_path: Path, name: str, cut: Callable[[], None], heal: Callable[[], None],
@@ -187,7 +195,8 @@ async def run_fault(cluster: Cluster, tmp_path: Path, name: str, cut: Callable[[
         figures.served_after = await served_again(cluster)
 
     try:
-        history = await record(WORKLOAD, lambda: cluster.urls, fault, after=50)
+        history = await record(WORKLOAD, lambda: cluster.urls, fault, after=50, writers=3 * LOAD, http_readers=3 * LOAD,
+                               ws_readers=2 * LOAD, subscribers=2 * LOAD)
     finally:
         stop.set()
         await watcher
@@ -203,6 +212,7 @@ async def run_fault(cluster: Cluster, tmp_path: Path, name: str, cut: Callable[[
     for node in cluster.nodes:
         code, out, err = await run_arena("verify", "--config", node.config_path, "--url", node.url)
         assert code == 0, f"arena verify via {node.host.name}: {out}{err}"
+    print(f"passed\t{name}")
     return figures
 
 
