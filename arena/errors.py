@@ -12,6 +12,7 @@ ArenaError
  │                            refused login, a schema of a newer Arena): stops `arena serve` at start
  ├── DataDirLocked        another `arena serve` holds the data directory
  ├── SchemaHeld           another node holds a live lease on the PostgreSQL schema
+ ├── IllegalTransition    a move its state table does not allow (a bug): the state is unchanged
  └── QueryError           a query that cannot be answered; ``code`` is the wire code, ``status`` the HTTP hint
 """
 
@@ -60,6 +61,11 @@ class DataDirLocked(ArenaError):
 
 class SchemaHeld(ArenaError):
     pass
+
+
+class IllegalTransition(ArenaError):
+    """Raised by a state machine's move that its table does not allow (`arena.board.state`,
+    `arena.cluster.node`)."""
 
 
 class QueryError(ArenaError):

@@ -447,7 +447,7 @@ async def healthz(request: Request) -> Response:
 
 async def readyz(request: Request) -> Response:
     arena: Arena = request.app.state.arena
-    boards = {name: h.state.value for name, h in arena.boards.items()}
+    boards = {name: arena.states.shown(name) for name in arena.states}
     body: Body = {"ready": arena.ready, "boards": boards}
     failures = {name: h.failure for name, h in arena.boards.items() if h.failure is not None}
     if failures:  # why a board failed (e.g. which journal file is corrupt), for the operator

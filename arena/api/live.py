@@ -24,7 +24,7 @@ from arena.api.service import Arena
 from arena.api.transport import abort
 from arena.api.upstream import Upstreams
 from arena.api.wire import Body
-from arena.board.actor import BoardState
+from arena.board.state import BoardState
 from arena.engine.events import MAX_MEMBER_CHARS
 from arena.errors import QueryError, invalid_request
 from arena.live.outbox import EVENT_STREAM, Bounds, Outbox
@@ -90,7 +90,7 @@ class QuerySource:
             self.upstreams.release(spec)  # served here now
         handle = place.handle
         engine = handle.engine if handle is not None else None
-        if handle is None or handle.state is not BoardState.READY or engine is None:
+        if handle is None or handle.state is not BoardState.SERVING or engine is None:
             return None
         current = None
         if view.get("period_id") is None:  # a view of the current window follows the period

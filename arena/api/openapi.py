@@ -1,7 +1,7 @@
 """`GET /v1/openapi.json`: the OpenAPI 3.1 document of every HTTP route, as data built once.
 
 Each operation lists its parameters, body and the error codes of the contract it can answer
-(`{"error":{"code","message"}}`). `tests/server/test_openapi.py` holds it against the app's own
+(`{"error":{"code","message"}}`). `tests/api/test_openapi.py` holds it against the app's own
 route table both ways, so a route served without a document here (or documented and not
 served) fails the tests. WebSocket routes (`/v1/ws`) are outside OpenAPI; the README has them.
 """

@@ -192,7 +192,7 @@ def boards(arena: Arena) -> Body:
             "aggregation": spec.aggregation.value,
             "order": spec.order.value,
             "tie": spec.tie.value,
-            "state": handle.state.value,
+            "state": arena.states.shown(name),
             "periods": tables,
         })
     return {"boards": listed}

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from arena.api.service import Arena
 from arena.board.actor import BoardHandle
-from arena.cluster.directory import Owner
+from arena.board.state import Owner
 from arena.engine.events import Reason, Result
 from arena.errors import QueryError
 
@@ -55,13 +55,13 @@ def where(arena: Arena, board: object) -> Place:
     """Where a request about ``board`` (a name as the request gave it: maybe no board's, maybe
     not a string) is answered now. O(1)."""
     handle = arena.boards.get(board) if isinstance(board, str) else None
-    directory = arena.directory
-    if handle is None or not directory.clustered:
+    states = arena.states
+    if handle is None or not states.clustered:
         return Local(handle)
-    owner = directory.owner(handle.name)
+    owner = states.owner_of(handle.name)
     if owner is None:
         return Ownerless(handle.name)
-    if owner.node_id == directory.node_id:
+    if owner.node_id == states.node_id:
         return Local(handle)
     return Remote(handle.name, owner)
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from arena.auth import identify
 from arena.board.actor import BoardHandle
 from arena.board.clock import Clock
+from arena.board.state import BoardStates
 from arena.board.supervisor import Supervisor
 from arena.cluster.directory import Directory
 from arena.config import DEV_ADMIN_TOKEN_SHA256, DEV_TOKEN_SHA256, Admin, Config, GameServer
@@ -39,6 +40,11 @@ class Arena:
         self.clock = clock or Clock()
         self.metrics = Metrics()
         backend = journal_backend(config)
+        cluster = config.cluster
+        self.states = BoardStates(config.boards, node_id=config.node_id if cluster else None,
+                                  lease_seconds=cluster.lease_seconds if cluster else 0.0)
+        """Every board's state on this node: what the supervisor, the ownership loop, the
+        directory, readiness and `/v1/boards` read."""
         self.lease: NodeLease | None = None
         """On postgresql, this node's lease on the schema (what the data_dir lock is on sqlite)."""
         grants: Grants | None = None  # on postgresql: who may write each board
@@ -50,19 +56,15 @@ class Arena:
             assert isinstance(backend, PostgresBackend)
             lease_seconds = config.cluster.lease_seconds if config.cluster else LEASE_SECONDS
             self.lease = NodeLease(backend, lease_seconds, config.advertise_url, clustered=config.cluster is not None)
-            grants = Grants(backend, clustered=config.cluster is not None)
+            grants = Grants(backend, self.states, clustered=config.cluster is not None)
         self._renewals: asyncio.Task[None] | None = None
         self._leased = False
         journals: JournalBackend = grants or backend
         self.backend = wrap_backend(journals) if wrap_backend is not None else journals
-        self.supervisor = Supervisor(config, self.clock, self.metrics, self.backend, snapshot_store(backend))
+        self.supervisor = Supervisor(config, self.clock, self.metrics, self.backend, snapshot_store(backend), self.states)
         self.boards: dict[str, BoardHandle] = self.supervisor.handles
-        cluster = config.cluster
-        self.directory = Directory(self.boards, node_id=config.node_id if cluster else None,
-                                   lease_seconds=cluster.lease_seconds if cluster else 0.0)
+        self.directory = Directory(self.states)
         """Where each board is served: here, on another node (forwarded), or nowhere for now."""
-        for name, handle in self.boards.items():
-            handle.here = lambda name=name: self.directory.local(name)  # type: ignore[misc]
         self.ownership: Ownership | None = None
         """In a cluster: the loop that takes and gives up this node's boards."""
         if cluster is not None and self.lease is not None and grants is not None:
@@ -107,7 +109,7 @@ class Arena:
 
         standbys = self.config.cluster.standbys if self.config.cluster else 0
         try:
-            return await cluster_view(self.lease.backend, self.boards, standbys)
+            return await cluster_view(self.lease.backend, self.states, standbys)
         except JournalUnavailable as exc:
             log.warning("GET /v1/cluster: %s", exc)
             raise QueryError("unavailable", "the journal's database cannot be reached; try again", 503) from exc
@@ -127,7 +129,7 @@ class Arena:
     @property
     def ready(self) -> bool:
         """Every board served here is loaded, and (in a cluster) this node's lease is fresh."""
-        return self.directory.lease_fresh and self.supervisor.ready
+        return self.states.lease_fresh and self.states.ready
 
     def add_reader(self, task: asyncio.Task[None]) -> None:
         self._readers.add(task)

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import Enum
 from typing import assert_never
 
 from arena.board.clock import Clock
@@ -20,6 +19,7 @@ from arena.board.commands import Barrier, Order, VoidEvent, VoidMember, VoidOutc
 from arena.board.load import load
 from arena.board.mailbox import Command, Mailbox, Submission
 from arena.board.snapshots import Snapshotter
+from arena.board.state import BoardEvent, BoardState, BoardStates
 from arena.engine.board import BoardEngine
 from arena.engine.events import Event, Fingerprint, Reason, Result, Status
 from arena.engine.periods import PeriodKind
@@ -41,37 +41,39 @@ APPLY_STEP = 128
 """Records applied between two turns of the event loop (a few ms of work at most)."""
 
 
-class BoardState(Enum):
-    LOADING = "loading"
-    READY = "ready"
-    FAILED = "failed"
-    ELSEWHERE = "elsewhere"
-    """In a cluster: another node serves the board, or none does yet (the edges forward to it)."""
 
 
 class BoardHandle:
-    """A board as the edges see it: submit into its mailbox, read its tables, ask its state.
-    Outlives actor restarts. `answer` is the one place a submission is answered."""
+    """A board as the edges see it: submit into its mailbox, read its tables, ask its state (in
+    ``states``, the node's map: a board of its own on a single node when not given). Outlives
+    actor restarts. `answer` is the one place a submission is answered."""
 
-    def __init__(self, spec: BoardSpec, mailbox_events: int, metrics: Metrics, state: BoardState = BoardState.LOADING) -> None:
+    def __init__(self, spec: BoardSpec, mailbox_events: int, metrics: Metrics, states: BoardStates | None = None) -> None:
         self.spec = spec
         self.name = spec.name
         self.mailbox = Mailbox(mailbox_events)
         self.metrics = metrics
-        self.state = state
+        self.states = states if states is not None else BoardStates([spec.name])
         self.failure: str | None = None
         self.engine: BoardEngine | None = None
         self.journal: Journal | None = None
-        self.here: Callable[[], bool] = lambda: True
-        """Whether this node answers for the board now (`Directory.local`: in a cluster, only while
-        it owns the board and its lease is fresh on its own clock)."""
         self.loaded = asyncio.Event()
-        """Set while the board's tables are loaded (READY)."""
+        """Set while the board's tables are loaded (SERVING)."""
+        metrics.board_state.labels(self.name).set_function(lambda: self.states.readiness(self.name))
+
+    @property
+    def state(self) -> BoardState:
+        return self.states.state(self.name)
+
+    def move(self, event: BoardEvent) -> BoardState:
+        """Move the board's state on ``event`` (`arena.board.state.MOVES`). Raises IllegalBoardMove."""
+        return self.states.move(self.name, event)
 
     @property
     def answering(self) -> bool:
-        """Whether queries and submits reach the board here (they are answered `unavailable` otherwise)."""
-        return self.state is not BoardState.FAILED and self.state is not BoardState.ELSEWHERE and self.here()
+        """Whether queries and submits reach the board here (they are answered `unavailable`
+        otherwise): its actor loads or serves, and this node answers for it (`BoardStates.local`)."""
+        return self.states.answering(self.name)
 
     def submit(self, events: Sequence[Event], received_at: int, source: str) -> asyncio.Future[list[Result]]:
         """Queue one frame's events; the future resolves with their results. Never blocks."""
@@ -107,17 +109,19 @@ class BoardHandle:
             raise not_ready(self.name)
         return engine.view(kind, period_id, now)
 
-    def fail(self, message: str) -> None:
-        """Mark the board failed: every queued and future submission gets `unavailable`."""
-        self.state = BoardState.FAILED
+    def fail(self, message: str, event: BoardEvent = BoardEvent.FAIL) -> None:
+        """Mark the board failed on ``event`` (FAIL, or SHUT as the server stops): every queued and
+        future submission gets `unavailable`."""
+        self.move(event)
         self.failure = message
         self.loaded.clear()
         self.refuse_queued()
 
-    def elsewhere(self) -> None:
-        """The board is served by another node now (its actor here has stopped): drop its tables
-        (never answer from them again) and answer what is queued `unavailable`."""
-        self.state = BoardState.ELSEWHERE
+    def elsewhere(self, event: BoardEvent) -> None:
+        """The board is served by another node now (its actor here has stopped, or was not
+        restarted: ``event`` STOPPED, NOT_GRANTED): drop its tables (never answer from them
+        again) and answer what is queued `unavailable`."""
+        self.move(event)
         self.failure = None
         self.engine = None
         self.journal = None
@@ -321,16 +325,14 @@ class BoardActor:
         engine = self.followed or BoardEngine(handle.spec)
         self.followed = None
         handle.engine = engine
-        handle.state = BoardState.LOADING
+        handle.move(BoardEvent.START)
         handle.loaded.clear()
-        self.metrics.board_state.labels(board).set(0)
         report = await load(engine, self.journal, self.clock.now(), copy=copy, snapshots=self.snapshots)
         self.metrics.snapshot_start.labels(board).set(report.snapshot_seq)
         self.metrics.rebuild.labels(board).set(report.seconds)
         self.metrics.replayed.labels(board).set(report.events)
-        handle.state = BoardState.READY
+        handle.move(BoardEvent.LOADED)
         handle.loaded.set()
-        self.metrics.board_state.labels(board).set(1)
         log.info("board %s ready: %d events replayed in %.3fs, last seq %d", board, report.events, report.seconds, engine.last_seq)
         pipeline = self.pipeline = CommitPipeline(handle, engine, self.journal, self.clock)
         snapshotter = None

@@ -8,6 +8,10 @@ In a cluster (``[cluster]``) a node serves only the boards it owns: `start` open
 node's ownership loop (`arena.cluster.ownership`) calls `serve` for a board granted to it and
 `disown` for one found granted to another; every other board is ELSEWHERE. A crashed actor's
 board is granted again only while no other live node owns it; else it goes ELSEWHERE too.
+
+A board's state lives in the node's `BoardStates` (`arena.board.state`): the supervisor moves it
+as its actors start, load, fail and stop, and keeps each board's task only as the handle of that
+I/O.
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 
-from arena.board.actor import BoardActor, BoardHandle, BoardState, unavailable_results
+from arena.board.actor import BoardActor, BoardHandle, unavailable_results
 from arena.board.clock import Clock
+from arena.board.state import RUNNING, STOPPING, BoardEvent, BoardState, BoardStates
 from arena.config import Config
 from arena.engine.board import BoardEngine
 from arena.errors import BoardDefinitionChanged, JournalCorrupt, JournalError, JournalUnavailable, OwnedElsewhere
@@ -34,7 +39,7 @@ REOPEN_RETRY_SECONDS = 1.0
 
 class Supervisor:
     def __init__(self, config: Config, clock: Clock, metrics: Metrics, backend: JournalBackend,
-                 snapshots: SnapshotStore | None = None) -> None:
+                 snapshots: SnapshotStore | None = None, states: BoardStates | None = None) -> None:
         self.config = config
         self.snapshots = snapshots
         self.clock = clock
@@ -42,13 +47,14 @@ class Supervisor:
         self.backend = backend
         settings = config.server
         self.clustered = config.cluster is not None
-        first = BoardState.ELSEWHERE if self.clustered else BoardState.LOADING
-        self.handles = {name: BoardHandle(spec, settings.mailbox_events, metrics, first) for name, spec in config.boards.items()}
+        self.states = states if states is not None else BoardStates(config.boards, node_id=config.node_id if self.clustered else None)
+        """Every board's state on this node (the node's one map)."""
+        self.handles = {name: BoardHandle(spec, settings.mailbox_events, metrics, self.states)
+                        for name, spec in config.boards.items()}
         self.actors: dict[str, BoardActor] = {}
         self.runs: dict[str, int] = {name: 0 for name in self.handles}
-        self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._leaving: set[str] = set()
-        """Boards handed off: their actors finish what they took and are not restarted."""
+        self._supervising: dict[str, asyncio.Task[None]] = {}
+        """Each board's supervising task while it has one: the I/O handle, not its state."""
         for name, handle in self.handles.items():
             metrics.watch_mailbox(name, lambda h=handle: h.mailbox.depth)  # type: ignore[misc]
         backend.watch(metrics.registry, self.handles)
@@ -76,36 +82,35 @@ class Supervisor:
                     raise
                 except JournalError as exc:
                     log.error("board %s failed: %s", name, exc)
-                    self._fail(handle, str(exc))
+                    handle.fail(str(exc))
         except (BoardDefinitionChanged, JournalUnavailable):
             for journal in journals.values():
                 await journal.close()
             raise
         for name, journal in journals.items():
-            self._tasks[name] = asyncio.create_task(self._supervise(self.handles[name], journal), name=f"board:{name}")
+            self._supervising[name] = asyncio.create_task(self._supervise(self.handles[name], journal), name=f"board:{name}")
 
     def serving(self, name: str) -> bool:
-        """Whether an actor of ``name`` runs here (loading, serving, or restarting)."""
-        task = self._tasks.get(name)
-        return task is not None and not task.done()
+        """Whether an actor of ``name`` runs here (loading, serving, restarting, or stopping)."""
+        return self.states.state(name) in RUNNING
 
     async def serve(self, name: str, followed: Callable[[], Awaitable[BoardEngine | None]] | None = None) -> None:
-        """In a cluster: open ``name``'s journal, which grants it to this node, and start its
-        actor (it replays in the background: ``handle.loaded`` is set once it serves), from the
-        engine ``followed`` gives once granted (a standby's: only the tail is replayed). Raises
-        OwnedElsewhere (another live node owns it), JournalError."""
-        assert not self.serving(name), f"board {name} is served already"
+        """In a cluster: open the journal of ``name`` (TAKING), which grants it to this node,
+        and start its actor (LOADING: it replays in the background; ``handle.loaded`` is set once
+        it serves), from the engine ``followed`` gives once granted (a standby's: only the tail is
+        replayed). Raises OwnedElsewhere (another live node owns it), JournalError (the board is
+        then still TAKING, for the caller to move), IllegalBoardMove (it is not TAKING)."""
+        self.states.check(name, BoardEvent.GRANTED)
         handle = self.handles[name]
         journal = await self.backend.open(handle.spec)
         engine = None if followed is None else await followed()
-        handle.state = BoardState.LOADING
-        self.metrics.board_state.labels(name).set(0)
-        self._tasks[name] = asyncio.create_task(self._supervise(handle, journal, engine), name=f"board:{name}")
+        handle.move(BoardEvent.GRANTED)
+        self._supervising[name] = asyncio.create_task(self._supervise(handle, journal, engine), name=f"board:{name}")
 
     async def until_loaded(self, name: str) -> bool:
         """Wait until ``name``'s actor serves (True), or ends first: failed or disowned (False)."""
         handle = self.handles[name]
-        task = self._tasks.get(name)
+        task = self._supervising.get(name)
         if task is None:
             return handle.loaded.is_set()
         loaded = asyncio.ensure_future(handle.loaded.wait())
@@ -116,46 +121,41 @@ class Supervisor:
         return handle.loaded.is_set()
 
     async def hand_off(self, name: str) -> None:
-        """In a cluster: stop serving ``name`` gracefully, once nothing new reaches its mailbox
-        (the directory no longer names this node): its actor journals, applies and answers what
-        it took, then stops; the board is ELSEWHERE. The caller then releases its owner row."""
-        task = self._tasks.get(name)
+        """In a cluster: stop serving ``name`` (HANDING_OFF: nothing new reaches its mailbox, the
+        directory no longer names this node) gracefully: its actor journals, applies and answers
+        what it took, then stops; the board is ELSEWHERE. The caller then releases its owner row.
+        Raises IllegalBoardMove (it is not HANDING_OFF)."""
+        self.states.check(name, BoardEvent.STOPPED)
+        task = self._supervising.get(name)
         actor = self.actors.get(name)
-        self._leaving.add(name)
         try:
             if actor is not None:
                 actor.stop()
             if task is not None:
                 await asyncio.gather(task, return_exceptions=True)
         finally:
-            self._leaving.discard(name)
-            self._tasks.pop(name, None)
-        self._elsewhere(self.handles[name])
+            self._supervising.pop(name, None)
+        self._elsewhere(self.handles[name], BoardEvent.STOPPED)
 
     async def disown(self, name: str) -> None:
-        """In a cluster: ``name`` is granted to another node now: stop its actor at once (its
-        appends cannot commit any more: their epoch is fenced) and answer everything it took
-        or has queued `unavailable`, never acked; then it is ELSEWHERE. Nothing when it is not
-        served here."""
-        task = self._tasks.pop(name, None)
+        """In a cluster: ``name`` is granted to another node now (DISOWNING): stop its actor at
+        once (its appends cannot commit any more: their epoch is fenced) and answer everything
+        it took or has queued `unavailable`, never acked; then it is ELSEWHERE. Raises
+        IllegalBoardMove (it is not DISOWNING)."""
+        self.states.check(name, BoardEvent.STOPPED)
+        task = self._supervising.pop(name, None)
         if task is not None and not task.done():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-        self._elsewhere(self.handles[name])
+        self._elsewhere(self.handles[name], BoardEvent.STOPPED)
 
-    def _elsewhere(self, handle: BoardHandle) -> None:
+    def _elsewhere(self, handle: BoardHandle, event: BoardEvent) -> None:
         actor = self.actors.pop(handle.name, None)
         if actor is not None:
             for submission in actor.unanswered:
                 handle.answer(submission, unavailable_results(submission.events))
-        if handle.state is not BoardState.ELSEWHERE:
-            log.info("board %s: served by another node now", handle.name)
-        handle.elsewhere()
-        self.metrics.board_state.labels(handle.name).set(0)
-
-    def _fail(self, handle: BoardHandle, message: str) -> None:
-        handle.fail(message)
-        self.metrics.board_state.labels(handle.name).set(-1)
+        log.info("board %s: served by another node now", handle.name)
+        handle.elsewhere(event)
 
     async def _supervise(self, handle: BoardHandle, journal: Journal, engine: BoardEngine | None = None) -> None:
         settings = self.config.server
@@ -165,7 +165,7 @@ class Supervisor:
                 actor = BoardActor(handle, journal, self.clock, self.snapshots, settings.snapshot_every_events, engine)
                 engine = None  # a restart replays
                 self.actors[handle.name] = actor
-                if handle.name in self._leaving:
+                if handle.state is BoardState.HANDING_OFF:  # handed off before its actor started
                     actor.stop()
                 self.runs[handle.name] += 1
                 handle.journal = journal
@@ -177,12 +177,12 @@ class Supervisor:
                 except Exception as exc:  # any crash: fail the batch in flight, then restart or give up
                     for submission in actor.unanswered:
                         handle.answer(submission, unavailable_results(submission.events))
-                    if handle.name in self._leaving:
-                        log.warning("board %s: its actor crashed while handing the board off: %r", handle.name, exc)
+                    if handle.state in STOPPING:
+                        log.warning("board %s: its actor crashed while the board leaves this node: %r", handle.name, exc)
                         return
                     if isinstance(exc, JournalCorrupt):
                         log.error("board %s failed: %s", handle.name, exc)
-                        self._fail(handle, str(exc))
+                        handle.fail(str(exc))
                         return
                     log.exception("board %s actor crashed", handle.name)
                     now = time.monotonic()
@@ -195,7 +195,7 @@ class Supervisor:
                             f"{settings.restart_window_seconds:g}s; last error: {exc!r}"
                         )
                         log.error("%s; marked failed", message)
-                        self._fail(handle, message)
+                        handle.fail(message)
                         return
                     self.metrics.restarts.labels(handle.name).inc()  # restarts, not crashes: the last one failed it
                     await journal.close()
@@ -203,11 +203,13 @@ class Supervisor:
                         journal = await self._reopen(handle)
                     except OwnedElsewhere as reopen:
                         log.warning("board %s: not restarted here: %s", handle.name, reopen)
-                        self._elsewhere(handle)
+                        if handle.state not in STOPPING:  # else its hand-off or disown ends it
+                            self._elsewhere(handle, BoardEvent.NOT_GRANTED)
                         return
                     except JournalError as reopen:
                         log.error("board %s failed: %s", handle.name, reopen)
-                        self._fail(handle, str(reopen))
+                        if handle.state not in STOPPING:
+                            handle.fail(str(reopen))
                         return
         finally:
             await journal.close()
@@ -224,29 +226,24 @@ class Supervisor:
                 handle.refuse_queued()
                 await asyncio.sleep(REOPEN_RETRY_SECONDS)
 
-    @property
-    def ready(self) -> bool:
-        """Every board served here is loaded (in a cluster, the others are ELSEWHERE)."""
-        return all(h.state is BoardState.READY or h.state is BoardState.ELSEWHERE for h in self.handles.values())
-
     def abandon_loading(self) -> None:
         """Stop the replays still running and answer their boards' queued frames `unavailable`
         (the client sends them again): a stopping server does not wait for a board to load, and
         a replay only reads, so stopping one loses nothing."""
-        for name, task in self._tasks.items():
+        for name, task in self._supervising.items():
             handle = self.handles[name]
             if handle.state is BoardState.LOADING:
                 log.info("board %s: replay stopped, the server is stopping", name)
                 task.cancel()
-                self._fail(handle, "server stopped while the board was loading")
+                handle.fail("server stopped while the board was loading")
 
     async def stop(self) -> None:
         """Let every loaded actor finish its queued batches, then close the journals."""
         self.abandon_loading()
         for actor in self.actors.values():
             actor.stop()
-        if self._tasks:
-            await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        if self._supervising:
+            await asyncio.gather(*self._supervising.values(), return_exceptions=True)
         for handle in self.handles.values():
             if handle.state is not BoardState.FAILED:
-                handle.fail("server stopped")
+                handle.fail("server stopped", BoardEvent.SHUT)

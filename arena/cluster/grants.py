@@ -7,8 +7,9 @@ commit only while the owner row holds the epoch granted):
   JournalUnavailable naming the holder;
 - a node of a cluster grants only a board that no other live process owns (`_CLAIM`), else the
   open raises OwnedElsewhere.
-An append refused by its fence raises OwnershipLost; `Grants` then forgets the board and queues
-it (`fenced`) for the ownership loop, which disowns it at once. A board handed off is released
+The epochs granted to this process are kept in the node's `BoardStates` (`granted`). An append
+refused by its fence raises OwnershipLost; `Grants` then forgets the board's epoch and queues it
+(`fenced`) for the ownership loop, which disowns it at once. A board handed off is released
 (`release`): its row names no live process, and the next node grants it.
 """
 
@@ -21,6 +22,7 @@ from collections.abc import AsyncIterable, Iterable, Sequence
 import asyncpg
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from arena.board.state import BoardStates
 from arena.cluster.lease import HINT, LEASE_LOCK, OWNERSHIP_CHANNEL, other_holder
 from arena.engine.records import Record
 from arena.engine.spec import BoardSpec
@@ -50,13 +52,13 @@ owner, so that the next node in its placement grants it at once (`OWNERSHIP_CHAN
 
 class Grants:
     """The journal backend of a server on PostgreSQL: ``backend``'s journals, each writable one
-    granted to this process (as one node of a cluster when ``clustered``) and fenced. ``owned``:
-    the boards granted to this process and not found granted again since, with their epochs."""
+    granted to this process (as one node of a cluster when ``clustered``) and fenced; the epochs
+    granted are told to ``states`` (`BoardStates.granted`; a map of its own when not given)."""
 
-    def __init__(self, backend: PostgresBackend, *, clustered: bool = False) -> None:
+    def __init__(self, backend: PostgresBackend, states: BoardStates | None = None, *, clustered: bool = False) -> None:
         self.backend = backend
+        self.states = states if states is not None else BoardStates()
         self.clustered = clustered
-        self.owned: dict[str, int] = {}
         self.fenced: asyncio.Queue[str] = asyncio.Queue()
         """The boards whose appends were refused by their fences, for the ownership loop."""
         self._changes: Counter | None = None
@@ -122,7 +124,7 @@ class Grants:
         graceful hand-off): its owner row then names no live process, and the next node in its
         placement grants it at once. False when it was not released (granted again meanwhile, or
         the store away). Never raises."""
-        if self.owned.pop(board, None) is not None and self._changes is not None:
+        if self.states.ungranted(board) is not None and self._changes is not None:
             self._changes.labels(board).inc()
         store = self.backend.store
         try:
@@ -136,22 +138,22 @@ class Grants:
 
     def lost(self, board: str) -> None:
         """An append of ``board`` was refused by its fence: it is granted to another epoch."""
-        if board in self.owned:
+        if self.states.epoch(board) is not None:
             self._owner_changed(board, None)
         self.fenced.put_nowait(board)
 
     def _owner_changed(self, board: str, epoch: int | None) -> None:
         """``board`` granted to this process under ``epoch``, or found granted again (None)."""
         if epoch is not None:
-            self.owned[board] = epoch
+            self.states.granted(board, epoch)
         else:
-            self.owned.pop(board, None)
+            self.states.ungranted(board)
         if self._changes is not None:
             self._changes.labels(board).inc()
 
     def watch(self, registry: CollectorRegistry, boards: Iterable[str]) -> None:
         Gauge("arena_boards_owned", "Boards this node owns: it alone appends to their journals", registry=registry
-              ).set_function(lambda: len(self.owned))
+              ).set_function(lambda: len(self.states.epochs))
         self._changes = Counter("arena_ownership_changes", "Times this node was granted a board or found it granted"
                                 " to another (each grant is a new epoch)", ["board"], registry=registry)
         for board in boards:

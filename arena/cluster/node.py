@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import enum
 
+from arena.errors import IllegalTransition
+
 
 class NodeState(enum.Enum):
     STARTING = "starting"
@@ -36,7 +38,7 @@ MOVES: dict[NodeState, frozenset[NodeState]] = {
 """The moves allowed from each state: the one table of a node's life."""
 
 
-class IllegalMove(Exception):
+class IllegalMove(IllegalTransition):
     """A move `MOVES` does not allow (a bug, not a fault of the store): the state is unchanged."""
 
     def __init__(self, state: NodeState, to: NodeState) -> None:

@@ -17,7 +17,9 @@ once; a node that missed it (its listener was away) acts at its next beat anyway
 (`leave`) the node hands every board off before it gives its lease up.
 
 What to do is a pure function of one read and the placements it gives (`arena.cluster.plan`);
-the loop only carries it out.
+the loop only carries it out. Every board's state is in the node's `BoardStates`
+(`arena.board.state`): the loop moves a board as it starts a move (take, follow, hand off,
+disown, release), so that the next beats leave it alone until that move ends.
 """
 
 from __future__ import annotations
@@ -26,12 +28,14 @@ import asyncio
 import logging
 import time
 from collections.abc import Coroutine
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
 from prometheus_client import Gauge, Histogram
 
 from arena.board.clock import wait_set
+from arena.board.state import MOVING, RUNNING, BoardEvent, BoardState
 from arena.board.supervisor import Supervisor
 from arena.cluster.directory import Directory, Owner
 from arena.cluster.grants import Grants
@@ -58,6 +62,16 @@ from the takeovers."""
 
 EXPIRY_MARGIN_SECONDS = 0.02
 
+
+@dataclass(slots=True)
+class StandbyCopy:
+    """The I/O handles of a board followed here (FOLLOWING): its `Follower`, and the catch-up
+    under way, if any (one at a time)."""
+
+    follower: Follower
+    catching_up: asyncio.Task[None] | None = None
+
+
 class Ownership:
     """The loop of one node (`run`, cancelled to stop); `beat` once at start, before it serves."""
 
@@ -66,18 +80,19 @@ class Ownership:
         self.lease = lease
         self.grants = grants
         self.standbys = standbys
-        self.followers: dict[str, Follower] = {}
-        """The boards this node follows as a standby."""
-        self._catching_up: dict[str, asyncio.Task[None]] = {}
         self.backend = lease.backend
         self.directory = directory
         self.supervisor = supervisor
+        self.states = supervisor.states
+        self._copies: dict[str, StandbyCopy] = {}
+        """The standby copies' handles, by board (FOLLOWING; a board being taken keeps its copy
+        until its turn to load comes)."""
         self._loads = asyncio.Semaphore(LOADS_AT_ONCE)
         self._follows = asyncio.Semaphore(FOLLOWS_AT_ONCE)
-        self._taking = 0  # boards being taken over here now
-        self._busy: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
-        self._away = False  # the last beat failed (logged once per streak)
+        self._moves: dict[str, asyncio.Task[None]] = {}
+        """The task of each board's move under way (a state of `MOVING`), to wait for on leaving."""
+        self._failed_beats = 0  # in a row: logged at the first, and once the lease is renewed again
         self.life = NodeLife()
         """This process's life: ``joining`` or ``serving`` as the last beat read its lease, once
         ``leaving`` for good."""
@@ -108,8 +123,8 @@ class Ownership:
             for task in list(self._tasks):
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
-            followers, self.followers = list(self.followers.values()), {}
-            await asyncio.gather(*(f.close() for f in followers), return_exceptions=True)
+            copies, self._copies = list(self._copies.values()), {}
+            await asyncio.gather(*(c.follower.close() for c in copies), return_exceptions=True)
             if self._listener is not None:
                 self._listener.terminate()
 
@@ -120,18 +135,15 @@ class Ownership:
             return
         self.life.move(NodeState.LEAVING)
         await self.lease.mark(NodeState.LEAVING)
-        served = [b for b in self.supervisor.handles if self.supervisor.serving(b)]
+        served = self.states.boards(BoardState.LOADING, BoardState.SERVING)
         log.info("node %s leaving: handing off %d boards", self.backend.node_id, len(served))
-        await asyncio.gather(*(self._handing_off(b) for b in served))
-
-    async def _handing_off(self, board: str) -> None:
-        # busy while it goes: the beats leave its directory entry alone; then they name the next
-        # owner (its grant hints them), to whom this node forwards until it stops
-        self._busy.add(board)
-        try:
-            await self.hand_off(board)
-        finally:
-            self._busy.discard(board)
+        for board in served:
+            # moving while it goes: the beats leave its directory entry alone; then they name the
+            # next owner (its grant hints them), to whom this node forwards until it stops
+            self.states.move(board, BoardEvent.HAND_OFF)
+            self._start(board, self.hand_off(board))
+        handing_off = self.states.boards(BoardState.HANDING_OFF, BoardState.RELEASING)
+        await asyncio.gather(*(task for board, task in self._moves.items() if board in handing_off), return_exceptions=True)
 
     async def _listen(self) -> None:
         """(Re)open the connection that hears the hints, when it is away; quietly, as it is
@@ -156,13 +168,13 @@ class Ownership:
         try:
             holder, read = await self._read()
         except JournalError as exc:
-            if not self._away:
+            self._failed_beats += 1
+            if self._failed_beats == 1:
                 log.warning("node %s: lease not renewed: %s", self.backend.node_id, exc)
-            self._away = True
             return None
-        if self._away:
-            log.info("node %s: lease renewed again", self.backend.node_id)
-            self._away = False
+        if self._failed_beats:
+            log.info("node %s: lease renewed again, after %d beats that could not", self.backend.node_id, self._failed_beats)
+            self._failed_beats = 0
         if holder is not None:
             log.error("node %s: another process of this node id holds its lease: %s", self.backend.node_id, holder[0])
             return None
@@ -170,23 +182,32 @@ class Ownership:
         if self.life.state is NodeState.STARTING:  # the others hand this node its boards now, not at their next beat
             self.life.move(NodeState.JOINING)
             await hint(self.backend.store)
-        boards = list(self.supervisor.handles)
+        boards = list(self.states)
+        # a board that moved since the read began may be stale in it (a release just committed
+        # would be released again, and named this node's in the directory): the next beat has it
+        moving = self.states.boards(*MOVING) | self.states.moved_since(sent)
         for board in boards:
-            if board not in self._busy:
+            if board not in moving:
                 self.directory.set(board, read.owner(board))
         if self.life.state is NodeState.LEAVING:
             return None
-        failed = {b for b, h in self.supervisor.handles.items() if h.failure is not None}
-        held = Held(self.grants.owned, {b for b in boards if self.supervisor.serving(b)}, self._busy | failed,
-                    {b: f.engine is not None for b, f in self.followers.items()}, time.monotonic() - self._started)
+        held = Held(self.states.epochs, self.states.boards(*RUNNING), moving | self.states.boards(BoardState.FAILED),
+                    {b: self._copies[b].follower.engine is not None for b in self.states.boards(BoardState.FOLLOWING)},
+                    time.monotonic() - self._started)
         todo = plan(self.backend.node_id, self.backend.instance, read, placements(boards, read.placing, self.standbys), held)
         for board in todo.disown:
+            self.states.move(board, BoardEvent.DISOWN)
             self._start(board, self._disown(board))
         for board in todo.hand_off:
+            self.states.move(board, BoardEvent.HAND_OFF)
             self._start(board, self.hand_off(board))
         for board, epoch in todo.release:
+            if self.states.state(board) is BoardState.FOLLOWING:  # a grant given back that could not be
+                self._unfollow(board)
+            self.states.move(board, BoardEvent.RELEASE)
             self._start(board, self._release(board, epoch))
         for board in todo.take:
+            self.states.move(board, BoardEvent.TAKE)
             self._start(board, self._take(board, read.ownerless_for(board), sent))
         self._follow(todo)
         stored = read.nodes[self.backend.node_id].state
@@ -211,20 +232,24 @@ class Ownership:
     def _follow(self, todo: Plan) -> None:
         """Stop following the boards the plan drops; follow its others (start, or bring up to date)."""
         for board in todo.unfollow:
-            self._spawn(self.followers.pop(board).close())
+            self._unfollow(board)
         now = self.supervisor.clock.now()
         for board in todo.follow:
-            follower = self.followers.get(board)
-            if follower is None:
-                follower = self.followers[board] = Follower(self.supervisor.handles[board].spec)
-            running = self._catching_up.get(board)
-            if running is None or running.done():
-                self._catching_up[board] = self._spawn(self._catch_up(follower, now))
+            copy = self._copies.get(board)
+            if copy is None:
+                self.states.move(board, BoardEvent.FOLLOW)
+                copy = self._copies[board] = StandbyCopy(Follower(self.supervisor.handles[board].spec))
+            if copy.catching_up is None or copy.catching_up.done():
+                copy.catching_up = self._spawn(self._catch_up(copy.follower, now))
+
+    def _unfollow(self, board: str) -> None:
+        self.states.move(board, BoardEvent.UNFOLLOW)
+        self._spawn(self._copies.pop(board).follower.close())
 
     async def _catch_up(self, follower: Follower, now: int) -> None:
         async with self._follows:
             loaded = follower.engine is not None
-            if self._taking and not loaded:  # a full load: at a later beat
+            if not loaded and self.states.boards(BoardState.TAKING, BoardState.LOADING):  # a full load: at a later beat
                 return
             try:
                 await follower.catch_up(self.supervisor.backend, now)
@@ -255,28 +280,25 @@ class Ownership:
             raise store.failure(store.where, exc, "cannot read the cluster") from exc
 
     def _start(self, board: str, work: Coroutine[Any, Any, None]) -> None:
-        """Run ``work`` on ``board``, which is busy until it ends."""
-        self._busy.add(board)
-        self._spawn(work).add_done_callback(lambda _: self._busy.discard(board))
+        """Run ``work``, the move of ``board`` just made (a state of `MOVING`)."""
+        task = self._moves[board] = self._spawn(work)
+        task.add_done_callback(lambda _: self._moves.pop(board) if self._moves.get(board) is task else None)
 
     async def _take(self, board: str, ownerless_for: float, read_at: float) -> None:
-        self._taking += 1
-        try:
-            await self._take_now(board, ownerless_for, read_at)
-        finally:
-            self._taking -= 1
-
-    async def _take_now(self, board: str, ownerless_for: float, read_at: float) -> None:
+        """Take ``board`` (TAKING), a few at a time: from its standby copy when it has one."""
         async with self._loads:
-            follower = self.followers.pop(board, None)
+            copy = self._copies.pop(board, None)
+            follower = None if copy is None else copy.follower
             try:
                 await self.supervisor.serve(board, None if follower is None else follower.take)
             except JournalError as exc:
                 log.log(logging.INFO if isinstance(exc, OwnedElsewhere) else logging.WARNING, "board %s: not taken: %s", board, exc)
-                if follower is not None:  # not granted: its engine was not taken
-                    self.followers.setdefault(board, follower)
+                self.states.move(board, BoardEvent.NOT_GRANTED)
+                if copy is not None:  # not granted: its engine was not taken
+                    self.states.move(board, BoardEvent.FOLLOW)
+                    self._copies[board] = copy
                 return
-            epoch = self.grants.owned.get(board)
+            epoch = self.states.epoch(board)
             if epoch is not None:
                 self.directory.set(board, Owner(self.backend.node_id, self.lease.url, epoch))
             log.info("board %s: granted to node %s (epoch %s)%s", board, self.backend.node_id, epoch,
@@ -285,20 +307,26 @@ class Ownership:
                 self.takeover.observe(ownerless_for + time.monotonic() - read_at)
 
     async def hand_off(self, board: str) -> None:
-        """Stop serving ``board`` gracefully and release it (`Supervisor.hand_off`): meanwhile the
-        directory names no owner, so the edges hold its frames for the next one."""
+        """Stop serving ``board`` (HANDING_OFF) gracefully and release it (`Supervisor.hand_off`):
+        meanwhile the directory names no owner, so the edges hold its frames for the next one."""
         log.info("board %s: handing it off to the next node in its placement", board)
         self.directory.set(board, None)
-        epoch = self.grants.owned.get(board)
+        epoch = self.states.epoch(board)
         await self.supervisor.hand_off(board)
         if epoch is not None:
+            self.states.move(board, BoardEvent.RELEASE)
             await self._release(board, epoch)
 
     async def _release(self, board: str, epoch: int) -> None:
-        if not await self.grants.release(board, epoch):
-            log.warning("board %s: not released yet (tried again at the next beat)", board)
+        """Release ``board`` (RELEASING); ELSEWHERE after, released or not."""
+        try:
+            if not await self.grants.release(board, epoch):
+                log.warning("board %s: not released yet (tried again at the next beat)", board)
+        finally:
+            self.states.move(board, BoardEvent.RELEASED)
 
     async def _disown(self, board: str) -> None:
+        """Stop ``board``'s actor at once (DISOWNING): another node owns it now."""
         log.warning("board %s: granted to another node; its actor here stops", board)
         self.directory.set(board, None)
         await self.supervisor.disown(board)
@@ -308,5 +336,6 @@ class Ownership:
         the next beat (the supervisor must not restart it and grant it again)."""
         while True:
             board = await self.grants.fenced.get()
-            if board not in self._busy:
+            if self.states.can(board, BoardEvent.DISOWN):
+                self.states.move(board, BoardEvent.DISOWN)
                 self._start(board, self._disown(board))

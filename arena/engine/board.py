@@ -1,7 +1,7 @@
 """One board's in-memory state: its tables, close markers and disputes, what it retains, and
 the plans in flight between a decision and its commit. Pure: the actor supplies the clock, the
 known idempotency keys and the journal; the rules live in `arena.engine.routing` (which window
-takes a record, and the live decision) and `arena.engine.scoring` (how a table folds events).
+takes a record) and `arena.engine.scoring` (how a table folds events).
 
 The live path is two steps so that nothing is applied that is not journaled: `decide` turns a
 drained batch into a `Plan` (results + records to journal, no change to the tables), the actor
@@ -12,17 +12,22 @@ is in flight: it is decided as if that plan were committed, and is void if that 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from typing import TypeVar
 
-from arena.engine.events import Fingerprint
+from arena.engine.events import Fingerprint, Reason, Result, Status
 from arena.engine.periods import Calendar, PeriodKind, UnknownPeriod, Window
 from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
-from arena.engine.routing import NO_MARKER, Intake, Plan, Routed, Router, TableKey, decide
+from arena.engine.routing import NO_MARKER, Intake, Plan, Route, Routed, Router, TableKey
 from arena.engine.scoring import ScoringRule, State, Update
 from arena.engine.spec import BoardSpec
 from arena.engine.table import RankedTable
 from arena.errors import not_found, not_ready
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 SHORT_KINDS = (PeriodKind.HOURLY, PeriodKind.DAILY, PeriodKind.WEEKLY)
 """The kinds whose current tables load (and answer) first after a restart."""
@@ -119,9 +124,9 @@ class BoardEngine:
     # -- live path ---------------------------------------------------------------------------
 
     def decide(self, batch: Sequence[Intake], known: Mapping[str, Fingerprint], close_until: int) -> Plan:
-        """Validation steps 4-8 for a batch (`arena.engine.routing.decide`), as if every plan in
-        flight were committed; the plan is in flight until `commit_steps` or `refuse`."""
-        plan = decide(self, batch, known, close_until, self._in_flight)
+        """Validation steps 4-8 for a batch (`_decide`), as if every plan in flight were
+        committed; the plan is in flight until `commit_steps` or `refuse`."""
+        plan = _decide(self, batch, known, close_until, self._in_flight)
         self._in_flight.append(plan)
         return plan
 
@@ -381,3 +386,110 @@ class BoardEngine:
         elif self.window_closed(window, now):  # no event ever came: closed by the clock, no marker
             empty.closed_seq, empty.closed_at = self.last_seq, self.close_moment(window)
         return empty
+
+
+def _decide(
+    board: BoardEngine, batch: Sequence[Intake], known: Mapping[str, Fingerprint], close_until: int, ahead: Sequence[Plan]
+) -> Plan:
+    """Validation steps 4-8 for a batch, in order, as if the plans ``ahead`` (in flight, in
+    order) were committed; no state changes. O(events * kinds) at worst, O(events) when they
+    share their windows.
+
+    ``known`` holds the journaled fingerprints of the batch's keys (from the journal's index);
+    ``close_until`` is the instant up to which tables may be closed after the batch.
+    """
+    base_seq = ahead[-1].last_seq if ahead else board.last_seq
+    plan = Plan(results=[], base_seq=base_seq, last_seq=base_seq)
+    closing, fresh, seen = plan.closing, plan.fresh, plan.seen
+    closing_ahead = _union([p.closing for p in ahead])
+    fresh_ahead = _union([p.fresh for p in ahead])
+    seen_ahead = _union([p.seen for p in ahead])
+    markers = board.markers
+
+    def marker_seq(key: TableKey) -> float:
+        marker = markers.get(key) or closing.get(key) or closing_ahead.get(key)
+        return NO_MARKER if marker is None else marker.seq
+
+    router = Router(board.calendar, board.kinds, marker_seq)
+
+    def add_marker(window: Window, moment: int) -> None:
+        plan.last_seq += 1
+        marker = CloseRecord(plan.last_seq, window, moment)
+        closing[(window.kind, window.period_id)] = marker
+        plan.records.append(marker)
+        router.forget()
+
+    def close_due(until: int) -> None:
+        due = []
+        tables = ((k, t.window) for k, t in board.tables.items())
+        for key, window in itertools.chain(tables, fresh_ahead.items(), fresh.items()):
+            moment = board.close_moment(window)
+            if moment is not None and moment <= until and marker_seq(key) == NO_MARKER:
+                due.append((moment, window))
+        for moment, window in sorted(due, key=lambda d: (d[0], d[1].kind)):
+            add_marker(window, moment)
+
+    def open_windows(occurred_at: int, received_at: int) -> tuple[Route, tuple[Window, ...]]:
+        """The route of an event received at ``received_at`` (closing first the windows whose
+        moment it has reached) and the windows its record takes."""
+        route = router.route(occurred_at)
+        for window, marker in route.legs:
+            moment = board.close_moment(window)
+            if marker == NO_MARKER and moment is not None and received_at >= moment:
+                add_marker(window, moment)
+        route = router.route(occurred_at)
+        windows = route.windows(plan.last_seq + 1)
+        for window in windows:
+            key = (window.kind, window.period_id)
+            if key not in board.tables and key not in fresh_ahead:
+                fresh[key] = window
+        return route, windows
+
+    spec = board.spec
+    # The last route and the windows it gives: a route depends only on the instant's windows and
+    # on received_at, and a batch's events mostly share both.
+    route: Route | None = None
+    windows: tuple[Window, ...] = ()
+    routed_at: int | None = None
+    for events, received_at, source in batch:
+        close_due(received_at)
+        results: list[Result] = []
+        for event in events:
+            key = event.idempotency_key
+            fingerprint = event.fingerprint
+            prior = seen.get(key) or seen_ahead.get(key) or known.get(key)
+            if prior is not None:
+                if prior == fingerprint:
+                    results.append(Result(key, Status.DUPLICATE))
+                else:
+                    results.append(Result(key, Status.REJECTED, Reason.IDEMPOTENCY_KEY_REUSED))
+                continue
+            if not spec.min_value <= event.value <= spec.max_value:
+                results.append(Result(key, Status.REJECTED, Reason.VALUE_OUT_OF_RANGE))
+                continue
+            if event.occurred_at > received_at + spec.max_future_skew_ms:
+                results.append(Result(key, Status.REJECTED, Reason.OCCURRED_IN_FUTURE))
+                continue
+            if received_at != routed_at or route is None or not route.start <= event.occurred_at < route.end:
+                route, windows = open_windows(event.occurred_at, received_at)
+                routed_at = received_at
+            if not windows:
+                results.append(Result(key, Status.REJECTED, Reason.PERIOD_CLOSED))
+                continue
+            plan.last_seq += 1
+            plan.records.append(ScoreRecord(plan.last_seq, event, received_at, source))
+            plan.routes[plan.last_seq] = windows
+            seen[key] = fingerprint
+            results.append(Result(key, Status.ACCEPTED))
+        plan.results.append(results)
+    close_due(close_until)
+    return plan
+
+
+def _union(maps: list[dict[K, V]]) -> dict[K, V]:
+    """One dict of ``maps`` (disjoint keys): the map itself when only one has entries, the
+    common case of one plan in flight."""
+    full = [m for m in maps if m]
+    if len(full) == 1:
+        return full[0]
+    return {k: v for m in full for k, v in m.items()}

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from arena.api.routing import Local, Ownerless, Remote, moved, where
 from arena.api.service import Arena
-from arena.cluster.directory import Directory, Owner
+from arena.board.state import BoardStates, Owner
+from arena.cluster.directory import Directory
 from arena.engine.events import Reason, Result, Status
 from support.server import make_config
 
@@ -20,6 +21,13 @@ def arena_of(tmp_path: Path) -> Arena:
     return Arena(make_config(tmp_path, {"a": {}, "b": {}, "c": {}}))
 
 
+def clustered(arena: Arena) -> Directory:
+    """Make ``arena`` node n1 of a cluster (lease 3 s): its map and directory, set by hand."""
+    arena.states = BoardStates(arena.boards, node_id="n1", lease_seconds=3)
+    arena.directory = Directory(arena.states)
+    return arena.directory
+
+
 def test_on_a_single_node_every_board_is_local(tmp_path: Path) -> None:
     arena = arena_of(tmp_path)
     assert where(arena, "a") == Local(arena.boards["a"])
@@ -29,8 +37,7 @@ def test_on_a_single_node_every_board_is_local(tmp_path: Path) -> None:
 
 def test_in_a_cluster_a_board_is_here_at_its_owner_or_ownerless(tmp_path: Path) -> None:
     arena = arena_of(tmp_path)
-    arena.directory = Directory(arena.boards, node_id="n1", lease_seconds=3)
-    arena.directory.renewed(time.monotonic())
+    clustered(arena).renewed(time.monotonic())
     arena.directory.set("a", ME)
     arena.directory.set("b", OTHER)
     assert where(arena, "a") == Local(arena.boards["a"])
@@ -43,8 +50,7 @@ def test_in_a_cluster_a_board_is_here_at_its_owner_or_ownerless(tmp_path: Path) 
 
 def test_a_node_whose_lease_is_stale_serves_nothing_of_its_own(tmp_path: Path) -> None:
     arena = arena_of(tmp_path)
-    arena.directory = Directory(arena.boards, node_id="n1", lease_seconds=3)
-    arena.directory.renewed(time.monotonic() - 10)
+    clustered(arena).renewed(time.monotonic() - 10)
     arena.directory.set("a", ME)
     arena.directory.set("b", OTHER)
     assert where(arena, "a") == Ownerless("a")
@@ -53,8 +59,7 @@ def test_a_node_whose_lease_is_stale_serves_nothing_of_its_own(tmp_path: Path) -
 
 def test_a_part_answered_here_moves_on_only_if_the_board_left_and_some_events_were_unavailable(tmp_path: Path) -> None:
     arena = arena_of(tmp_path)
-    arena.directory = Directory(arena.boards, node_id="n1", lease_seconds=3)
-    arena.directory.renewed(time.monotonic())
+    clustered(arena).renewed(time.monotonic())
     arena.directory.set("a", ME)
     arena.directory.set("b", OTHER)
     unavailable = [Result("k1", Status.ACCEPTED), Result("k2", Status.REJECTED, Reason.UNAVAILABLE)]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import signal
 import sqlite3
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import pytest
 from arena.client import ArenaClient, AuthenticationError, ConnectionFailed, SubmitResult, SubmitStatus
 from arena.journal.sqlite import journal_path
 from loadtest.config_toml import write_config
-from support.server import ChildServer, make_config, token_for, until
+from support.server import ChildServer, make_config, now_ms, token_for, until
 
 PRODUCERS = 50
 EVENTS_EACH = 60
@@ -89,7 +88,7 @@ async def test_queries_waiting_during_a_restart_are_answered_after_it(tmp_path: 
     await asyncio.to_thread(server.start)
     try:
         async with ArenaClient(server.url, token_for("gs"), reconnect_base=0.02, reconnect_max=0.3) as client:
-            await client.submit("b", "a", 1, occurred_at=int(time.time() * 1000))
+            await client.submit("b", "a", 1, occurred_at=now_ms())
             server.signal(signal.SIGTERM)
             await asyncio.to_thread(server.wait)
             await until(lambda: not client.connected, "the client to see the 1012 close")
@@ -120,7 +119,7 @@ async def test_a_server_gone_for_give_up_after_fails_the_waiting_calls_with_thei
             assert failed.value.idempotency_keys == ("stranded",)
             await asyncio.to_thread(server.start, 30.0, server.port)
             # the client tries again when there is work: resending the stranded key is safe
-            again = await client.submit("b", "a", 2, idempotency_key="stranded", occurred_at=int(time.time() * 1000))
+            again = await client.submit("b", "a", 2, idempotency_key="stranded", occurred_at=now_ms())
             assert again.recorded
     finally:
         server.kill()

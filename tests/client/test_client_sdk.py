@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import random
 import sqlite3
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -36,16 +35,13 @@ from arena.client import (
 )
 from arena.journal.sqlite import journal_path
 from loadtest.process import free_socket
-from support.server import ADMIN_TOKEN, InProcessServer, make_config, token_for, until
+from support.server import ADMIN_TOKEN, InProcessServer, make_config, now_ms, token_for, until
 
 BOARDS: dict[str, dict[str, Any]] = {
     "b": {"aggregation": "best", "periods": ["alltime", "daily"]},
     "other": {"aggregation": "sum"},
 }
 
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def journal_keys(data_dir: Path, board: str) -> list[str]:
@@ -56,12 +52,7 @@ def journal_keys(data_dir: Path, board: str) -> list[str]:
         db.close()
 
 
-@pytest.fixture
-async def server(tmp_path: Path):  # type: ignore[no-untyped-def]
-    config = make_config(tmp_path, BOARDS, {"gs": ["*"], "narrow": ["other"]})
-    async with InProcessServer(config) as running:
-        yield running
-
+pytestmark = pytest.mark.server(BOARDS, {"gs": ["*"], "narrow": ["other"]})
 
 async def test_submit_returns_accepted_and_the_event_is_visible_at_once(server: InProcessServer) -> None:
     async with ArenaClient(server.url, token_for("gs")) as client:
@@ -335,7 +326,7 @@ async def test_calls_after_close_raise_client_closed(server: InProcessServer) ->
 async def test_close_flushes_events_still_lingering(server: InProcessServer) -> None:
     client = await ArenaClient(server.url, token_for("gs"), linger=10.0).connect()
     pending = [asyncio.ensure_future(client.submit("b", f"m{i}", i)) for i in range(20)]
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # one turn: the submits run up to their wait, their events lingering
     await client.close()
     assert all(p.result().recorded for p in pending)
 

@@ -8,7 +8,6 @@ import asyncio
 import hashlib
 import signal
 import sqlite3
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from support.server import (
     clear_of_an_hour_boundary,
     event,
     make_config,
+    now_ms,
     token_for,
     until,
 )
@@ -40,9 +40,6 @@ BOARDS = {
     "last": {"aggregation": "latest", "order": "asc", "tie": "latest", "periods": ["alltime", "hourly"]},
 }
 
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def contract_sha256(entries: list[dict[str, Any]]) -> str:

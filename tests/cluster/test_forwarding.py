@@ -20,17 +20,18 @@ from websockets.exceptions import InvalidStatus
 
 from arena.api import forward
 from arena.api.forward import Forwarding
-from arena.cluster.directory import Owner
+from arena.board.state import BoardEvent
+from arena.cluster.directory import Directory, Owner
 from arena.cluster.peer.client import Peers
 from arena.cluster.peer.protocol import PATH, Answer, Answered, Ask, Http, Numbered, Submit, serialise
 from arena.config import ClusterSettings
 from arena.engine.events import Event, Status
 from support.faults import parse_metric
-from support.server import ADMIN_TOKEN, Client, InProcessServer, event, make_config, statuses, token_for, until
+from support.server import ADMIN_TOKEN, Client, InProcessServer, event, make_config, now_ms, statuses, token_for, until
 
 SECRET = "a-cluster-secret-for-tests"
 BOARDS: dict[str, dict[str, Any]] = {"a1": {"aggregation": "sum"}, "a2": {}, "b1": {"aggregation": "sum"}, "lost": {}}
-NOW = int(time.time() * 1000)
+NOW = now_ms()
 FRAME_BYTES = 32_768
 
 
@@ -49,10 +50,12 @@ class Nodes:
                 assert node.arena is not None
                 directory, supervisor = node.arena.directory, node.arena.supervisor
                 if owner is node and not supervisor.serving(board):
+                    node.arena.states.move(board, BoardEvent.TAKE)
                     await supervisor.serve(board)
                     assert await supervisor.until_loaded(board)
                 directory.set(board, None if owner is None else Owner(node_id(owner), owner.url, 1))
                 if owner is not node and supervisor.serving(board):
+                    node.arena.states.move(board, BoardEvent.HAND_OFF)
                     await supervisor.hand_off(board)
 
 
@@ -64,6 +67,20 @@ async def get(url: str) -> httpx.Response:
 def node_id(server: InProcessServer) -> str:
     assert server.config.cluster is not None and server.config.cluster.node_id is not None
     return server.config.cluster.node_id
+
+
+@pytest.fixture
+def waits(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """(node, board) of every wait of a node for a board's owner (`Directory.owner_within`), in order."""
+    seen: list[tuple[str, str]] = []
+    owner_within = Directory.owner_within
+
+    async def recorded(directory: Directory, board: str, seconds: float, **kwargs: Any) -> Owner | None:
+        seen.append((str(directory.node_id), board))
+        return await owner_within(directory, board, seconds, **kwargs)
+
+    monkeypatch.setattr(Directory, "owner_within", recorded)
+    return seen
 
 
 @pytest.fixture
@@ -182,38 +199,39 @@ async def test_a_void_through_another_node_is_done_by_the_owner(nodes: Nodes) ->
 
 
 async def test_an_ownerless_board_answers_queries_503_at_once_and_frames_after_the_wait(
-    nodes: Nodes, monkeypatch: pytest.MonkeyPatch
+    nodes: Nodes, waits: list[tuple[str, str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(forward, "OWNERLESS_WAIT_SECONDS", 1.0)
     async with httpx.AsyncClient(base_url=nodes.a.url) as http:
-        started = time.monotonic()
         answer = await http.get("/v1/boards/lost/alltime/top")
-        assert time.monotonic() - started < 1
         assert (answer.status_code, answer.headers["retry-after"], answer.json()["error"]["code"]) == (503, "1", "unavailable")
     client = await Client.connect(nodes.a.ws_url, token_for("gs"))
     try:
         refused = await client.request({"op": "top", "board": "lost", "period": "alltime"})
         assert (refused["op"], refused["code"]) == ("error", "unavailable")
-        started = time.monotonic()
+        assert waits == []  # neither query waited for an owner
         results = await client.submit([event("a1", "m", 1, NOW, "o1"), event("lost", "m", 1, NOW, "o2")])
         assert statuses(results) == ["accepted", "rejected:unavailable"]
-        assert 1 <= time.monotonic() - started < 5
+        assert set(waits) == {("node-a", "lost")}  # the ownerless part waited for an owner, in vain
+        waits.clear()
+        monkeypatch.setattr(forward, "OWNERLESS_WAIT_SECONDS", 30.0)  # longer than the move below takes
         waiting = client.send({"op": "submit", "events": [event("lost", "m", 1, NOW, "o2")]})
-        await asyncio.sleep(0.1)  # the frame is waiting for an owner; then one turns up
+        await until(lambda: waits, "the frame to wait for an owner")  # then one turns up
         await nodes.owners(lost=nodes.b)
-        assert statuses((await asyncio.wait_for(waiting, 5))["results"]) == ["accepted"]
+        assert statuses((await asyncio.wait_for(waiting, 30))["results"]) == ["accepted"]
     finally:
         await client.close()
 
 
-async def test_a_board_that_moved_is_re_routed_not_refused(nodes: Nodes) -> None:
+async def test_a_board_that_moved_is_re_routed_not_refused(nodes: Nodes, waits: list[tuple[str, str]]) -> None:
     """Node a still thinks b1 is on b, but b gave it to a: b answers `not_here`, a looks again."""
     assert nodes.b.arena is not None and nodes.a.arena is not None
     nodes.b.arena.directory.set("b1", Owner("node-a", nodes.a.url, 2))
 
     async def moved() -> None:
-        await asyncio.sleep(0.1)
+        await until(lambda: ("node-a", "b1") in waits, "b's not_here: node a looking for b1's next owner")
         assert nodes.a.arena is not None
+        nodes.a.arena.states.move("b1", BoardEvent.TAKE)
         await nodes.a.arena.supervisor.serve("b1")
         nodes.a.arena.directory.set("b1", Owner("node-a", nodes.a.url, 2))
 
@@ -334,7 +352,9 @@ async def test_events_waiting_on_a_board_this_node_loses_go_on_to_the_next_owner
     answer = forwarding.submit("a1", events, NOW, "gs")
     await asyncio.sleep(0)  # queued in a1's mailbox on node a
     nodes.a.arena.directory.set("a1", Owner("node-b", nodes.b.url, 2))
+    nodes.a.arena.states.move("a1", BoardEvent.DISOWN)
     await nodes.a.arena.supervisor.disown("a1")
+    nodes.b.arena.states.move("a1", BoardEvent.TAKE)
     await nodes.b.arena.supervisor.serve("a1")
     nodes.b.arena.directory.set("a1", Owner("node-b", nodes.b.url, 2))
     try:

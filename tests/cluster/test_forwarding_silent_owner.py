@@ -17,6 +17,7 @@ import pytest
 import websockets
 from websockets.asyncio.server import Server, ServerConnection, serve
 
+from arena.board.state import BoardEvent
 from arena.cluster.directory import Owner
 from arena.config import ClusterSettings
 from support.server import Client, InProcessServer, event, make_config, token_for, until
@@ -59,6 +60,7 @@ def node(tmp_path: Path, name: str) -> InProcessServer:
 async def serves(server: InProcessServer, board: str) -> None:
     assert server.arena is not None
     server.arena.directory.renewed(time.monotonic())
+    server.arena.states.move(board, BoardEvent.TAKE)  # as an ownership loop would
     await server.arena.supervisor.serve(board)
     assert await server.arena.supervisor.until_loaded(board)
     server.arena.directory.set(board, Owner("node-b", server.url, 1))

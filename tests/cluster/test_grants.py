@@ -37,7 +37,7 @@ async def grants(pg_journal: JournalSettings) -> AsyncIterator[Grants]:
 async def test_an_append_refused_by_its_fence_raises_and_queues_the_board(grants: Grants, pg_journal: JournalSettings) -> None:
     journal = await grants.open(SPEC)
     await journal.append([score(1)])
-    assert grants.owned == {"b": 1} and grants.fenced.empty()
+    assert grants.states.epochs == {"b": 1} and grants.fenced.empty()
     other = PostgresBackend(pg_journal, node_id="node-b")
     try:
         await (await other.open(SPEC)).close()  # a sole writer's open grants it again: epoch 2
@@ -45,7 +45,7 @@ async def test_an_append_refused_by_its_fence_raises_and_queues_the_board(grants
         await other.close()
     with pytest.raises(OwnershipLost, match="granted again since its epoch 1"):
         await journal.append([score(2)])
-    assert grants.owned == {} and grants.fenced.get_nowait() == "b"
+    assert grants.states.epochs == {} and grants.fenced.get_nowait() == "b"
     assert await journal.committed_seq() == 1
 
 
@@ -57,10 +57,10 @@ async def test_a_cluster_node_is_not_granted_a_board_another_live_process_owns(p
         await (await a.open(SPEC)).close()
         with pytest.raises(OwnedElsewhere):
             await b.open(SPEC)
-        assert (a.owned, b.owned) == ({"b": 1}, {})
-        assert await a.release("b", 1) and a.owned == {}
+        assert (a.states.epochs, b.states.epochs) == ({"b": 1}, {})
+        assert await a.release("b", 1) and a.states.epochs == {}
         await (await b.open(SPEC)).close()  # released: the next node is granted it at once
-        assert b.owned == {"b": 2}
+        assert b.states.epochs == {"b": 2}
     finally:
         await a.close()
         await b.close()

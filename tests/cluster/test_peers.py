@@ -13,6 +13,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 
 from arena.cluster.peer.client import NotHere, PeerGone, Peers
 from arena.cluster.peer.protocol import Answer, Answered, Ask, Elsewhere, Numbered, Reply, parse_request, serialise
+from support.server import until
 
 SECRET = "s3cret"
 
@@ -22,6 +23,7 @@ class FakeNode:
 
     def __init__(self) -> None:
         self.connections: list[ServerConnection] = []
+        self.received: list[Numbered] = []
         self.server: Server | None = None
         self.port = 0
 
@@ -31,7 +33,7 @@ class FakeNode:
         async def answer(numbered: Numbered) -> None:
             assert isinstance(numbered.request, Ask)
             frame = numbered.request.frame
-            await asyncio.sleep(frame.get("delay", 0))
+            await asyncio.sleep(frame.get("delay", 0))  # the scenario: a peer slow to answer, out of order
             if frame["op"] == "hang":
                 return
             reply: Answer = Elsewhere() if frame["op"] == "elsewhere" else Answered({"echo": frame["n"]})
@@ -41,6 +43,7 @@ class FakeNode:
             async for text in connection:
                 message = parse_request(text)
                 assert isinstance(message, Numbered)
+                self.received.append(message)
                 tasks.create_task(answer(message))
 
     async def start(self, port: int = 0) -> None:
@@ -98,7 +101,7 @@ async def test_a_dropped_connection_fails_what_was_in_flight_and_the_next_reques
     try:
         peer = pool.peer("n", node.url)
         waiting = asyncio.ensure_future(peer.request(ask("hang", 1)))
-        await asyncio.sleep(0.05)
+        await until(lambda: node.received, "the request to reach the node")
         await node.connections[0].close()
         with pytest.raises(PeerGone) as gone:
             await asyncio.wait_for(waiting, 5)
@@ -121,14 +124,14 @@ async def test_an_unreachable_peer_is_tried_again_after_a_backoff(node: FakeNode
         await node.start(port)
         with pytest.raises(PeerGone):  # within the backoff: not even tried
             await peer.request(ask("x", 2))
-        deadline = asyncio.get_running_loop().time() + 5
-        while True:
+
+        async def answered() -> bool:
             try:
-                assert echo(await peer.request(ask("x", 3))) == 3
-                break
+                return bool(echo(await peer.request(ask("x", 3))) == 3)
             except PeerGone:
-                assert asyncio.get_running_loop().time() < deadline
-                await asyncio.sleep(0.02)
+                return False
+
+        await until(answered, "the peer to be tried again after the backoff", 5)
     finally:
         await pool.close()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from arena.board.load import load
@@ -14,11 +14,10 @@ from arena.cluster.standby import Follower
 from arena.engine.board import BoardEngine
 from arena.journal import Journal
 from support.engines import Live, full_replay, state
-from support.journals import BackendKind, Store, journal_store
+from support.journals import BackendKind, Store, journal_store, stored_property
 from support.oracle import Frame, OBoard, boards_and_frames, spec_of
 
-STORED_PROPERTY = settings(max_examples=30, deadline=None,
-                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+STORED_PROPERTY = stored_property(30)
 DAY = 86_400_000
 
 

@@ -5,16 +5,14 @@ no node ever answers a board with standings other than the acked ones."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import httpx
 import pytest
 
 from arena.config import JournalSettings
-from support.cluster import NodeFactory, OwnerWriter, check_nothing_lost, oracle, standings, start_cluster
+from support.cluster import NodeFactory, check_nothing_lost, ingesting, oracle, standings, start_cluster
 from support.postgres import fetchval
-from support.server import until
 
 BOARDS: dict[str, dict[str, Any]] = {f"s{i}": {"aggregation": "sum"} for i in range(6)}
 NODES = ["node-a", "node-b", "node-c"]
@@ -33,24 +31,13 @@ async def test_a_node_whose_sessions_are_terminated_recovers_and_nothing_acked_i
         cluster_nodes: NodeFactory, pg_journal: JournalSettings) -> None:
     assert pg_journal.url is not None
     servers = await start_cluster(cluster_nodes, NODES, BOARDS)
-    writer = OwnerWriter(servers)
-    stop = asyncio.Event()
-    writers = [asyncio.create_task(writer.run(b, stop)) for b in BOARDS]
-    try:
-        await until(lambda: all(len(writer.acked.get(b, ())) >= 50 for b in BOARDS), "ingest under way", timeout=20)
+    async with ingesting(servers, BOARDS, under_way=50) as writer:
         terminated = 0
         for _ in range(3):  # again while it reconnects
             terminated += await terminate_sessions(pg_journal.url, "node-a")
-            seen = {b: len(writer.acked[b]) for b in BOARDS}
-            await until(lambda s=seen: all(len(writer.acked[b]) > s[b] for b in BOARDS),  # type: ignore[misc]
-                        "every board acked again", timeout=20)
+            await writer.more(BOARDS, 0, "every board acked again", timeout=20)
         assert terminated >= 3
-        seen = {b: len(writer.acked[b]) for b in BOARDS}
-        await until(lambda: all(len(writer.acked[b]) > seen[b] + 50 for b in BOARDS), "ingest goes on", timeout=20)
-    finally:
-        stop.set()
-        await asyncio.gather(*writers)
-        await writer.close()
+        await writer.more(BOARDS, 50, "ingest goes on", timeout=20)
     await check_nothing_lost(writer, servers, pg_journal)
     async with httpx.AsyncClient() as http:
         for server in servers:  # no stale answer anywhere: every node forwards to the owner or is it

@@ -1,15 +1,16 @@
 """Takeover on real `arena serve` nodes under ingest sent to the owners: a SIGKILLed owner's
-boards are served by another node within 5 s, and nothing acked is lost or counted twice (sum
-boards against an oracle of the acked events); an owner paused past its lease (SIGSTOP) and
+boards are served by the next node of their placement (the takeover counted there), and nothing
+acked is lost or counted twice (sum boards against an oracle of the acked events), a board of
+100k events with all of them; an owner paused past its lease (SIGSTOP) and
 resumed never commits another append for the boards it lost, and never answers for them from its
-stale tables (`arena verify` against each node finds no difference)."""
+stale tables (`arena verify` against each node finds no difference). How long a takeover takes
+is measured by `python -m loadtest cluster`, not here."""
 
 from __future__ import annotations
 
 import asyncio
 import re
 import signal
-import time
 from typing import Any
 
 import httpx
@@ -17,12 +18,11 @@ import pytest
 
 from arena.cluster.placement import preference
 from support.arena_cli import run_arena
-from support.cluster import NodeFactory, OwnerWriter, check_nothing_lost, oracle, owner_urls, start_cluster
-from support.server import ChildServer, Client, event, token_for, until
+from support.cluster import NodeFactory, check_nothing_lost, ingesting, oracle, owner_urls, start_cluster
+from support.server import ChildServer, Client, event, now_ms, token_for, until
 
 BOARDS: dict[str, dict[str, Any]] = {f"s{i}": {"aggregation": "sum"} for i in range(6)}
 NODES = ["node-a", "node-b", "node-c"]
-TAKEOVER_SECONDS = 5.0
 
 pytestmark = pytest.mark.slow
 
@@ -34,45 +34,43 @@ def victim_of(servers: list[ChildServer]) -> tuple[ChildServer, list[str]]:
     return servers[NODES.index(node)], owned[node]
 
 
-async def served_again(http: httpx.AsyncClient, survivors: list[ChildServer], board: str, since: float) -> float:
-    """Seconds from ``since`` until a surviving node owns ``board`` and answers a query on it."""
-    deadline = since + 30
-    while time.monotonic() < deadline:
+async def served_again(http: httpx.AsyncClient, survivors: list[ChildServer], board: str) -> str:
+    """The URL of the surviving node that owns ``board`` and answers a query on it, once there is one."""
+    served: list[str] = []
+
+    async def answered() -> bool:
         url = (await owner_urls(http, survivors)).get(board)
         if url is not None and url in {s.url for s in survivors}:
             if (await http.get(f"{url}/v1/boards/{board}/alltime/top")).status_code == 200:
-                return time.monotonic() - since
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"board {board} not served again within 30 s")
+                served.append(url)
+        return bool(served)
+
+    await until(answered, f"board {board} served again", timeout=30)
+    return served[0]
 
 
-async def test_a_sigkilled_owners_boards_are_served_again_within_5s_and_nothing_acked_is_lost(
+def next_owners(servers: list[ChildServer], victim: ChildServer, boards: list[str], node_ids: list[str] = NODES) -> list[str]:
+    """The URL of each board's next owner by placement once ``victim`` is gone."""
+    urls = dict(zip(node_ids, (s.url for s in servers), strict=True))
+    gone = node_ids[servers.index(victim)]
+    return [urls[next(n for n in preference(b, node_ids) if n != gone)] for b in boards]
+
+
+async def test_a_sigkilled_owners_boards_are_served_by_their_next_owners_and_nothing_acked_is_lost(
         cluster_nodes: NodeFactory, pg_journal: Any) -> None:
     servers = await start_cluster(cluster_nodes, NODES, BOARDS)
     victim, boards = victim_of(servers)
     survivors = [s for s in servers if s is not victim]
-    writer = OwnerWriter(servers)
-    stop = asyncio.Event()
-    writers = [asyncio.create_task(writer.run(b, stop)) for b in BOARDS]
-    try:
-        async with httpx.AsyncClient() as http:
-            await until(lambda: all(len(writer.acked.get(b, ())) >= 100 for b in BOARDS), "ingest under way", timeout=20)
-            victim.kill()
-            killed_at = time.monotonic()
-            seconds = await asyncio.gather(*(served_again(http, survivors, b, killed_at) for b in boards))
-            print(f"takeover after SIGKILL: {dict(zip(boards, [round(s, 2) for s in seconds], strict=True))}")
-            assert max(seconds) < TAKEOVER_SECONDS, seconds
-            taken = {b: len(writer.acked[b]) for b in boards}
-            await until(lambda: all(len(writer.acked[b]) > taken[b] + 100 for b in boards), "ingest on the new owners")
-            observed = 0.0
-            for s in survivors:
-                text = (await http.get(f"{s.url}/metrics")).text
-                observed += sum(float(v) for v in re.findall(r"^arena_takeover_seconds_count (\S+)$", text, re.M))
-            assert observed >= len(boards)
-    finally:
-        stop.set()
-        await asyncio.gather(*writers)
-        await writer.close()
+    async with ingesting(servers, BOARDS) as writer, httpx.AsyncClient() as http:
+        victim.kill()
+        owners = await asyncio.gather(*(served_again(http, survivors, b) for b in boards))
+        assert owners == next_owners(servers, victim, boards)
+        await writer.more(boards, 100, "ingest on the new owners")
+        observed = 0.0
+        for s in survivors:
+            text = (await http.get(f"{s.url}/metrics")).text
+            observed += sum(float(v) for v in re.findall(r"^arena_takeover_seconds_count (\S+)$", text, re.M))
+        assert observed >= len(boards)
     await check_nothing_lost(writer, servers, pg_journal)
 
 
@@ -81,21 +79,10 @@ async def test_an_owner_paused_past_its_lease_commits_nothing_more_and_never_ans
     servers = await start_cluster(cluster_nodes, NODES, BOARDS)
     victim, boards = victim_of(servers)
     survivors = [s for s in servers if s is not victim]
-    writer = OwnerWriter(servers)
-    stop = asyncio.Event()
-    writers = [asyncio.create_task(writer.run(b, stop)) for b in BOARDS]
-    try:
-        async with httpx.AsyncClient() as http:
-            await until(lambda: all(len(writer.acked.get(b, ())) >= 100 for b in BOARDS), "ingest under way", timeout=20)
-            victim.signal(signal.SIGSTOP)  # frames sent to it meanwhile wait in its socket and its mailboxes
-            paused_at = time.monotonic()
-            await asyncio.gather(*(served_again(http, survivors, b, paused_at) for b in boards))
-            taken = {b: len(writer.acked[b]) for b in boards}
-            await until(lambda: all(len(writer.acked[b]) > taken[b] + 100 for b in boards), "ingest on the new owners")
-    finally:
-        stop.set()
-        await asyncio.gather(*writers)
-        await writer.close()
+    async with ingesting(servers, BOARDS) as writer, httpx.AsyncClient() as http:
+        victim.signal(signal.SIGSTOP)  # frames sent to it meanwhile wait in its socket and its mailboxes
+        await asyncio.gather(*(served_again(http, survivors, b) for b in boards))
+        await writer.more(boards, 100, "ingest on the new owners")
     expected = {b: oracle(writer.acked[b]) for b in boards}
     victim.signal(signal.SIGCONT)
     # at once: whatever it answers (its own tables until its first beat, or forwarded) is what an
@@ -103,18 +90,19 @@ async def test_an_owner_paused_past_its_lease_commits_nothing_more_and_never_ans
     code, out, err = await run_arena("verify", "--config", victim.config_path, "--url", victim.url)
     assert "MISMATCH" not in out and (code == 0 or "HTTP 503" in err), (code, out, err)
     async with httpx.AsyncClient() as http:
-        resumed = time.monotonic()
-        answers = 0
-        while time.monotonic() < resumed + 2 * 3.0:  # past its next beats: it sees the new owners
+        async def forwarding_all() -> bool:
+            """One round of queries, each checked: all answered once it has seen the new owners."""
+            answered = 0
             for board in boards:
                 answer = await http.get(f"{victim.url}/v1/boards/{board}/alltime/top", params={"limit": 1000})
-                answers += 1
                 if answer.status_code == 200:  # only an answer forwarded to the new owner
                     assert {e["member"]: int(e["score"]) for e in answer.json()["entries"]} == expected[board]
+                    answered += 1
                 else:
                     assert answer.status_code == 503 and answer.headers["retry-after"] == "1", answer.text
-            await asyncio.sleep(0.05)
-        assert answers > len(boards)
+            return answered == len(boards)
+
+        await until(forwarding_all, "the resumed node to forward every query to the new owners")
     for server in servers:  # every node, the resumed one included, answers as the journal says
         code, out, err = await run_arena("verify", "--config", server.config_path, "--url", server.url)
         assert code == 0 and "MISMATCH" not in out, (server.url, out, err)
@@ -124,15 +112,15 @@ async def test_an_owner_paused_past_its_lease_commits_nothing_more_and_never_ans
 
 @pytest.mark.parametrize("standbys", [0, 1])
 async def test_the_takeover_of_a_board_of_100k_events(cluster_nodes: NodeFactory, standbys: int) -> None:
-    """Measured: the seconds from SIGKILL to the next owner answering, for a board of 100k
-    journaled events, with and without a standby (which replays only the tail)."""
+    """A board of 100k journaled events, its owner SIGKILLed: the next owner serves all of them,
+    with a standby from its copy (which replays only the tail), without one from the journal."""
     boards = {"big": {"aggregation": "sum"}}
     servers = await start_cluster(cluster_nodes, NODES, boards, standbys=standbys)
     order = preference("big", NODES)
     owner, standby = (servers[NODES.index(n)] for n in order[:2])
     client = await Client.connect(owner.ws_url, token_for("gs"))
     try:
-        now = int(time.time() * 1000)
+        now = now_ms()
         frames = [[event("big", f"m{(f * 1000 + i) % 10_000}", 1, now, f"k{f}-{i}") for i in range(1000)] for f in range(100)]
         for start in range(0, len(frames), 8):  # 8 frames in flight
             answers = await asyncio.gather(*(client.request({"op": "submit", "events": f}, 30) for f in frames[start:start + 8]))
@@ -146,7 +134,8 @@ async def test_the_takeover_of_a_board_of_100k_events(cluster_nodes: NodeFactory
                 return re.search(r'^arena_standby_seq\{board="big"\} 100000\.0$', text, re.M) is not None
             await until(caught_up, "the standby caught up", timeout=30)
         owner.kill()
-        killed_at = time.monotonic()
-        seconds = await served_again(http, [s for s in servers if s is not owner], "big", killed_at)
-    print(f"takeover of a board of 100k events, standbys={standbys}: {seconds:.2f}s from SIGKILL")
-    assert seconds < TAKEOVER_SECONDS
+        assert await served_again(http, [s for s in servers if s is not owner], "big") == standby.url
+        top = (await http.get(f"{standby.url}/v1/boards/big/alltime/top", params={"limit": 1000})).json()
+    assert top["size"] == 10_000 and {e["score"] for e in top["entries"]} == {10}  # every event, each once
+    copied = re.search(r"board big: granted to node \S+ \(epoch \d+\), from its standby copy", standby.log())
+    assert (copied is not None) == bool(standbys), standby.log_tail()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import AsyncIterator
 from fnmatch import fnmatch
 from pathlib import Path
 
@@ -13,18 +12,13 @@ import httpx
 import pytest
 
 from arena.api.console import FILES
-from support.server import InProcessServer, make_config
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ROOT / "arena" / "console"
 SVG_NAMESPACE = "http://www.w3.org/2000/svg"
 
 
-@pytest.fixture
-async def http(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
-    async with InProcessServer(make_config(tmp_path, {"b": {}}), fault_injection=False) as server:
-        async with httpx.AsyncClient(base_url=server.url) as client:
-            yield client
+pytestmark = pytest.mark.server({"b": {}}, fault_injection=False)  # for the `http` fixture
 
 
 async def test_the_page_and_its_files_carry_a_self_only_content_security_policy(http: httpx.AsyncClient) -> None:

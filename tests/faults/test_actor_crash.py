@@ -5,7 +5,6 @@ the board is marked failed instead of looping."""
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +12,9 @@ import httpx
 
 import arena.board.actor
 import arena.board.load
-from arena.board.actor import BoardState
+from arena.board.state import BoardState
 from support.faults import journaled
-from support.server import Client, InProcessServer, event, make_config, statuses, token_for, until
+from support.server import Client, InProcessServer, event, make_config, now_ms, statuses, token_for, until
 
 BOARDS: dict[str, dict[str, Any]] = {
     "a": {"aggregation": "sum", "periods": ["alltime"]},
@@ -23,15 +22,12 @@ BOARDS: dict[str, dict[str, Any]] = {
 }
 
 
-def _now() -> int:
-    return time.time_ns() // 1_000_000
-
 
 async def _until_ready(server: InProcessServer, board: str, runs: int) -> None:
     assert server.arena is not None
     supervisor = server.arena.supervisor
     handle = server.arena.boards[board]
-    await until(lambda: supervisor.runs[board] == runs and handle.state is BoardState.READY, f"run {runs} of {board}")
+    await until(lambda: supervisor.runs[board] == runs and handle.state is BoardState.SERVING, f"run {runs} of {board}")
 
 
 async def _crash(http: httpx.AsyncClient, board: str, times: int) -> None:
@@ -45,7 +41,7 @@ async def test_crashed_board_restarts_from_its_journal_and_fails_the_batch_in_fl
         assert server.arena is not None
         runs = server.arena.supervisor.runs
         client = await Client.connect(server.ws_url, token_for("gs"))
-        now = _now()
+        now = now_ms()
         seed = [event("a", f"m{i % 7}", i, now - i, f"seed-{i}") for i in range(50)]
         assert statuses(await client.submit(seed)) == ["accepted"] * 50
         before = (await http.get("/v1/boards/a/alltime/digest")).json()
@@ -68,7 +64,7 @@ async def test_pipelined_frames_around_a_crash_are_all_or_nothing(tmp_path: Path
     async with InProcessServer(config) as server, httpx.AsyncClient(base_url=server.url) as http:
         assert server.arena is not None
         client = await Client.connect(server.ws_url, token_for("gs"))
-        now = _now()
+        now = now_ms()
         await _crash(http, "a", 1)
 
         def frames(wave: str) -> list[list[dict[str, object]]]:
@@ -101,7 +97,7 @@ async def test_past_the_restart_intensity_the_board_is_failed_not_looping(tmp_pa
         assert server.arena is not None
         supervisor = server.arena.supervisor
         client = await Client.connect(server.ws_url, token_for("gs"))
-        now = _now()
+        now = now_ms()
         assert statuses(await client.submit([event("a", "m", 1, now, "ok-1")])) == ["accepted"]
         await _crash(http, "a", 10)
         for n in range(3):  # crash 1 and 2 are restarted (max_restarts = 2), crash 3 fails the board
@@ -146,7 +142,7 @@ async def test_a_restarted_board_answers_not_ready_until_it_has_loaded_then_ever
 
     async with InProcessServer(make_config(tmp_path, BOARDS)) as server, httpx.AsyncClient(base_url=server.url) as http:
         client = await Client.connect(server.ws_url, token_for("gs"))
-        now = _now()
+        now = now_ms()
         assert statuses(await client.submit([event("a", "m", 3, now, "k1"), event("a", "m", 4, now, "k2")])) == ["accepted"] * 2
         monkeypatch.setattr(arena.board.actor, "load", held_load)
         await _crash(http, "a", 1)

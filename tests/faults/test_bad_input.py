@@ -7,7 +7,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,8 +17,8 @@ from hypothesis import strategies as st
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
-from support.faults import flood, memory_kib, never_reading_websocket, write_config
-from support.server import ChildServer, token_for
+from support.faults import flood, memory_kib, never_reading_websocket
+from support.server import ChildServer, now_ms, token_for
 
 BOARDS: dict[str, dict[str, Any]] = {
     "v": {"aggregation": "best", "periods": ["alltime", "daily"], "min_value": 0, "max_value": 1000},
@@ -34,22 +33,14 @@ REASONS = {"invalid_event", "unknown_board", "forbidden", "idempotency_key_reuse
 _keys = itertools.count()
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChildServer]:
-    root = tmp_path_factory.mktemp("bad-input")
-    child = ChildServer(write_config(root, BOARDS))
-    child.start()
-    try:
-        yield child
-    finally:
-        child.kill()
+pytestmark = pytest.mark.server(BOARDS)
 
 
-def _connect(server: ChildServer, **kwargs: Any) -> ClientConnection:
+def _connect(child_server: ChildServer, **kwargs: Any) -> ClientConnection:
     # No client keepalive: its thread draws ping payloads from the global `random`, and hypothesis
     # fails a test (deprecation warning, an error here) if that happens during a draw.
     kwargs.setdefault("ping_interval", None)
-    ws: ClientConnection = connect(server.ws_url, additional_headers={"Authorization": f"Bearer {token_for('gs')}"},
+    ws: ClientConnection = connect(child_server.ws_url, additional_headers={"Authorization": f"Bearer {token_for('gs')}"},
                                    max_size=None, **kwargs)
     return ws
 
@@ -72,41 +63,38 @@ def _closed_with(ws: ClientConnection, message: str | bytes, code: int, **send: 
     assert closed.value.rcvd is not None and closed.value.rcvd.code == code
 
 
-def _now() -> int:
-    return time.time_ns() // 1_000_000
-
 
 def _valid(board: str = "v") -> dict[str, Any]:
-    return {"board": board, "member": "m", "value": 5, "occurred_at": _now() - 1000, "idempotency_key": f"k{next(_keys)}"}
+    return {"board": board, "member": "m", "value": 5, "occurred_at": now_ms() - 1000, "idempotency_key": f"k{next(_keys)}"}
 
 
 # -- frames the contract names one by one --------------------------------------------------------
 
 
-def test_invalid_utf8_text_frame_closes_1007(server: ChildServer) -> None:
-    with _connect(server) as ws:
+def test_invalid_utf8_text_frame_closes_1007(child_server: ChildServer) -> None:
+    with _connect(child_server) as ws:
         _closed_with(ws, b'{"op":"ping","id":"\xff\xfe"}', 1007, text=True)
-    with _connect(server) as ws:
+    with _connect(child_server) as ws:
         _usable(ws)
 
 
-def test_binary_frame_is_bad_frame_and_the_connection_stays_open(server: ChildServer) -> None:
-    with _connect(server) as ws:
+def test_binary_frame_is_bad_frame_and_the_connection_stays_open(child_server: ChildServer) -> None:
+    with _connect(child_server) as ws:
         answer = _ask(ws, b'{"op":"ping","id":1}')
         assert answer["op"] == "error" and answer["code"] == "bad_frame" and answer["id"] is None
         _usable(ws)
 
 
-def test_frame_over_max_frame_bytes_closes_1009(server: ChildServer) -> None:
-    with _connect(server) as ws:
+def test_frame_over_max_frame_bytes_closes_1009(child_server: ChildServer) -> None:
+    with _connect(child_server) as ws:
         _closed_with(ws, '{"op":"ping","id":"' + "x" * (1 << 20) + '"}', 1009)
-    with _connect(server) as ws:  # just under the limit is a frame like any other
+    with _connect(child_server) as ws:  # just under the limit is a frame like any other
         big = '{"op":"ping","id":1,"pad":"' + "x" * ((1 << 20) - 100) + '"}'
         assert _ask(ws, big) == {"op": "pong", "id": 1}
 
 
-def test_ten_thousand_events_in_one_frame_is_batch_too_large(server: ChildServer) -> None:
-    with _connect(server) as ws:
+def test_ten_thousand_events_in_one_frame_is_batch_too_large(child_server: ChildServer) -> None:
+    with _connect(child_server) as ws:
         answer = _ask(ws, json.dumps({"op": "submit", "id": 7, "events": [{}] * 10_000}))
         assert (answer["op"], answer["id"], answer["code"]) == ("error", 7, "batch_too_large")
         _usable(ws)
@@ -130,8 +118,8 @@ def test_ten_thousand_events_in_one_frame_is_batch_too_large(server: ChildServer
     '{"op":"ping","id":1} trailing',
     "\ufeff{}",
 ])
-def test_malformed_frames_are_bad_frame(server: ChildServer, text: str) -> None:
-    with _connect(server) as ws:
+def test_malformed_frames_are_bad_frame(child_server: ChildServer, text: str) -> None:
+    with _connect(child_server) as ws:
         answer = _ask(ws, text)
         assert answer["op"] == "error" and answer["code"] == "bad_frame", answer
         _usable(ws)
@@ -172,8 +160,8 @@ def test_malformed_frames_are_bad_frame(server: ChildServer, text: str) -> None:
     ({"op": "top", "board": "v", "period": "alltime", "offset": 10**30}, None),
     ({"op": "around", "board": "v", "period": "alltime", "rank": 10**30}, None),
 ])
-def test_bad_requests_get_their_error_code(server: ChildServer, frame: dict[str, Any], code: str | None) -> None:
-    with _connect(server) as ws:
+def test_bad_requests_get_their_error_code(child_server: ChildServer, frame: dict[str, Any], code: str | None) -> None:
+    with _connect(child_server) as ws:
         frame = {"id": "q", **frame}
         answer = _ask(ws, json.dumps(frame))
         assert answer["id"] == frame["id"]
@@ -184,8 +172,8 @@ def test_bad_requests_get_their_error_code(server: ChildServer, frame: dict[str,
         _usable(ws)
 
 
-def test_huge_float_in_a_query_is_an_error_not_a_dead_connection(server: ChildServer) -> None:
-    with _connect(server) as ws:  # 1e400 is a JSON number that no double holds
+def test_huge_float_in_a_query_is_an_error_not_a_dead_connection(child_server: ChildServer) -> None:
+    with _connect(child_server) as ws:  # 1e400 is a JSON number that no double holds
         answer = _ask(ws, '{"op":"score_at_percentile","id":1,"board":"v","period":"alltime","p":1e400}')
         assert answer["op"] == "error" and answer["code"] == "invalid_request", answer
         _usable(ws)
@@ -199,8 +187,8 @@ def test_huge_float_in_a_query_is_an_error_not_a_dead_connection(server: ChildSe
     ('{"op":"ping","id":"' + "é" * 128 + '"}', "é" * 128),
     ('{"op":"ping"}', None),
 ])
-def test_ids_are_echoed_exactly(server: ChildServer, text: str, frame_id: object) -> None:
-    with _connect(server) as ws:
+def test_ids_are_echoed_exactly(child_server: ChildServer, text: str, frame_id: object) -> None:
+    with _connect(child_server) as ws:
         assert _ask(ws, text) == {"op": "pong", "id": frame_id}
         _usable(ws)
 
@@ -209,10 +197,10 @@ def test_ids_are_echoed_exactly(server: ChildServer, text: str, frame_id: object
     "1e400", "1.5", "false", "[18446744073709551616, 1.5]", "[" * 300 + "]" * 300, "[" * 1000 + "]" * 1000, '{"a": 1}',
     '"' + "é" * 129 + '"',
 ])
-def test_an_id_not_a_short_string_or_an_integer_is_invalid_request_with_a_null_id(server: ChildServer, frame_id: str) -> None:
+def test_an_id_not_a_short_string_or_an_integer_is_invalid_request_with_a_null_id(child_server: ChildServer, frame_id: str) -> None:
     """An `id` is a string of at most 128 code points or an integer (the contract, "A public
     reader is a stranger"): an answer echoes nothing larger."""
-    with _connect(server) as ws:
+    with _connect(child_server) as ws:
         answer = _ask(ws, '{"op":"ping","id":%s}' % frame_id)
         assert answer["op"] == "error" and answer["code"] == "invalid_request" and answer["id"] is None, answer
         _usable(ws)
@@ -288,14 +276,14 @@ def _fuzz(examples: int) -> settings:
 
 
 @pytest.fixture(scope="module")
-def observer(server: ChildServer) -> Iterator[ClientConnection]:
+def observer(child_server: ChildServer) -> Iterator[ClientConnection]:
     """A connection that only watches: every fuzz example checks it is still served."""
-    with _connect(server) as ws:
+    with _connect(child_server) as ws:
         yield ws
 
 
 def _every_event_gets_the_contracts_result(
-    server: ChildServer, observer: ClientConnection, events: list[tuple[Any, str]], repeat: int
+    child_server: ChildServer, observer: ClientConnection, events: list[tuple[Any, str]], repeat: int
 ) -> None:
     sent = [e for e, _ in events]
     expected = [status for _, status in events]
@@ -308,14 +296,14 @@ def _every_event_gets_the_contracts_result(
         if repeat == 2:
             sent.append({**first, "value": first["value"] + 1})
             expected.append("rejected:idempotency_key_reused")
-    with _connect(server) as ws:
+    with _connect(child_server) as ws:
         answer = _ask(ws, _dumps({"op": "submit", "id": "fuzz", "events": sent}))
         assert answer["op"] == "ack" and answer["id"] == "fuzz", answer
         got = [r["status"] if r["status"] != "rejected" else f"rejected:{r['reason']}" for r in answer["results"]]
         assert got == expected, [(json.dumps(e)[:200], w, g) for e, w, g in zip(sent, expected, got, strict=False) if w != g]
         assert [r["idempotency_key"] for r in answer["results"]] == [_echo(e) for e in sent]
     _usable(observer)
-    assert server.alive()
+    assert child_server.alive()
 
 
 _events = given(events=st.lists(_event(), min_size=1, max_size=12), repeat=st.integers(0, 2))
@@ -347,8 +335,8 @@ _fields = st.fixed_dictionaries(
 )
 
 
-def _random_frames_get_a_well_formed_answer(server: ChildServer, observer: ClientConnection, frame: Any) -> None:
-    with _connect(server) as ws:
+def _random_frames_get_a_well_formed_answer(child_server: ChildServer, observer: ClientConnection, frame: Any) -> None:
+    with _connect(child_server) as ws:
         answer = _ask(ws, json.dumps(frame))
         is_object = isinstance(frame, dict)
         echoed = is_object and _echoed(frame.get("id"))
@@ -369,7 +357,7 @@ def _random_frames_get_a_well_formed_answer(server: ChildServer, observer: Clien
             assert answer["op"] == "result" and answer["board"] in BOARDS, answer
         _usable(ws)
     _usable(observer)
-    assert server.alive()
+    assert child_server.alive()
 
 
 _frames = given(frame=_fields | _json)
@@ -395,38 +383,38 @@ test_random_frames_get_a_well_formed_answer_many = pytest.mark.slow(
     ("/v1/boards/v/alltime/members/" + "%FF" * 10, 404),
     ("/v1/boards/" + "x" * 5000 + "/alltime/top", 404),
 ])
-def test_bad_query_parameters_are_client_errors(server: ChildServer, path: str, status: int) -> None:
-    answer = httpx.get(server.url + path, timeout=60)
+def test_bad_query_parameters_are_client_errors(child_server: ChildServer, path: str, status: int) -> None:
+    answer = httpx.get(child_server.url + path, timeout=60)
     assert answer.status_code == status, answer.text
-    assert httpx.get(server.url + "/healthz", timeout=60).status_code == 200
+    assert httpx.get(child_server.url + "/healthz", timeout=60).status_code == 200
 
 
 # -- slow readers: backpressure, not buffering --------------------------------------------------
 
 
-def test_a_reader_that_never_reads_acks_is_throttled_without_hurting_others(server: ChildServer) -> None:
+def test_a_reader_that_never_reads_acks_is_throttled_without_hurting_others(child_server: ChildServer) -> None:
     """A client pipelining submits and never reading: the server's acks fill the socket and its
     outbox, and it stops reading that connection. The client's writes then stall; memory stays
     flat; another connection is served meanwhile."""
     frame = json.dumps({"op": "submit", "id": 0, "events": [_valid("w") for _ in range(100)]}).encode()
-    before = memory_kib(server.pid)["VmRSS"]
+    before = memory_kib(child_server.pid)["VmRSS"]
     budget = 256 << 20  # what an unthrottled server would swallow in seconds
-    sock = never_reading_websocket(server.port, "/v1/ws", f"Authorization: Bearer {token_for('gs')}\r\n")
+    sock = never_reading_websocket(child_server.port, "/v1/ws", f"Authorization: Bearer {token_for('gs')}\r\n")
     try:
         sent = flood(sock, frame, budget)
         assert sent < budget, "the server kept reading a client that never reads its acks"
         # Meanwhile another connection is served normally.
-        with _connect(server) as ws:
+        with _connect(child_server) as ws:
             answer = _ask(ws, json.dumps({"op": "submit", "id": 1, "events": [_valid("v")]}))
             assert [r["status"] for r in answer["results"]] == ["accepted"]
             _usable(ws)
-        after = memory_kib(server.pid)["VmRSS"]
+        after = memory_kib(child_server.pid)["VmRSS"]
         print(f"\nslow reader: wrote {sent / 1e6:.1f} MB before the server stopped reading; "
               f"server RSS {before / 1024:.0f} -> {after / 1024:.0f} MiB")
         assert after - before < 200 * 1024, (before, after)
     finally:
         sock.close()
-    assert server.alive()
+    assert child_server.alive()
 
 
 @pytest.mark.parametrize(("what", "frame"), [
@@ -435,23 +423,23 @@ def test_a_reader_that_never_reads_acks_is_throttled_without_hurting_others(serv
     ("ping", {"op": "ping", "id": "i" * 128}),
 ])
 def test_a_public_reader_that_floods_frames_and_reads_nothing_costs_bounded_memory(
-    server: ChildServer, what: str, frame: dict[str, Any]
+    child_server: ChildServer, what: str, frame: dict[str, Any]
 ) -> None:
     """DoS 2 of issue 31: every answer of a /v1/live connection counts toward one bounded outbox;
     while it is full the server reads no more of that connection. Before, each `unsubscribed`
     went to an unbounded queue and the server grew by ~230 MiB/s."""
     budget = 128 << 20
-    before = memory_kib(server.pid)["VmRSS"]
-    sock = never_reading_websocket(server.port, "/v1/live")
+    before = memory_kib(child_server.pid)["VmRSS"]
+    sock = never_reading_websocket(child_server.port, "/v1/live")
     try:
         sent = flood(sock, json.dumps(frame).encode(), budget)
-        after = memory_kib(server.pid)["VmRSS"]
+        after = memory_kib(child_server.pid)["VmRSS"]
         print(f"\n{what}: wrote {sent / 1e6:.1f} MB; server RSS {before / 1024:.0f} -> {after / 1024:.0f} MiB")
         assert after - before < 50 * 1024, (what, sent, before, after)
         if len(frame.get("sub", "")) <= 128:  # answers as large as the frames: the outbox fills
             assert sent < budget, "the server kept reading a client that never reads its answers"
-        with _connect(server) as ws:
+        with _connect(child_server) as ws:
             _usable(ws)
     finally:
         sock.close()
-    assert server.alive()
+    assert child_server.alive()

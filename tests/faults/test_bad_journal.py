@@ -8,7 +8,6 @@ import random
 import shutil
 import signal
 import sqlite3
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from websockets.sync.client import connect
 from loadtest.process import wait_until
 from support.arena_cli import arena
 from support.faults import assert_standings_match_rebuild, journal_file, server_digests, write_config
-from support.server import ChildServer, token_for
+from support.server import ChildServer, now_ms, token_for
 
 BOARDS: dict[str, dict[str, Any]] = {"good": {"periods": ["alltime", "daily"]}, "bad": {"periods": ["alltime", "daily"]}}
 PERIODS = {name: body["periods"] for name, body in BOARDS.items()}
@@ -35,7 +34,7 @@ def submit(url: str, events: list[dict[str, Any]]) -> list[str]:
 
 
 def _events(board: str, n: int, prefix: str) -> list[dict[str, Any]]:
-    now = time.time_ns() // 1_000_000
+    now = now_ms()
     return [
         {"board": board, "member": f"m{i % 300}", "value": i, "occurred_at": now - i, "idempotency_key": f"{prefix}-{i}",
          "meta": {"match": f"match-{i}"}}

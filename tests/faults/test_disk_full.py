@@ -5,7 +5,7 @@ queries keep working; the board recovers by itself (no restart) once writes succ
 Two ways to make writes fail, because tests run as root (chmod stops nothing):
 - the fault-injection route, which makes the board's journal (wrapped by the tests'
   `support.injection.journal.FaultyBackend`) refuse every append as a full disk or a read-only
-  file would: nothing written, reads still served; the same on every backend (tests/engine/test_journal.py
+  file would: nothing written, reads still served; the same on every backend (tests/journal/test_journal.py
   checks sqlite's own answer to a full disk);
 - a real full file system: the server runs in a private mount namespace (`unshare --mount`) on a
   small tmpfs that the test fills and frees through /proc/<pid>/root. Skipped where mounting is
@@ -18,7 +18,6 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ import httpx
 import pytest
 
 from support.faults import journal_file, journaled, metric, parse_metric, write_config
-from support.server import ChildServer, Client, InProcessServer, event, make_config, statuses, token_for
+from support.server import ChildServer, Client, InProcessServer, event, make_config, now_ms, statuses, token_for
 
 BOARDS: dict[str, dict[str, Any]] = {
     "a": {"aggregation": "sum", "periods": ["alltime", "daily"]},
@@ -35,13 +34,10 @@ BOARDS: dict[str, dict[str, Any]] = {
 }
 
 
-def _now() -> int:
-    return time.time_ns() // 1_000_000
-
 
 def _big(prefix: str, n: int, board: str = "a") -> list[dict[str, Any]]:
     """Events with a near-maximal meta, so a frame needs new journal pages."""
-    now = _now()
+    now = now_ms()
     return [event(board, f"m{i % 17}", i, now - i, f"{prefix}-{i}", meta={"blob": "x" * 900}) for i in range(n)]
 
 
@@ -70,7 +66,7 @@ async def test_unwritable_journal_rejects_unavailable_and_recovers_by_itself(fau
         answer = await http.post("/v1/_test/boards/a/journal", json={"fault": fault})
         assert answer.status_code == 200, answer.text
         refused = _big("refused", 200)
-        out_of_range = event("a", "x", -1, _now(), "bad-value")
+        out_of_range = event("a", "x", -1, now_ms(), "bad-value")
         results = await client.submit([*refused, seed[0], out_of_range])
         assert statuses(results) == ["rejected:unavailable"] * 200 + ["duplicate", "rejected:value_out_of_range"]
         # Nothing of it is journaled or applied; queries keep answering; the other board writes.
@@ -79,7 +75,7 @@ async def test_unwritable_journal_rejects_unavailable_and_recovers_by_itself(fau
         assert (during["sha256"], during["seq"]) == (before["sha256"], before["seq"])
         assert await _top(http, "a") == _sums(seed)
         assert (await http.get("/readyz")).status_code == 200
-        assert statuses(await client.submit([event("b", "m", 1, _now(), "b-1")])) == ["accepted"]
+        assert statuses(await client.submit([event("b", "m", 1, now_ms(), "b-1")])) == ["accepted"]
         metrics = (await http.get("/metrics")).text
         assert parse_metric(metrics, "arena_journal_write_failures_total", board="a") >= 1
 

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import time
 from pathlib import Path
 from typing import Any
 
 from arena.config import JournalSettings
 from support.faults import metric, server_digests, stored, write_config
-from support.server import ChildServer, Client, clear_of_an_hour_boundary, statuses, token_for
+from support.server import ChildServer, Client, clear_of_an_hour_boundary, now_ms, statuses, token_for
 
 BOARDS: dict[str, dict[str, Any]] = {
     "a": {"aggregation": "best", "periods": ["alltime", "daily"]},
@@ -24,7 +23,7 @@ RESENDS = 100
 
 
 def _batch(n: int) -> list[dict[str, Any]]:
-    now = time.time_ns() // 1_000_000
+    now = now_ms()
     return [{"board": "ab"[i % 2], "member": f"m{i % 37}", "value": i, "occurred_at": now - i * 10, "idempotency_key": f"storm-{i}"}
             for i in range(n)]
 

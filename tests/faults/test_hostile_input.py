@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -18,18 +17,15 @@ from websockets.asyncio.client import ClientConnection
 
 from arena.engine.periods import Calendar
 from support.faults import parse_metric
-from support.server import ADMIN_TOKEN, InProcessServer, make_config, token_for
+from support.server import ADMIN_TOKEN, InProcessServer, make_config, now_ms, token_for
 
 BOARDS: dict[str, dict[str, Any]] = {"b": {"aggregation": "best", "periods": ["alltime", "daily"]}}
 HOUR = 3_600_000
 
 
-def _now() -> int:
-    return time.time_ns() // 1_000_000
-
 
 def _event(member: str, key: str, value: int = 5, **extra: Any) -> dict[str, Any]:
-    return {"board": "b", "member": member, "value": value, "occurred_at": _now(), "idempotency_key": key, **extra}
+    return {"board": "b", "member": member, "value": value, "occurred_at": now_ms(), "idempotency_key": key, **extra}
 
 
 def _frame(frame: dict[str, Any]) -> str:
@@ -43,11 +39,7 @@ async def _ask(ws: ClientConnection, text: str) -> dict[str, Any]:
     return answer
 
 
-@pytest.fixture
-async def server(tmp_path: Path) -> AsyncIterator[InProcessServer]:
-    async with InProcessServer(make_config(tmp_path / "data", BOARDS)) as running:
-        yield running
-
+pytestmark = pytest.mark.server(BOARDS)
 
 @pytest.fixture
 async def ws(server: InProcessServer) -> AsyncIterator[ClientConnection]:

@@ -6,14 +6,13 @@ is given back when the connection closes. RSS is read from /proc; the bounds are
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 from typing import Any
 
 import websockets
 
 from support.faults import memory_kib, write_config
-from support.server import ChildServer, Client, event, token_for, until
+from support.server import ChildServer, Client, event, now_ms, token_for, until
 
 BOARDS = {"b": {"aggregation": "best", "periods": ["alltime"]}}
 MIB = 1024
@@ -28,7 +27,7 @@ async def test_a_hundred_subscriptions_at_the_limits_hold_little_and_give_it_bac
     await asyncio.to_thread(server.start)
     try:
         writer = await Client.connect(server.ws_url, token_for("gs"))
-        now = time.time_ns() // 1_000_000
+        now = now_ms()
         for start in range(0, 10_000, 1000):  # every member a view names is in the table: the largest answers
             await writer.submit([event("b", _name(i), i, now, f"k{i}") for i in range(start, start + 1000)])
         await writer.close()

@@ -80,7 +80,7 @@ async def _poll(url: str, polls: Polls, done: asyncio.Event, reader: int) -> Non
                     answer = await http.get(path)
                 except httpx.TransportError:  # not listening yet
                     polls.refused += 1
-                    await asyncio.sleep(0.002)
+                    await asyncio.sleep(0.002)  # poll again, the deadline above bounds it
                     continue
                 if answer.status_code == 503:
                     assert answer.json()["error"]["code"] == "not_ready", answer.text

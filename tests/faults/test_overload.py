@@ -27,7 +27,7 @@ from support.faults import (
     pipelined_writer,
     write_config,
 )
-from support.server import ChildServer, Client, token_for, until
+from support.server import ChildServer, Client, now_ms, token_for, until
 
 BOARDS: dict[str, dict[str, Any]] = {
     "a": {"aggregation": "sum", "periods": ["alltime", "hourly"]},
@@ -68,7 +68,7 @@ async def test_past_max_connections_the_handshake_gets_503(tmp_path: Path) -> No
 
 
 def _frames(writer: int, n_frames: int, size: int) -> Iterator[list[dict[str, Any]]]:
-    now = time.time_ns() // 1_000_000
+    now = now_ms()
     for f in range(n_frames):
         yield [
             {"board": "a" if (f + i) % 3 else "b", "member": f"p{(writer * 7 + i) % 500}", "value": (f * i) % 1000,
@@ -111,7 +111,7 @@ async def _sample_mailboxes(url: str, stop: asyncio.Event, peaks: dict[str, floa
             text = (await http.get("/metrics")).text
             for board in BOARDS:
                 peaks[board] = max(peaks.get(board, 0), parse_metric(text, "arena_mailbox_events", board=board))
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(0.02)  # the sampling period, for as long as the load runs
 
 
 async def _overload(tmp_path: Path, clients: int, n_frames: int, size: int) -> dict[str, Any]:

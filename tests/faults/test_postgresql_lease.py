@@ -1,24 +1,22 @@
 """On PostgreSQL a node's lease on the schema replaces the data_dir lock, with real child servers:
 a second `arena serve` on the same schema refuses to start with one line naming the holder; a
-restart right after a SIGKILL waits for the dead lease (up to its length + 1 s), then serves
-with nothing acked lost; a restart after a graceful stop does not wait."""
+restart right after a SIGKILL waits for the dead lease to expire, then serves with nothing acked
+lost; a restart after a graceful stop does not wait. Their logs say whether they waited."""
 
 from __future__ import annotations
 
 import asyncio
 import random
 import socket
-import time
 from pathlib import Path
 from typing import Any
 
-from arena.cluster.lease import LEASE_SECONDS
 from arena.config import JournalSettings
 from loadtest.process import free_port
 from support.arena_cli import arena
 from support.faults import Ledger, assert_standings_match_rebuild, random_writers, seed, write_config
 from support.postgres import journaled
-from support.server import ChildServer, Client, event, statuses, token_for, until
+from support.server import ChildServer, Client, event, now_ms, statuses, token_for, until
 
 BOARDS: dict[str, dict[str, Any]] = {
     "best": {"aggregation": "best", "periods": ["alltime", "daily"]},
@@ -40,15 +38,13 @@ async def test_a_second_server_on_the_same_schema_refuses_to_start_naming_the_ho
     server = ChildServer(config_in(tmp_path / "a", pg_journal))
     await asyncio.to_thread(server.start)
     try:
-        started = time.monotonic()
         done = await asyncio.to_thread(arena, "serve", "--config", config_in(tmp_path / "b", pg_journal), "--port", str(free_port()))
-        waited = time.monotonic() - started
         assert done.returncode == 2, done.stderr
         [line] = [line for line in done.stderr.splitlines() if line.startswith("arena serve:")]
         assert f"schema {pg_journal.schema} is held by node {socket.gethostname()}:{server.port} (its lease is live" in line
-        assert LEASE_SECONDS + 1 <= waited < LEASE_SECONDS + 10  # it waited for a lease that stayed live
+        assert WAITING in done.stderr  # it waited for the lease, which stayed live
         client = await Client.connect(server.ws_url, token_for("gs"))  # the holder serves on
-        assert statuses(await client.submit([event("best", "a", 1, int(time.time() * 1000), "after")])) == ["accepted"]
+        assert statuses(await client.submit([event("best", "a", 1, now_ms(), "after")])) == ["accepted"]
         await client.close()
     finally:
         server.kill()
@@ -70,9 +66,7 @@ async def test_a_restart_right_after_a_sigkill_waits_for_the_dead_lease_and_lose
         server.kill()
         await asyncio.wait_for(asyncio.gather(*writers), 60)
 
-        started = time.monotonic()
         await asyncio.to_thread(server.start, port=server.port)  # the same node, another process
-        assert time.monotonic() - started < LEASE_SECONDS + 10
         assert WAITING in server.log()
 
         journal = {board: await journaled(pg_journal.url, pg_journal.schema, board) for board in BOARDS}
@@ -90,9 +84,7 @@ async def test_a_restart_right_after_a_sigkill_waits_for_the_dead_lease_and_lose
         await asyncio.to_thread(assert_standings_match_rebuild, server.url, config, PERIODS)
 
         assert await asyncio.to_thread(server.stop) == 0  # a graceful stop gives the lease up
-        started = time.monotonic()
         await asyncio.to_thread(server.start, port=server.port)
         assert WAITING not in server.log()
-        assert time.monotonic() - started < LEASE_SECONDS
     finally:
         server.kill()

@@ -6,8 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import signal
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +14,8 @@ import pytest
 import websockets
 from websockets.sync.client import connect
 
-from support.faults import journal_file, journaled, write_config
-from support.server import ADMIN_TOKEN, ChildServer, token_for
+from support.faults import journal_file, journaled
+from support.server import ADMIN_TOKEN, ChildServer, now_ms, token_for
 
 BOARDS: dict[str, dict[str, Any]] = {
     "a": {"aggregation": "best", "periods": ["alltime", "daily"]},
@@ -28,12 +26,9 @@ WRONG_TOKEN = "token-nobody-knows"
 TOKENS = [token_for("gs"), token_for("scoped"), ADMIN_TOKEN, WRONG_TOKEN]
 
 
-def _now() -> int:
-    return time.time_ns() // 1_000_000
-
 
 def _event(board: str, member: str, key: str, value: int = 10) -> dict[str, Any]:
-    return {"board": board, "member": member, "value": value, "occurred_at": _now() - 1000, "idempotency_key": key}
+    return {"board": board, "member": member, "value": value, "occurred_at": now_ms() - 1000, "idempotency_key": key}
 
 
 class Session:
@@ -55,17 +50,8 @@ class Session:
         return response
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChildServer]:
-    # DEBUG logging (handshake headers included) and the access log: the most a log can show.
-    root = tmp_path_factory.mktemp("security")
-    child = ChildServer(write_config(root, BOARDS, SERVERS), log_level="DEBUG", serve_args=["--access-log"],
-                        fault_injection=False)
-    child.start()
-    try:
-        yield child
-    finally:
-        child.kill()
+# DEBUG logging (handshake headers included) and the access log: the most a log can show.
+pytestmark = pytest.mark.server(BOARDS, SERVERS, log_level="DEBUG", serve_args=["--access-log"], fault_injection=False)
 
 
 @pytest.fixture(scope="module")
@@ -82,20 +68,20 @@ def session() -> Session:
     {"Authorization": f"Bearer {token_for('gs')}x"},
     {"Authorization": f"{token_for('gs')}"},
 ], ids=["missing", "wrong", "admin", "basic", "empty", "suffix", "no_scheme"])
-def test_ws_handshake_without_a_game_server_token_is_refused(server: ChildServer, headers: dict[str, str]) -> None:
+def test_ws_handshake_without_a_game_server_token_is_refused(child_server: ChildServer, headers: dict[str, str]) -> None:
     with pytest.raises(websockets.InvalidStatus) as refused:
-        connect(server.ws_url, additional_headers=headers, open_timeout=30)
+        connect(child_server.ws_url, additional_headers=headers, open_timeout=30)
     assert refused.value.response.status_code in (401, 403)
     assert not any(token.encode() in (refused.value.response.body or b"") for token in TOKENS)
 
 
-def test_a_scoped_token_cannot_write_another_board(server: ChildServer, session: Session) -> None:
-    results = session.submit(server.ws_url, token_for("scoped"), [
+def test_a_scoped_token_cannot_write_another_board(child_server: ChildServer, session: Session) -> None:
+    results = session.submit(child_server.ws_url, token_for("scoped"), [
         _event("a", "alice", "scoped-a-1"), _event("b", "alice", "scoped-b-1"), _event("nope", "alice", "scoped-x-1"),
     ])
     assert results == ["accepted", "rejected:forbidden", "rejected:unknown_board"]
-    assert session.submit(server.ws_url, token_for("gs"), [_event("b", "bob", "gs-b-1")]) == ["accepted"]
-    data = server.config_path.parent / "data"
+    assert session.submit(child_server.ws_url, token_for("gs"), [_event("b", "bob", "gs-b-1")]) == ["accepted"]
+    data = child_server.config_path.parent / "data"
     assert "scoped-b-1" not in journaled(data, "b")
 
 
@@ -126,18 +112,18 @@ def _fingerprint(data: Path) -> dict[str, str]:
     return found
 
 
-def test_query_routes_never_write(server: ChildServer, session: Session) -> None:
-    session.submit(server.ws_url, token_for("gs"), [_event("a", "alice", "q-1")])
-    data = server.config_path.parent / "data"
+def test_query_routes_never_write(child_server: ChildServer, session: Session) -> None:
+    session.submit(child_server.ws_url, token_for("gs"), [_event("a", "alice", "q-1")])
+    data = child_server.config_path.parent / "data"
     before = _fingerprint(data), {board: journaled(data, board) for board in BOARDS}
     body = json.dumps([_event("a", "mallory", "via-http")])
     for path in QUERY_PATHS:
-        assert session.http("GET", server.url + path).status_code == 200, path
+        assert session.http("GET", child_server.url + path).status_code == 200, path
         for method in ("POST", "PUT", "PATCH", "DELETE"):
             for auth in ({}, {"Authorization": f"Bearer {token_for('gs')}"}, {"Authorization": f"Bearer {ADMIN_TOKEN}"}):
-                answer = session.http(method, server.url + path, content=body, headers=auth)
+                answer = session.http(method, child_server.url + path, content=body, headers=auth)
                 assert answer.status_code == 405, (method, path, answer.status_code)
-    members = server.url + "/v1/boards/a/alltime/members"  # the one public POST: a query all the same
+    members = child_server.url + "/v1/boards/a/alltime/members"  # the one public POST: a query all the same
     for auth in ({}, {"Authorization": f"Bearer {token_for('gs')}"}, {"Authorization": f"Bearer {ADMIN_TOKEN}"}):
         for body in (json.dumps({"members": ["alice", "mallory"]}), json.dumps({"members": ["x"], "events": [_event("a", "m", "k")]})):
             assert session.http("POST", members, content=body, headers=auth).status_code == 200
@@ -146,15 +132,15 @@ def test_query_routes_never_write(server: ChildServer, session: Session) -> None
     assert (_fingerprint(data), {board: journaled(data, board) for board in BOARDS}) == before
 
 
-def test_audit_lists_a_members_events_only_for_an_admin(server: ChildServer, session: Session) -> None:
-    session.submit(server.ws_url, token_for("scoped"), [_event("a", "carol", "audit-1", 30)])
-    session.submit(server.ws_url, token_for("gs"), [_event("a", "carol", "audit-2", 40), _event("a", "dave", "audit-3")])
-    url = server.url + "/v1/boards/a/events"
+def test_audit_lists_a_members_events_only_for_an_admin(child_server: ChildServer, session: Session) -> None:
+    session.submit(child_server.ws_url, token_for("scoped"), [_event("a", "carol", "audit-1", 30)])
+    session.submit(child_server.ws_url, token_for("gs"), [_event("a", "carol", "audit-2", 40), _event("a", "dave", "audit-3")])
+    url = child_server.url + "/v1/boards/a/events"
     for headers in ({}, {"Authorization": f"Bearer {token_for('gs')}"}, {"Authorization": f"Bearer {WRONG_TOKEN}"},
                     {"Authorization": ADMIN_TOKEN}):
         answer = session.http("GET", url, params={"member": "carol"}, headers=headers)
         assert answer.status_code == 401 and answer.json()["error"]["code"] == "unauthorized"
-        void = session.http("POST", server.url + "/v1/boards/a/void", headers=headers,
+        void = session.http("POST", child_server.url + "/v1/boards/a/void", headers=headers,
                             json={"idempotency_key": "audit-1", "reason": "x"})
         assert void.status_code == 401
     answer = session.http("GET", url, params={"member": "carol"}, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
@@ -169,23 +155,23 @@ def test_audit_lists_a_members_events_only_for_an_admin(server: ChildServer, ses
 
 
 @pytest.mark.parametrize("name", ["token", "access_token", "api_key", "auth", "secret", "password"])
-def test_a_token_sent_in_a_url_is_never_logged(server: ChildServer, session: Session, name: str) -> None:
+def test_a_token_sent_in_a_url_is_never_logged(child_server: ChildServer, session: Session, name: str) -> None:
     # Some clients put credentials in the query string; the access log writes the whole path.
-    session.http("GET", f"{server.url}/v1/boards?{name}={ADMIN_TOKEN}&limit=5")
-    session.http("GET", f"{server.url}/v1/boards/a/alltime/top?limit=3&{name}={WRONG_TOKEN}")
-    with connect(f"{server.ws_url}?{name}={token_for('scoped')}", additional_headers={"Authorization": f"Bearer {token_for('gs')}"}):
+    session.http("GET", f"{child_server.url}/v1/boards?{name}={ADMIN_TOKEN}&limit=5")
+    session.http("GET", f"{child_server.url}/v1/boards/a/alltime/top?limit=3&{name}={WRONG_TOKEN}")
+    with connect(f"{child_server.ws_url}?{name}={token_for('scoped')}", additional_headers={"Authorization": f"Bearer {token_for('gs')}"}):
         pass
     with pytest.raises(websockets.InvalidStatus):
-        connect(f"{server.ws_url}?x=1&{name}={token_for('gs')}")
+        connect(f"{child_server.ws_url}?x=1&{name}={token_for('gs')}")
 
 
-def test_tokens_never_appear_in_logs_or_answers(server: ChildServer, session: Session) -> None:
+def test_tokens_never_appear_in_logs_or_answers(child_server: ChildServer, session: Session) -> None:
     # Refused handshakes, failed admin calls and URLs above carried every token; now look for them.
     with pytest.raises(websockets.InvalidStatus):
-        connect(server.ws_url, additional_headers={"Authorization": f"Bearer {WRONG_TOKEN}"})
-    server.signal(signal.SIGTERM)
-    assert server.wait() == 0
-    log = server.log()
+        connect(child_server.ws_url, additional_headers={"Authorization": f"Bearer {WRONG_TOKEN}"})
+    child_server.signal(signal.SIGTERM)
+    assert child_server.wait() == 0
+    log = child_server.log()
     assert " DEBUG " in log  # the most verbose log there is
     assert "GET /v1/boards?" in log and "[redacted]" in log  # the access log wrote those URLs, blanked
     for token in TOKENS:

@@ -53,7 +53,7 @@ async def _ingest_and_kill(server: ChildServer, rng: random.Random, round_no: in
     writers = random_writers(server.ws_url, rng, f"r{round_no}", list(BOARDS), MEMBERS, ledger, stop,
                              writers=WRITERS, in_flight=IN_FLIGHT)
     await until(lambda: ledger.acked, "a first ack", 60)
-    await asyncio.sleep(rng.uniform(0.05, 1.5))
+    await asyncio.sleep(rng.uniform(0.05, 1.5))  # the scenario: a kill at a random moment of the ingest
     server.kill()  # SIGKILL
     await asyncio.wait_for(asyncio.gather(*writers), 60)
     return ledger

@@ -4,19 +4,16 @@ crash took down (all three were missing from /metrics)."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import httpx
 
+from arena.board.state import BoardState
 from support.faults import parse_metric
-from support.server import Client, InProcessServer, event, make_config, statuses, token_for, until
+from support.server import Client, InProcessServer, event, make_config, now_ms, statuses, token_for, until
 
 BOARDS = {"good": {"periods": ["alltime"]}, "bad": {"periods": ["alltime"]}}
 
-
-def _now() -> int:
-    return time.time_ns() // 1_000_000
 
 
 async def _unavailable(http: httpx.AsyncClient, board: str) -> float:
@@ -32,18 +29,18 @@ async def test_unavailable_answers_are_counted_by_reason_on_every_path(tmp_path:
     async with InProcessServer(config, wait_ready=False) as server, httpx.AsyncClient(base_url=server.url) as http:
         arena = server.arena
         assert arena is not None
-        await until(lambda: arena.boards["good"].state.value == "ready", "board good to load")
+        await until(lambda: arena.boards["good"].state is BoardState.SERVING, "board good to load")
         client = await Client.connect(server.ws_url, token_for("gs"))
         try:
             # a failed board's submit
-            results = await client.submit([event("bad", "m", 1, _now(), f"bad{i}") for i in range(3)])
+            results = await client.submit([event("bad", "m", 1, now_ms(), f"bad{i}") for i in range(3)])
             assert statuses(results) == ["rejected:unavailable"] * 3
             assert await _unavailable(http, "bad") == 3
             # the batch a crash took down; with max_restarts = 0 the crash also fails the board, and
             # the frame behind it is answered by BoardHandle.fail (queued) or by a failed board's submit
             assert (await http.post("/v1/_test/boards/good/crash", json={"times": 1})).status_code == 200
-            crashed = client.send({"op": "submit", "events": [event("good", "m", 1, _now(), f"good{i}") for i in range(2)]})
-            queued = client.send({"op": "submit", "events": [event("good", "m", 1, _now(), "good-queued")]})
+            crashed = client.send({"op": "submit", "events": [event("good", "m", 1, now_ms(), f"good{i}") for i in range(2)]})
+            queued = client.send({"op": "submit", "events": [event("good", "m", 1, now_ms(), "good-queued")]})
             answers = [await crashed, await queued]
         finally:
             await client.close()

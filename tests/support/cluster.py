@@ -9,9 +9,9 @@ was acked; `standings` and `journaled` read back what the nodes and the tables h
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from arena.cluster.placement import preference
 from arena.config import ClusterSettings, JournalSettings
 from support.faults import write_config
 from support.postgres import journaled
-from support.server import ChildServer, Client, event, token_for, until
+from support.server import ChildServer, Client, event, now_ms, token_for, until
 
 SECRET = "a-cluster-secret-for-tests"
 NodeFactory = Callable[..., ChildServer]
@@ -47,6 +47,23 @@ async def cluster_nodes(tmp_path: Path, pg_journal: JournalSettings, monkeypatch
     yield make
     for node in made:
         node.kill()
+
+
+@asynccontextmanager
+async def ingesting(servers: list[ChildServer], boards: Iterable[str], under_way: int = 100) -> AsyncIterator[OwnerWriter]:
+    """An `OwnerWriter` writing each of ``boards`` through ``servers`` while the block runs,
+    entered once each board has ``under_way`` acked events; stopped and closed after it."""
+    boards = list(boards)
+    writer = OwnerWriter(servers)
+    stop = asyncio.Event()
+    writers = [asyncio.create_task(writer.run(b, stop)) for b in boards]
+    try:
+        await until(lambda: all(len(writer.acked.get(b, ())) >= under_way for b in boards), "ingest under way", timeout=20)
+        yield writer
+    finally:
+        stop.set()
+        await asyncio.gather(*writers)
+        await writer.close()
 
 
 async def owner_urls(http: httpx.AsyncClient, nodes: list[ChildServer]) -> dict[str, str]:
@@ -76,29 +93,25 @@ class OwnerWriter:
         self.nodes = nodes
         self.frame_events = frame_events
         self.acked: dict[str, dict[str, tuple[str, int]]] = {}
-        self.acked_at: dict[str, list[float]] = {}
-        """board -> the monotonic time of each frame's ack."""
         self.resends = 0
         self._clients: dict[str, Client] = {}
         self._http = httpx.AsyncClient()
 
     async def run(self, board: str, stop: asyncio.Event) -> None:
         acked = self.acked.setdefault(board, {})
-        times = self.acked_at.setdefault(board, [])
         frame = 0
         while not stop.is_set():
-            now = int(time.time() * 1000)
+            now = now_ms()
             events = [event(board, f"m{(frame + i) % 11}", 1 + (frame * 7 + i) % 5, now, f"{board}-{frame}-{i}")
                       for i in range(self.frame_events)]
             await self.deliver(board, events)
             acked.update({e["idempotency_key"]: (e["member"], e["value"]) for e in events})
-            times.append(time.monotonic())
             frame += 1
 
-    def max_gap(self, board: str, since: float = 0.0) -> float:
-        """The longest time between two acks of ``board`` (after ``since``, monotonic)."""
-        times = [t for t in self.acked_at.get(board, []) if t >= since]
-        return max((b - a for a, b in itertools.pairwise(times)), default=0.0)
+    async def more(self, boards: Iterable[str], events: int, what: str, timeout: float = 30.0) -> None:
+        """Wait until each of ``boards`` has over ``events`` more acked events than now."""
+        now = {b: len(self.acked.get(b, ())) for b in boards}
+        await until(lambda: all(len(self.acked.get(b, ())) > n + events for b, n in now.items()), what, timeout)
 
     async def deliver(self, board: str, events: list[dict[str, Any]], timeout: float = 30.0) -> None:
         """Send until every event is accepted or duplicate; fail after ``timeout`` seconds."""
@@ -116,7 +129,7 @@ class OwnerWriter:
                 if results and all(r["status"] in ("accepted", "duplicate") for r in results):
                     return
             self.resends += 1
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(0.02)  # a client's pause before it sends again (bounded by the deadline)
         raise AssertionError(f"board {board}: a frame was not acked within {timeout:g}s")
 
     async def close(self) -> None:

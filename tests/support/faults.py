@@ -27,7 +27,7 @@ from arena.engine.times import parse_rfc3339_ms
 from loadtest import config_toml
 from support import postgres
 from support.arena_cli import arena, rebuild_digests
-from support.server import ADMIN_TOKEN, make_config, token_for
+from support.server import ADMIN_TOKEN, make_config, now_ms, token_for
 
 Fingerprint = tuple[str, int, int]
 TableId = tuple[str, str, str]
@@ -225,7 +225,7 @@ def random_frames(rng: random.Random, prefix: str, boards: Sequence[str], member
     """Endless submit frames of 1..40 fresh, valid events (values 0..1000, occurred up to 5 s
     ago) over ``boards``; keys are ``prefix-frame-index``."""
     for n in itertools.count():
-        now = time.time_ns() // 1_000_000
+        now = now_ms()
         yield [
             {
                 "board": rng.choice(boards),

@@ -44,7 +44,7 @@ from arena.engine.times import parse_rfc3339_ms
 from support import postgres
 from support.faults import Fingerprint, journal_file, open_readonly
 from support.oracle import OBoard, OEvent, Row, digest, ranked, standing
-from support.server import Client, token_for, until
+from support.server import Client, now_ms, token_for, until
 
 UNAVAILABLE = ("not_ready", "unavailable")
 """The 503 answers a reader may get while a board comes up or moves: allowed, counted."""
@@ -444,7 +444,7 @@ class Workload:
     def event(self, rng: random.Random, board: str, member: str, key: str) -> ScoreEvent:
         b = self.boards[board]
         return ScoreEvent(board, member, rng.randint(b.min_value, b.max_value),
-                          time.time_ns() // 1_000_000 - rng.randrange(5000), key)
+                          now_ms() - rng.randrange(5000), key)
 
     def query(self, rng: random.Random, ws: bool) -> Query:
         board = rng.choice(list(self.boards))

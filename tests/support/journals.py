@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from arena.config import JournalSettings
 from arena.engine.periods import PeriodKind
@@ -26,6 +27,13 @@ SPEC = BoardSpec("b", periods=(PeriodKind.ALLTIME, PeriodKind.DAILY))
 
 BackendKind = tuple[str, str | None]
 """(backend name, PostgreSQL URL or None)"""
+
+
+def stored_property(max_examples: int) -> settings:
+    """Hypothesis settings of a property over journals on both backends (`backend_kind`): slow
+    examples, so no deadline, and the backend fixture shared by every example."""
+    return settings(max_examples=max_examples, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 
 class Store:

@@ -12,6 +12,7 @@ import inspect
 import itertools
 import os
 import signal
+import socket
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -113,6 +114,11 @@ class InProcessServer:
             raise AssertionError("uvicorn ended before it started") from task.exception()
         if self.wait_ready:
             await self.until_ready()
+
+    @property
+    def listeners(self) -> list[socket.socket]:
+        """The sockets it listens on."""
+        return [sock for server in (self._server.servers if self._server else []) for sock in server.sockets]
 
     async def until_ready(self, timeout: float = 30.0) -> None:
         arena = self.arena
@@ -316,6 +322,11 @@ async def rig(kind: type[R], config: Config) -> AsyncIterator[R]:
     async with InProcessServer(config) as server, httpx.AsyncClient(base_url=server.url) as http:
         async with ArenaClient(server.url, token_for("gs")) as client:
             yield kind(server, http, client)
+
+
+def now_ms() -> int:
+    """The wall clock in epoch milliseconds, as a server's unpinned clock reads it."""
+    return time.time_ns() // 1_000_000
 
 
 def event(board: str, member: str, value: int, occurred_at: int | str, key: str, **extra: Any) -> dict[str, Any]:

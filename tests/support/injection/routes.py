@@ -11,8 +11,8 @@ from starlette.routing import Route
 from arena.api.admin import _json_object
 from arena.api.http import error_response, json_response
 from arena.api.service import Arena
-from arena.board.actor import BoardState
 from arena.board.commands import Barrier
+from arena.board.state import BoardState
 from arena.errors import QueryError, invalid_request, unavailable
 from support.injection.journal import FAULTS, FaultyBackend
 
@@ -30,7 +30,7 @@ async def set_clock(request: Request) -> Response:
         return error_response(exc)
     arena.clock.set(now)
     for handle in arena.boards.values():
-        if handle.state is BoardState.READY:
+        if handle.state is BoardState.SERVING:
             await handle.command(Barrier())
     return json_response({"now_ms": arena.clock.now()})
 

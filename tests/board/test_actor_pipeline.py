@@ -5,7 +5,6 @@ overlap happens on purpose."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Sequence
 
 from arena.board.actor import BoardActor, BoardHandle
@@ -16,6 +15,7 @@ from arena.engine.spec import BoardSpec
 from arena.errors import JournalWriteFailed
 from arena.metrics import Metrics
 from support.memory_journal import MemoryJournal
+from support.server import now_ms
 
 
 class HeldJournal(MemoryJournal):
@@ -63,7 +63,7 @@ async def run_overlapped(fail: bool) -> tuple[list[str], list[str]]:
     journal = HeldJournal(fail)
     actor = BoardActor(handle, journal, Clock())
     task = asyncio.create_task(actor.run())
-    now = time.time_ns() // 1_000_000
+    now = now_ms()
     k1 = Event("b", "alice", 5, now - 1_000, "k1")
     k2 = Event("b", "bob", 7, now - 1_000, "k2")
     try:
@@ -123,7 +123,7 @@ async def test_a_retry_looked_up_before_the_batch_ahead_committed_is_still_a_dup
     journal = StaleLookupJournal()
     actor = BoardActor(handle, journal, Clock())
     task = asyncio.create_task(actor.run())
-    now = time.time_ns() // 1_000_000
+    now = now_ms()
     k1 = Event("b", "alice", 5, now - 1_000, "k1")
     try:
         first = handle.submit([k1], now, "gs")

@@ -6,7 +6,6 @@ backends read back the same, byte for byte. (The contract tests run on both: tes
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -31,6 +30,7 @@ from arena.journal.postgresql import SCHEMA_VERSION, PostgresBackend
 from loadtest.process import free_port
 from support.journals import SPEC, journal_store, write_journal
 from support.postgres import EmbeddedPostgres, fetchval
+from support.server import until
 
 T = 1_780_315_200_000  # 2026-06-01T12:00:00Z
 DAY = Calendar("UTC").window_at(PeriodKind.DAILY, T)
@@ -172,16 +172,15 @@ async def test_a_refused_write_writes_nothing_and_the_next_one_lands(backend: Po
 
 async def appended(journal: Journal, records: Sequence[Record], timeout: float = 30.0) -> None:
     """Append, again and again while the journal refuses, until it lands (or the test fails)."""
-    deadline = time.monotonic() + timeout
-    while True:
+    async def landed() -> bool:
         try:
             await journal.append(records)
-            return
         except JournalWriteFailed:
             assert await journal.committed_seq() == records[0].seq - 1
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.1)
+            return False
+        return True
+
+    await until(landed, "the append to land", timeout)
 
 
 async def test_a_stopped_server_refuses_writes_and_reads_and_the_journal_recovers_by_itself(
@@ -192,7 +191,9 @@ async def test_a_stopped_server_refuses_writes_and_reads_and_the_journal_recover
         journal = await backend.open(SPEC)
         await journal.append([score(1)])
         await asyncio.to_thread(own_postgres.stop)
-        await asyncio.sleep(0.2)  # the pool hears its connections close
+        pool = backend.store._pool
+        assert pool is not None
+        await until(lambda: pool.get_size() == 0, "the pool to hear its connections close")
         with pytest.raises(JournalWriteFailed, match="board b: write failed: .*PostgreSQL"):
             await journal.append([score(2)])
         assert await journal.committed_seq() == 1  # nothing was sent: known without the server
@@ -214,12 +215,13 @@ async def test_a_write_cut_off_by_a_stopping_server_is_settled_once_it_is_back(o
                            " 'BEGIN PERFORM pg_sleep(30); RETURN NULL; END'")
         await sql(backend, "CREATE TRIGGER slow AFTER INSERT ON {s}.score_event EXECUTE FUNCTION {s}.slow()")
         write = asyncio.create_task(journal.append([score(2), score(3)]))
-        await asyncio.sleep(0.5)  # the server has the statement
+        await until(lambda: fetchval(own_postgres.url, "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'"),
+                    "the server to run the statement")
         await asyncio.to_thread(own_postgres.stop)
         with pytest.raises(JournalWriteFailed):
             await write
         settle = asyncio.create_task(journal.committed_seq())
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(1.0)  # the scenario: the server stays away a while, and the settle waits
         assert not settle.done()  # the outcome is unknown: it waits for the server
         await asyncio.to_thread(own_postgres.start)
         assert await asyncio.wait_for(settle, 30) == 1  # the transaction was rolled back

@@ -12,7 +12,7 @@ from typing import Any
 from unittest.mock import patch
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from arena.board.load import load
@@ -28,11 +28,10 @@ from arena.errors import QueryError
 from arena.journal.snapshots import SnapshotStore
 from support.engine_harness import EngineHarness
 from support.engines import Live, on_a_journal, pinned
-from support.journals import BackendKind
+from support.journals import BackendKind, stored_property
 from support.oracle import DAY, Frame, OBoard, Oracle, Row, boards_and_frames, engine_rows, spec_of
 
-PROPERTY = settings(max_examples=40, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+PROPERTY = stored_property(40)
 LOADS = ("replay", "snapshot", "standby")
 T0 = parse_rfc3339_ms("2026-06-01T12:00:00Z")
 ANSWERED_ELSEWHERE = {"unknown_period", "period_not_retained"}

@@ -8,7 +8,6 @@ import dataclasses
 import logging
 import signal
 import sqlite3
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from arena.engine.records import ScoreRecord
 from arena.engine.spec import BoardSpec
 from arena.journal.sqlite import SqliteJournal, journal_path
 from support import arena_cli
-from support.server import ChildServer, Client, InProcessServer, event, make_config, sha, statuses, token_for, until
+from support.server import ChildServer, Client, InProcessServer, event, make_config, now_ms, sha, statuses, token_for, until
 
 DEV_CONFIG = """
 [server]
@@ -59,7 +58,7 @@ async def _digests(url: str, board: str, periods: Sequence[str]) -> dict[str, An
 async def test_restarting_the_server_rebuilds_identical_standings(tmp_path: Path) -> None:
     boards = {"b": {"aggregation": "latest", "periods": ["alltime", "daily", "weekly", "monthly", "hourly"]}}
     config = make_config(tmp_path, boards)
-    now = int(time.time() * 1000)
+    now = now_ms()
     async with InProcessServer(config) as server:
         client = await Client.connect(server.ws_url, token_for("gs"))
         for frame in range(20):
@@ -75,7 +74,7 @@ async def test_restarting_the_server_rebuilds_identical_standings(tmp_path: Path
 async def test_sigterm_with_frames_in_flight_loses_no_acked_event(tmp_path: Path) -> None:
     server = _child(tmp_path)
     server.start()
-    now = int(time.time() * 1000)
+    now = now_ms()
     acked: set[str] = set()
     sent: list[str] = []
     try:
@@ -88,7 +87,7 @@ async def test_sigterm_with_frames_in_flight_loses_no_acked_event(tmp_path: Path
             if frame == 100:
                 await futures[10][1]  # acks are flowing and many frames are in flight: stop now
                 server.signal(signal.SIGTERM)
-            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # one turn a frame: they go out while the server stops
         for _keys, future in futures:
             try:
                 answer = await asyncio.wait_for(future, 10)
@@ -121,7 +120,7 @@ async def test_a_server_stopping_while_a_board_loads_answers_its_queued_frames_u
     assert server.arena is not None
     mailbox = server.arena.board("b").mailbox
     client = await Client.connect(server.ws_url, token_for("gs"))
-    answer = client.send({"op": "submit", "events": [event("b", "m", 1, int(time.time() * 1000), "queued")]})
+    answer = client.send({"op": "submit", "events": [event("b", "m", 1, now_ms(), "queued")]})
     await until(lambda: mailbox.depth == 1, "the frame to wait behind the replay")
     with caplog.at_level(logging.INFO, logger="arena.board"):
         await asyncio.wait_for(server.stop(), 10)  # it waited for the replay to end: forever, here
@@ -134,7 +133,7 @@ async def test_a_server_stopping_while_a_board_loads_answers_its_queued_frames_u
 
 async def test_current_tables_answer_before_alltime_has_loaded(tmp_path: Path) -> None:
     spec = BoardSpec("b", periods=(PeriodKind.ALLTIME, PeriodKind.DAILY))
-    now = int(time.time() * 1000)
+    now = now_ms()
     journal = await SqliteJournal.open(journal_path(tmp_path, "b"), spec)
     old = now - 40 * 86_400_000  # far outside every current window: only alltime replays them
     seq = 0
@@ -186,7 +185,7 @@ def test_a_changed_board_definition_stops_start_up_with_one_clear_line(tmp_path:
     try:
         async def one() -> None:
             client = await Client.connect(server.ws_url, token_for("gs"))
-            assert statuses(await client.submit([event("b", "a", 1, int(time.time() * 1000), "x")])) == ["accepted"]
+            assert statuses(await client.submit([event("b", "a", 1, now_ms(), "x")])) == ["accepted"]
             await client.close()
         asyncio.run(one())
     finally:

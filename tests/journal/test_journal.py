@@ -1,7 +1,7 @@
 """The journal contract, on both backends (the `store` fixture: sqlite and PostgreSQL): one
 transaction per append, the UNIQUE key index, reading back in seq order, close markers, voids,
 the audit listing, read-only opens. Then what only sqlite has: durability pragmas, WAL, a full
-disk, corrupt files. PostgreSQL's own: tests/engine/test_journal_postgresql.py."""
+disk, corrupt files. PostgreSQL's own: tests/journal/test_journal_postgresql.py."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from arena.engine.events import Event
@@ -21,7 +21,7 @@ from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, 
 from arena.errors import JournalCorrupt, JournalWriteFailed
 from arena.journal import Journal, ScoreRow
 from arena.journal.sqlite import SqliteJournal
-from support.journals import SPEC, BackendKind, Store, journal_store
+from support.journals import SPEC, BackendKind, Store, journal_store, stored_property
 
 T = 1_780_315_200_000  # 2026-06-01T12:00:00Z
 DAY = Calendar("UTC").window_at(PeriodKind.DAILY, T)
@@ -135,7 +135,7 @@ _KEYS = st.text(st.characters(codec="utf-8"), min_size=1, max_size=128)
 """Any key the wire can carry: U+0000, backslashes, quotes, JSON escapes written out, astral."""
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@stored_property(60)
 @given(st.lists(_KEYS, min_size=1, max_size=30, unique=True), st.data())
 def test_keys_of_any_text_round_trip_through_append_lookup_and_scan(
     backend_kind: BackendKind, keys: list[str], data: st.DataObject

@@ -10,8 +10,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from arena.board import supervisor
-from arena.board.actor import BoardState
 from arena.board.clock import Clock
+from arena.board.state import BoardState
 from arena.board.supervisor import Supervisor
 from arena.config import Config, ServerSettings
 from arena.engine.events import Event, Fingerprint
@@ -75,7 +75,7 @@ async def test_a_crashed_board_reopens_its_journal_once_the_store_is_back(monkey
     sup = Supervisor(config(), Clock(), Metrics(), backend)
     await sup.start()
     handle = sup.handles["b"]
-    await until(lambda: handle.state is BoardState.READY, "the board to load")
+    await until(lambda: handle.state is BoardState.SERVING, "the board to load")
     assert (await handle.submit([Event("b", "a", 1, Clock().now(), "k1")], Clock().now(), "gs"))[0].status.value == "accepted"
 
     backend.down = 10**6  # until the store is back, below
@@ -87,7 +87,7 @@ async def test_a_crashed_board_reopens_its_journal_once_the_store_is_back(monkey
     assert [(r.status.value, r.reason and r.reason.value) for r in queued] == [("rejected", "unavailable")]
 
     backend.down = 0
-    await until(lambda: sup.runs["b"] == 2 and handle.state is BoardState.READY, "the board to serve again")
+    await until(lambda: sup.runs["b"] == 2 and handle.state is BoardState.SERVING, "the board to serve again")
     again = await handle.submit([Event("b", "a", 3, Clock().now(), "k3")], Clock().now(), "gs")
     assert again[0].status.value == "accepted" and sup.runs["b"] == 2
     await sup.stop()

@@ -5,23 +5,18 @@ push interval, through a real server on the public `/v1/live`."""
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import websockets
 
-from support.server import Client, InProcessServer, event, make_config, token_for, until
+from support.server import Client, InProcessServer, event, make_config, now_ms, token_for, until
 
 BOARDS = {"b": {"aggregation": "best", "periods": ["alltime", "daily"]}}
 PUSH_MS = 50
 TOP: dict[str, Any] = {"op": "top", "board": "b", "period": "alltime"}
 
-
-def _now() -> int:
-    return time.time_ns() // 1_000_000
 
 
 async def _public(server: InProcessServer) -> Client:
@@ -36,12 +31,7 @@ def _updates(client: Client, sub: str) -> list[dict[str, Any]]:
     return [f for f in client.unmatched if f.get("op") == "update" and f.get("sub") == sub]
 
 
-@pytest.fixture
-async def server(tmp_path: Path) -> AsyncIterator[InProcessServer]:
-    config = make_config(tmp_path / "data", BOARDS, push_interval_ms=PUSH_MS, max_view_entries=25, max_view_members=3)
-    async with InProcessServer(config) as s:
-        yield s
-
+pytestmark = pytest.mark.server(BOARDS, push_interval_ms=PUSH_MS, max_view_entries=25, max_view_members=3)
 
 @pytest.mark.parametrize("view", [
     {**TOP, "junk": "x" * 600_000},  # DoS 5's view: any unknown field, whatever its size
@@ -78,7 +68,7 @@ async def _one_view_after_defaults(server: InProcessServer) -> None:
     assert len(live.views) == 2
     writer = await Client.connect(server.ws_url, token_for("gs"))
     before = live.evaluations
-    await writer.submit([event("b", "ann", 3, _now(), "k")])
+    await writer.submit([event("b", "ann", 3, now_ms(), "k")])
     await until(lambda: all(any(u["seq"] == 1 for u in _updates(public, s)) for s in subs), "every subscription's update")
     assert live.evaluations - before == 2  # one per view, not one per subscription
     await writer.close()
@@ -127,7 +117,7 @@ async def test_a_reader_at_its_limits_on_a_changing_board_gets_views_evaluated_w
         live = server.arena.live
         writer = await Client.connect(server.ws_url, token_for("gs"))
         names = [f"p{i:05d}" for i in range(10_000)]
-        now = _now()
+        now = now_ms()
         for start in range(0, len(names), 1000):
             await writer.submit([event("b", n, i, now, f"fill-{n}") for i, n in enumerate(names[start:start + 1000])])
         hostile = await _public(server)

@@ -6,7 +6,6 @@ never shows."""
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from arena.journal.datadir import DataDirLock
 from arena.journal.postgresql import PostgresBackend
 from support.arena_cli import arena, rebuild_digests
 from support.faults import write_config
+from support.server import now_ms
 
 BOARDS: dict[str, dict[str, Any]] = {
     "best": {"aggregation": "best", "periods": ["alltime", "daily"], "close_grace_seconds": 0},
@@ -48,7 +48,7 @@ def history(board: str, now: int) -> list[Record]:
 async def write_journals(config: Config) -> None:
     config.server.data_dir.mkdir(parents=True, exist_ok=True)
     backend = journal_backend(config)
-    now = int(time.time() * 1000)
+    now = now_ms()
     for spec in config.boards.values():
         journal = await backend.open(spec)
         records = history(spec.name, now)

@@ -4,8 +4,6 @@ every query op (on /v1/ws and /v1/live) and the Python client's answers."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -13,7 +11,7 @@ import pytest
 import websockets
 
 from arena.client import ArenaClient
-from support.server import ADMIN_TOKEN, Client, InProcessServer, event, make_config, token_for, until
+from support.server import ADMIN_TOKEN, Client, InProcessServer, event, token_for, until
 
 BOARDS = {"b": {"aggregation": "best", "periods": ["alltime", "daily"]}}
 NOW = 1_799_020_800_000  # pinned: 2027-01-04T00:00:00Z
@@ -40,24 +38,16 @@ WS_OPS: list[dict[str, Any]] = [
 ]
 
 
-@pytest.fixture
-async def server(tmp_path: Path) -> AsyncIterator[InProcessServer]:
-    async with InProcessServer(make_config(tmp_path, BOARDS)) as server:
-        async with httpx.AsyncClient(base_url=server.url) as http:
-            assert (await http.post("/v1/_test/clock", json={"now_ms": NOW + 3_600_000})).status_code == 200
-        # pinning the clock closes the daily table the board opened at the real date: a close marker
-        engine = server.arena.boards["b"].engine if server.arena is not None else None
-        assert engine is not None
-        await until(lambda: (engine.next_deadline(NOW + 3_600_000) or NOW * 2) > NOW + 3_600_000 and engine.last_seq,
-                    "the close marker of the real date's daily table")
-        yield server
-
+pytestmark = pytest.mark.server(BOARDS, now_ms=NOW + 3_600_000)
 
 async def base_seq(server: InProcessServer) -> int:
-    """The board's seq before the test's events (the close marker)."""
+    """The board's seq before the test's events: the close marker of the daily table the board
+    opened at the real date, which pinning the clock closed (once the actor has journaled it)."""
     assert server.arena is not None
     engine = server.arena.boards["b"].engine
     assert engine is not None
+    await until(lambda: (engine.next_deadline(NOW + 3_600_000) or NOW * 2) > NOW + 3_600_000 and engine.last_seq,
+                "the close marker of the real date's daily table")
     return engine.last_seq
 
 

@@ -9,7 +9,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from arena.board.load import load
@@ -20,11 +20,10 @@ from arena.engine.records import Record, ScoreRecord, VoidRecord
 from arena.engine.scoring import Aggregation, Order, ScoringRule, Tie
 from arena.engine.spec import BoardSpec
 from arena.journal import FoldingJournal
-from support.journals import BackendKind, Store, journal_store, write_journal
+from support.journals import BackendKind, Store, journal_store, stored_property, write_journal
 from support.oracle import OBoard, OEvent, check_engine, drive, frames_for, oboards, rank
 
-FOLD_PROPERTY = settings(max_examples=40, deadline=None,
-                         suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+FOLD_PROPERTY = stored_property(40)
 LIMIT = 2**53 - 1
 HOUR = 3_600_000
 

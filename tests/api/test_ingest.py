@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -39,18 +38,7 @@ BOARDS: dict[str, dict[str, Any]] = {
 SERVERS = {"gs": ["*"], "only_best": ["best"]}
 
 
-class ServerWithHttp(InProcessServer):
-    http: httpx.AsyncClient
-
-
-@pytest.fixture
-async def server(tmp_path: Path) -> AsyncIterator[ServerWithHttp]:
-    async with ServerWithHttp(make_config(tmp_path, BOARDS, SERVERS)) as running:
-        async with httpx.AsyncClient(base_url=running.url) as http:
-            await http.post("/v1/_test/clock", json={"now_ms": NOW})
-            running.http = http
-            yield running
-
+pytestmark = pytest.mark.server(BOARDS, SERVERS, now_ms=NOW)
 
 async def _connect(server: Any, sid: str = "gs") -> Client:
     return await Client.connect(server.ws_url, token_for(sid))
@@ -76,7 +64,7 @@ async def test_a_token_scoped_to_one_board_cannot_write_another(server: Any) -> 
     await client.close()
 
 
-async def test_round_trip_for_every_aggregation_over_ws_and_http(server: Any) -> None:
+async def test_round_trip_for_every_aggregation_over_ws_and_http(server: Any, http: httpx.AsyncClient) -> None:
     client = await _connect(server)
     events = []
     for board in BOARDS:
@@ -89,12 +77,12 @@ async def test_round_trip_for_every_aggregation_over_ws_and_http(server: Any) ->
     assert set(statuses(await client.submit(events))) == {"accepted"}
     expected = {"best": [("ann", 30), ("bob", 25)], "sum": [("ann", 45), ("bob", 25)], "latest": [("bob", 25), ("ann", 5)]}
     for board, standings in expected.items():
-        top = (await server.http.get(f"/v1/boards/{board}/alltime/top")).json()
+        top = (await http.get(f"/v1/boards/{board}/alltime/top")).json()
         assert [(e["member"], e["score"]) for e in top["entries"]] == standings
         answer = await client.request({"op": "top", "board": board, "period": "alltime", "limit": 10})
         assert answer["op"] == "result" and answer["entries"] == top["entries"]
         rank = await client.request({"op": "rank", "board": board, "period": "alltime", "member": "ann"})
-        member = (await server.http.get(f"/v1/boards/{board}/alltime/members/ann")).json()
+        member = (await http.get(f"/v1/boards/{board}/alltime/members/ann")).json()
         assert rank["entry"] == member["entry"]
     await client.close()
 
@@ -129,28 +117,28 @@ async def test_the_same_instant_written_two_ways_is_a_duplicate(server: Any) -> 
     await client.close()
 
 
-async def test_late_event_inside_the_grace_is_applied_and_after_the_close_rejected(server: Any) -> None:
+async def test_late_event_inside_the_grace_is_applied_and_after_the_close_rejected(server: Any, http: httpx.AsyncClient) -> None:
     client = await _connect(server)
     end = NOW + HOUR  # the hourly window 13:00-14:00 ends here; grace is 60 s
-    await server.http.post("/v1/_test/clock", json={"now_ms": end + 59_000})
+    await http.post("/v1/_test/clock", json={"now_ms": end + 59_000})
     assert statuses(await client.submit([event("sum", "late", 3, end - 1, "in-grace")])) == ["accepted"]
-    hour = (await server.http.get("/v1/boards/sum/hourly/top", params={"period_id": "2026-12-02T13"})).json()
+    hour = (await http.get("/v1/boards/sum/hourly/top", params={"period_id": "2026-12-02T13"})).json()
     assert [(e["member"], e["score"]) for e in hour["entries"]] == [("late", 3)]
-    await server.http.post("/v1/_test/clock", json={"now_ms": end + 60_000})
+    await http.post("/v1/_test/clock", json={"now_ms": end + 60_000})
     results = await client.submit([event("sum", "late", 4, end - 1, "after-close")])
     assert statuses(results) == ["accepted"]  # alltime is still open
-    hour = (await server.http.get("/v1/boards/sum/hourly/top", params={"period_id": "2026-12-02T13"})).json()
+    hour = (await http.get("/v1/boards/sum/hourly/top", params={"period_id": "2026-12-02T13"})).json()
     assert hour["closed"] is True and [(e["member"], e["score"]) for e in hour["entries"]] == [("late", 3)]
-    alltime = (await server.http.get("/v1/boards/sum/alltime/members/late")).json()
+    alltime = (await http.get("/v1/boards/sum/alltime/members/late")).json()
     assert alltime["entry"]["score"] == 7
     await client.close()
 
 
-async def test_a_frame_waiting_in_the_mailbox_across_the_close_moment_is_applied_then_closed(server: Any) -> None:
+async def test_a_frame_waiting_in_the_mailbox_across_the_close_moment_is_applied_then_closed(server: Any, http: httpx.AsyncClient) -> None:
     close = NOW + HOUR + 60_000  # the hourly window 13:00-14:00 closes here
     client = await _connect(server)
     assert statuses(await client.submit([event("sum", "early", 1, NOW + 5, "early")])) == ["accepted"]
-    await server.http.post("/v1/_test/clock", json={"now_ms": close - 1})
+    await http.post("/v1/_test/clock", json={"now_ms": close - 1})
     handle = server.arena.boards["sum"]
     await handle.command(Barrier())  # a round trip: the actor waits for the 13:00 table's close moment
     # stamped before the close moment; the actor only gets to it after (no await in between)
@@ -159,22 +147,22 @@ async def test_a_frame_waiting_in_the_mailbox_across_the_close_moment_is_applied
     with loop_turns_within(30, "the actor, past the close moment with a frame stamped before it"):
         results = await asyncio.wait_for(future, 10)
     assert [r.status.value for r in results] == ["accepted"]
-    hour = (await server.http.get("/v1/boards/sum/hourly/top", params={"period_id": "2026-12-02T13"})).json()
+    hour = (await http.get("/v1/boards/sum/hourly/top", params={"period_id": "2026-12-02T13"})).json()
     assert hour["closed"] is True and [(e["member"], e["score"]) for e in hour["entries"]] == [("waiting", 5), ("early", 1)]
     late = await client.submit([event("sum", "late", 1, NOW + 10, "after-the-close")])
     assert statuses(late) == ["accepted"]  # alltime only
-    hour = (await server.http.get("/v1/boards/sum/hourly/top", params={"period_id": "2026-12-02T13"})).json()
+    hour = (await http.get("/v1/boards/sum/hourly/top", params={"period_id": "2026-12-02T13"})).json()
     assert [e["member"] for e in hour["entries"]] == ["waiting", "early"]
     await client.close()
 
 
-async def test_the_rotator_closes_a_table_at_its_close_moment_without_traffic(server: Any) -> None:
+async def test_the_rotator_closes_a_table_at_its_close_moment_without_traffic(server: Any, http: httpx.AsyncClient) -> None:
     end = NOW + HOUR
-    await server.http.post("/v1/_test/clock", json={"now_ms": end + 60_000})
+    await http.post("/v1/_test/clock", json={"now_ms": end + 60_000})
     listed: dict[str, Any] = {}
 
     async def closed() -> bool:
-        periods = (await server.http.get("/v1/boards/sum/hourly/periods")).json()["periods"]
+        periods = (await http.get("/v1/boards/sum/hourly/periods")).json()["periods"]
         listed.clear()
         listed.update((p["period_id"], p) for p in periods)
         return bool(listed["2026-12-02T13"]["closed"])
@@ -184,32 +172,32 @@ async def test_the_rotator_closes_a_table_at_its_close_moment_without_traffic(se
     assert listed["2026-12-02T14"]["closed"] is False
 
 
-async def test_a_member_with_slash_percent_and_question_mark_works_in_every_route(server: Any) -> None:
+async def test_a_member_with_slash_percent_and_question_mark_works_in_every_route(server: Any, http: httpx.AsyncClient) -> None:
     name = "clan/alpha 50%?x=1"
     client = await _connect(server)
     assert statuses(await client.submit([event("best", name, 9, NOW - 1, "weird")])) == ["accepted"]
     path = quote(name, safe="")
     for route in ("members", "around", "percentile"):
-        answer = await server.http.get(f"/v1/boards/best/daily/{route}/{path}")
+        answer = await http.get(f"/v1/boards/best/daily/{route}/{path}")
         assert answer.status_code == 200, (route, answer.text)
         body = answer.json()
         entry = body["entry"] if "entry" in body else body["entries"][0]
         assert entry["member"] == name
-    audit = await server.http.get("/v1/boards/best/events", params={"member": name},
+    audit = await http.get("/v1/boards/best/events", params={"member": name},
                                   headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
     assert [e["idempotency_key"] for e in audit.json()["events"]] == ["weird"]
-    void = await server.http.post(f"/v1/boards/best/members/{path}/void", json={"reason": "test"},
+    void = await http.post(f"/v1/boards/best/members/{path}/void", json={"reason": "test"},
                                   headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
     assert void.status_code == 200 and void.json()["voided"] == 1
     await client.close()
 
 
-async def test_pipelined_frames_are_all_acked_in_order_of_their_ids(server: Any) -> None:
+async def test_pipelined_frames_are_all_acked_in_order_of_their_ids(server: Any, http: httpx.AsyncClient) -> None:
     client = await _connect(server)
     futures = [client.send({"op": "submit", "events": [event("sum", f"p{i % 7}", 1, NOW - 1, f"pipe{i}")]}) for i in range(300)]
     answers = await asyncio.gather(*futures)
     assert all(a["op"] == "ack" and a["results"][0]["status"] == "accepted" for a in answers)
-    total = sum(e["score"] for e in (await server.http.get("/v1/boards/sum/alltime/top")).json()["entries"])
+    total = sum(e["score"] for e in (await http.get("/v1/boards/sum/alltime/top")).json()["entries"])
     assert total == 300
     await client.close()
 
@@ -283,8 +271,8 @@ async def test_ws_frame_errors_keep_the_connection_open(server: Any) -> None:
     await client.close()
 
 
-async def test_http_errors_have_the_contract_codes(server: Any) -> None:
-    http = server.http
+async def test_http_errors_have_the_contract_codes(server: Any, http: httpx.AsyncClient) -> None:
+    http = http
     cases = [
         ("/v1/boards/best/daily/top?limit=0", 400, "invalid_request"),
         ("/v1/boards/best/daily/top?limit=abc", 400, "invalid_request"),
@@ -331,25 +319,25 @@ async def test_a_crashed_board_answers_unavailable_past_the_restart_intensity(tm
         await client.close()
 
 
-async def test_a_crashed_actor_is_restarted_from_its_journal_with_the_same_standings(server: Any) -> None:
+async def test_a_crashed_actor_is_restarted_from_its_journal_with_the_same_standings(server: Any, http: httpx.AsyncClient) -> None:
     client = await _connect(server)
     events = [event("best", f"m{i % 5}", i, NOW - 1000 + i, f"e{i}") for i in range(50)]
     await client.submit(events)
-    before = (await server.http.get("/v1/boards/best/alltime/digest")).json()
-    await server.http.post("/v1/_test/boards/best/crash", json={"times": 1})
+    before = (await http.get("/v1/boards/best/alltime/digest")).json()
+    await http.post("/v1/_test/boards/best/crash", json={"times": 1})
     assert statuses(await client.submit([event("best", "m0", 999, NOW - 1, "lost")])) == ["rejected:unavailable"]
     await server.until_ready()
-    after = (await server.http.get("/v1/boards/best/alltime/digest")).json()
+    after = (await http.get("/v1/boards/best/alltime/digest")).json()
     assert after["sha256"] == before["sha256"] and after["seq"] == before["seq"]
     assert statuses(await client.submit([event("best", "m0", 999, NOW - 1, "lost")])) == ["accepted"]
     await client.close()
 
 
-async def test_metrics_show_each_boards_journal_wal_size(server: Any, tmp_path: Path) -> None:
+async def test_metrics_show_each_boards_journal_wal_size(server: Any, http: httpx.AsyncClient) -> None:
     client = await _connect(server)
     assert statuses(await client.submit([event("best", "ann", 3, NOW - 1, "w1")])) == ["accepted"]
     await client.close()
-    text = (await server.http.get("/metrics")).text
-    wal = tmp_path / "best.journal.sqlite-wal"
+    text = (await http.get("/metrics")).text
+    wal = server.config.server.data_dir / "best.journal.sqlite-wal"
     assert parse_metric(text, "arena_journal_wal_bytes", board="best") == wal.stat().st_size > 0
     assert 'arena_journal_wal_bytes{board="latest"}' in text  # every board, written or not

@@ -5,8 +5,6 @@ is the reference, so a route added without documentation, or documented and not 
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -15,16 +13,12 @@ from openapi_spec_validator import validate
 
 from arena.api import openapi
 from arena.api.app import create_app
-from support.server import InProcessServer, make_config
+from support.server import InProcessServer
 
 BOARDS = {"b": {"periods": ["alltime", "daily"]}}
 
 
-@pytest.fixture
-async def server(tmp_path: Path) -> AsyncIterator[InProcessServer]:
-    async with InProcessServer(make_config(tmp_path, BOARDS), fault_injection=False) as server:
-        yield server
-
+pytestmark = pytest.mark.server(BOARDS, fault_injection=False)
 
 async def document(server: InProcessServer) -> dict[str, Any]:
     async with httpx.AsyncClient(base_url=server.url) as http:

@@ -3,25 +3,18 @@ current seconds of the series, counted where `/metrics` counts it."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from arena.metrics.stats import SECONDS
-from support.server import Client, InProcessServer, event, make_config, token_for
+from support.server import Client, InProcessServer, event, now_ms, token_for
 
 BOARDS = {"b": {"periods": ["alltime"], "max_value": 100}}
 
 
-@pytest.fixture
-async def server(tmp_path: Path) -> AsyncIterator[InProcessServer]:
-    async with InProcessServer(make_config(tmp_path, BOARDS), fault_injection=False) as server:
-        yield server
-
+pytestmark = pytest.mark.server(BOARDS, fault_injection=False)
 
 async def stats(http: httpx.AsyncClient) -> dict[str, Any]:
     answer = await http.get("/v1/stats")
@@ -31,7 +24,7 @@ async def stats(http: httpx.AsyncClient) -> dict[str, Any]:
 
 
 async def test_submitted_events_show_by_outcome_in_the_last_seconds(server: InProcessServer) -> None:
-    now = int(time.time() * 1000)
+    now = now_ms()
     client = await Client.connect(server.ws_url, token_for("gs"))
     try:
         await client.submit([event("b", f"m{i}", i, now, f"k{i}") for i in range(5)])

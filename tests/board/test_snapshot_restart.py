@@ -6,7 +6,6 @@ replays. The SIGKILL case is measured by `python -m loadtest start`."""
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from support.server import Client, InProcessServer, event, make_config, token_for
+from support.server import Client, InProcessServer, event, make_config, now_ms, token_for
 
 PERIODS = ["alltime", "daily", "hourly"]
 BOARDS = {"b": {"aggregation": "sum", "periods": PERIODS}}
@@ -37,7 +36,7 @@ async def test_a_graceful_restart_starts_from_the_snapshot_with_equal_digests(
 ) -> None:
     caplog.set_level(logging.INFO, "arena")
     config = make_config(tmp_path, BOARDS, snapshot_every_events=1_000_000)
-    now = int(time.time() * 1000)
+    now = now_ms()
     async with InProcessServer(config) as server:
         await submit(server.ws_url, range(10), now)
         before = await digests(server.url)
@@ -52,7 +51,7 @@ async def test_a_graceful_restart_starts_from_the_snapshot_with_equal_digests(
 async def test_after_a_periodic_snapshot_a_start_replays_only_the_tail(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, "arena")
     config = make_config(tmp_path, BOARDS, snapshot_every_events=200)
-    now = int(time.time() * 1000)
+    now = now_ms()
     async with InProcessServer(config) as server:
         await submit(server.ws_url, range(6), now)
         before = await digests(server.url)

@@ -37,7 +37,7 @@ from arena.errors import BoardDefinitionChanged
 from arena.journal import Journal
 from loadtest.config_toml import write_config
 from support.engine_harness import EngineHarness
-from support.journals import BackendKind, Store, journal_store, write_journal
+from support.journals import BackendKind, Store, journal_store, stored_property, write_journal
 from support.memory_journal import MemoryJournal
 from support.oracle import (
     Frame,
@@ -53,8 +53,7 @@ from support.oracle import (
 )
 
 PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-STORED_PROPERTY = settings(max_examples=40, deadline=None,
-                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+STORED_PROPERTY = stored_property(40)
 MIN = 60_000
 HOUR = 3_600_000
 

@@ -14,7 +14,7 @@ from typing import Any
 from unittest.mock import patch
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from arena.board.load import load
@@ -29,11 +29,10 @@ from arena.journal import Journal
 from arena.journal.snapshots import SnapshotStore, snapshot_store
 from support.engine_harness import EngineHarness
 from support.engines import Live, full_replay, on_a_journal, pinned, state
-from support.journals import BackendKind, Store
+from support.journals import BackendKind, Store, stored_property
 from support.oracle import Frame, OBoard, boards_and_frames, spec_of
 
-STORED_PROPERTY = settings(max_examples=30, deadline=None,
-                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+STORED_PROPERTY = stored_property(30)
 DAY = 86_400_000
 
 

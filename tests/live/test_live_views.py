@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import itertools
 import logging
 import os
 import random
@@ -12,6 +13,7 @@ import socket
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -20,14 +22,15 @@ import pytest
 import websockets
 from websockets.frames import Frame, Opcode
 
-from support.server import Client, InProcessServer, established, event, make_config, token_for, until
+from arena.board.state import BoardState
+from arena.live import views as live_views
+from arena.live.views import LiveViews, Subscription
+from support.server import Client, InProcessServer, established, event, make_config, now_ms, token_for, until
 
 BOARDS = {"b": {"aggregation": "best", "periods": ["alltime", "daily"]}}
 PUSH_MS = 50
 
-
-def _now() -> int:
-    return time.time_ns() // 1_000_000
+pytestmark = pytest.mark.server(BOARDS, push_interval_ms=PUSH_MS, max_subscriptions=3)
 
 
 class Subscriber:
@@ -50,12 +53,6 @@ class Subscriber:
         return [u for u in self.updates(sub) if condition(u)][-1]
 
 
-@pytest.fixture
-async def server(tmp_path: Path) -> AsyncIterator[InProcessServer]:
-    async with InProcessServer(make_config(tmp_path / "data", BOARDS, push_interval_ms=PUSH_MS, max_subscriptions=3)) as s:
-        yield s
-
-
 async def _client(server: InProcessServer) -> Client:
     return await Client.connect(server.ws_url, token_for("gs"))
 
@@ -75,7 +72,7 @@ async def test_a_top_view_sends_its_answer_at_once_then_the_new_answer_after_eac
     sub = await live.subscribe({"op": "top", "board": "b", "period": "alltime", "limit": 3})
     first = await live.until_update(sub, lambda u: True, "the first update")
     assert first["entries"] == [] and first["seq"] == 0
-    now = _now()
+    now = now_ms()
     for i in range(5):
         await client.submit([event("b", f"m{i}", 10 * i, now, f"k{i}")])
     last = await live.until_update(sub, lambda u: u["seq"] == 5, "the update at seq 5")
@@ -88,23 +85,24 @@ async def test_a_top_view_sends_its_answer_at_once_then_the_new_answer_after_eac
     await client.close()
 
 
-async def test_the_first_update_follows_subscribed_at_once_not_after_a_push_interval(tmp_path: Path) -> None:
-    # A push interval of 2 s makes a first update held for the next push obvious; the median of
-    # five also catches one held behind `subscribed` by Nagle's algorithm (the peer's 40 ms ACK).
+async def test_the_first_update_follows_subscribed_at_once_not_after_a_push_interval(
+    tmp_path: Path, push_clock: PushClock
+) -> None:
+    # The push clock never moves here: an update held for the next push would never come.
     config = make_config(tmp_path / "data", BOARDS, push_interval_ms=2000)
     async with InProcessServer(config) as server:
         ws = await websockets.connect(server.ws_url, additional_headers={"Authorization": f"Bearer {token_for('gs')}"})
-        gaps = []
         for limit in range(1, 6):  # a new view each time, and one already evaluated
             await ws.send(orjson.dumps({"op": "subscribe", "id": limit,
                                         "view": {"op": "top", "board": "b", "period": "alltime", "limit": limit}}).decode())
             async with asyncio.timeout(10):
                 assert orjson.loads(await ws.recv())["op"] == "subscribed"
-                started = time.monotonic()
                 assert orjson.loads(await ws.recv())["op"] == "update"
-            gaps.append(time.monotonic() - started)
         await ws.close()
-    assert max(gaps) < 1.0 and sorted(gaps)[2] < 0.025, gaps
+        # and nothing holds it behind `subscribed` until the peer's delayed ACK (Nagle's algorithm):
+        # the listener, whose options accepted connections inherit, sends small segments at once
+        assert server.listeners and all(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) for sock in server.listeners)
+    assert push_clock.now == PushClock.START
 
 
 async def test_a_view_shared_by_a_hundred_subscribers_is_evaluated_once_per_change(server: InProcessServer) -> None:
@@ -115,7 +113,7 @@ async def test_a_view_shared_by_a_hundred_subscribers_is_evaluated_once_per_chan
     live = server.arena.live
     assert live is not None
     before = live.evaluations
-    await writer.submit([event("b", "m", 1, _now(), "k")])
+    await writer.submit([event("b", "m", 1, now_ms(), "k")])
     for client, sub in zip(clients, subs, strict=True):
         await Subscriber(client).until_update(sub, lambda u: u["seq"] == 1, "every subscriber's update")
     assert live.evaluations - before == 1
@@ -130,7 +128,7 @@ async def test_a_member_not_in_the_table_is_a_state_and_its_entry_arrives(server
     around = await live.subscribe({"op": "around", "board": "b", "period": "daily", "member": "ann", "radius": 1})
     assert (await live.until_update(rank, lambda u: True, "rank's first update"))["entry"] is None
     assert (await live.until_update(around, lambda u: True, "around's first update"))["entries"] == []
-    await client.submit([event("b", "ann", 7, _now(), "ann-1")])
+    await client.submit([event("b", "ann", 7, now_ms(), "ann-1")])
     entry = (await live.until_update(rank, lambda u: u["entry"] is not None, "ann's entry"))["entry"]
     assert entry["rank"] == 1 and entry["score"] == 7
     await live.until_update(around, lambda u: len(u["entries"]) == 1, "ann among her neighbours")
@@ -147,7 +145,7 @@ async def test_no_update_follows_unsubscribed(server: InProcessServer) -> None:
     assert answer == {"op": "unsubscribed", "id": answer["id"], "sub": sub}
     assert (await client.request({"op": "unsubscribe", "sub": "nope"}))["sub"] == "nope"  # unknown: answered too
     seen = len(live.updates(sub))  # an update queued before `unsubscribed` went out before it
-    await client.submit([event("b", "m", 1, _now(), "k")])
+    await client.submit([event("b", "m", 1, now_ms(), "k")])
     await watcher.until_update(witness, lambda u: u["seq"] == 1, "the push of the change")
     assert (await client.request({"op": "ping"}))["op"] == "pong"
     assert len(live.updates(sub)) == seen
@@ -215,7 +213,7 @@ async def test_the_http_answer_and_the_last_update_agree_after_a_burst(server: I
     client = await _client(server)
     live = Subscriber(client)
     sub = await live.subscribe({"op": "percentile", "board": "b", "period": "alltime", "member": "m3"})
-    now = _now()
+    now = now_ms()
     for i in range(50):
         client.send({"op": "submit", "events": [event("b", f"m{i % 7}", i, now, f"burst{i}")]})
     await live.until_update(sub, lambda u: u["seq"] == 50, "the final state")
@@ -227,7 +225,7 @@ async def test_the_http_answer_and_the_last_update_agree_after_a_burst(server: I
 
 async def test_a_view_of_the_current_window_follows_the_period_at_rollover(server: InProcessServer) -> None:
     day = 86_400_000
-    midnight = (_now() // day - 1) * day  # yesterday's end: the test clock moves across it
+    midnight = (now_ms() // day - 1) * day  # yesterday's end: the test clock moves across it
     async with httpx.AsyncClient(base_url=server.url) as http:
         assert (await http.post("/v1/_test/clock", json={"now_ms": midnight - 1_000})).status_code == 200
         client = await _client(server)
@@ -246,97 +244,155 @@ async def test_after_a_board_reload_one_update_comes_even_if_unchanged(server: I
     supervisor = server.arena.supervisor
     client = await _client(server)
     live = Subscriber(client)
-    await client.submit([event("b", "m", 1, _now(), "before")])
+    await client.submit([event("b", "m", 1, now_ms(), "before")])
     sub = await live.subscribe({"op": "top", "board": "b", "period": "alltime"})
     first = await live.until_update(sub, lambda u: True, "the first update")
     async with httpx.AsyncClient(base_url=server.url) as http:
         assert (await http.post("/v1/_test/boards/b/crash", json={"times": 1})).status_code == 200
-    results = await client.submit([event("b", "m", 2, _now(), "crashed")])  # the crash takes this batch down
+    results = await client.submit([event("b", "m", 2, now_ms(), "crashed")])  # the crash takes this batch down
     assert [r["status"] for r in results] == ["rejected"]
     await until(lambda: supervisor.runs["b"] == 2 and server.arena is not None
-                and server.arena.boards["b"].state.value == "ready", "the board to reload")
+                and server.arena.boards["b"].state is BoardState.SERVING, "the board to reload")
     await until(lambda: len(live.updates(sub)) == 2, "the update after the reload")
     assert _body(live.updates(sub)[1]) == _body(first)
     await client.close()
 
 
-class Timed:
-    """A connection that notes when each update arrives: (monotonic time, frame) by subscription."""
+class PushClock:
+    """The clock of the live views' push rounds (`arena.live.views`: its `time.monotonic` and the
+    rounds' `asyncio.sleep`), moved only by the test: a round runs when `advance` reaches it. So a
+    test says when an update goes in the rounds' own time, and no stopwatch is needed."""
 
-    def __init__(self, client: Client) -> None:
-        self.client = client
-        self.arrivals: dict[str, list[tuple[float, dict[str, Any]]]] = {}
-        self.seen = 0
+    START = 1024.0  # and intervals of powers of two: exact sums
 
-    async def subscribe(self, view: dict[str, Any]) -> str:
-        sub = await Subscriber(self.client).subscribe(view)
-        self.arrivals.setdefault(sub, [])
-        return sub
+    def __init__(self) -> None:
+        self.now = self.START
+        self.sleeping: list[tuple[float, asyncio.Future[None]]] = []
+        """The push loop's sleep, while it waits for its next round: (when it ends, its future)."""
+        self.sent: list[tuple[Subscription, float, int]] = []
+        """Every update the views sent: (subscription, when, seq), in order."""
 
-    def note(self) -> None:
-        """Take the updates that arrived since the last call (called by `until` polls, 5 ms apart)."""
-        now = time.monotonic()
-        for frame in self.client.unmatched[self.seen:]:
-            if frame.get("op") == "update":
-                self.arrivals.setdefault(frame["sub"], []).append((now, frame))
-        self.seen = len(self.client.unmatched)
+    def monotonic(self) -> float:
+        return self.now
 
-    async def until(self, condition: Callable[[], bool], what: str) -> None:
-        def polled() -> bool:
-            self.note()
-            return condition()
-        await until(polled, what, 10)
+    async def sleep(self, seconds: float) -> None:
+        if seconds <= 0:
+            await asyncio.sleep(0)  # a turn of the loop, as in the real clock
+            return
+        future = asyncio.get_running_loop().create_future()
+        self.sleeping.append((self.now + seconds, future))
+        await future
+
+    async def advance(self, seconds: float) -> None:
+        """Move the clock on by ``seconds``, and return once the rounds due by then have run."""
+        self.now += seconds
+        for entry in list(self.sleeping):
+            end, future = entry
+            if end <= self.now:
+                self.sleeping.remove(entry)
+                future.set_result(None)
+        await until(lambda: self.sleeping, "the push rounds to run and wait for the next one", 10)
+
+    def sends(self, subscription: Subscription) -> list[tuple[float, int]]:
+        """(when, seq) of each update sent to ``subscription``."""
+        return [(at, seq) for sub, at, seq in self.sent if sub is subscription]
+
+
+@pytest.fixture
+def push_clock(monkeypatch: pytest.MonkeyPatch) -> PushClock:
+    clock = PushClock()
+
+    class Asyncio:
+        """`asyncio` as `arena.live.views` sees it: its sleeps are the push clock's."""
+
+        sleep = staticmethod(clock.sleep)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(asyncio, name)
+
+    offer = LiveViews._offer
+
+    def recorded(views: LiveViews, subscription: Subscription, now: float, immediate: bool = False) -> float | None:
+        before = subscription.sent, subscription.sent_at
+        held = offer(views, subscription, now, immediate)
+        if (subscription.sent, subscription.sent_at) != before:
+            clock.sent.append((subscription, now, subscription.view.seq))
+        return held
+
+    monkeypatch.setattr(live_views, "time", SimpleNamespace(monotonic=clock.monotonic))
+    monkeypatch.setattr(live_views, "asyncio", Asyncio())
+    monkeypatch.setattr(LiveViews, "_offer", recorded)
+    return clock
+
+
+def subscription_of(server: InProcessServer, view: dict[str, Any]) -> Subscription:
+    """The one subscription to ``view`` (a query as subscribed, its defaults left out)."""
+    assert server.arena is not None and server.arena.live is not None
+    views = server.arena.live.views.values()
+    [subscription] = [s for v in views if orjson.loads(v.spec.key).items() >= view.items() for s in v.subscriptions]
+    return subscription
 
 
 def _plain(answer: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in answer.items() if k not in ("op", "id")}
 
 
-async def test_an_update_held_by_the_interval_goes_when_its_interval_ends_not_a_round_later(tmp_path: Path) -> None:
-    interval = 0.4
+async def test_an_update_held_by_the_interval_goes_when_its_interval_ends_not_a_round_later(
+    tmp_path: Path, push_clock: PushClock
+) -> None:
+    interval = 0.5
     config = make_config(tmp_path / "data", BOARDS, push_interval_ms=int(interval * 1000))
     async with InProcessServer(config) as server:
         first = await _client(server)
         await Subscriber(first).subscribe({"op": "top", "board": "b", "period": "alltime"})  # the rounds start now
-        started = time.monotonic()
-        await until(lambda: time.monotonic() >= started + interval / 2, "half an interval")  # between two rounds
-        timed = Timed(await _client(server))
-        sub = await timed.subscribe({"op": "top", "board": "b", "period": "alltime", "limit": 2})
-        await timed.until(lambda: len(timed.arrivals[sub]) == 1, "the first update")
-        await timed.client.submit([event("b", "m", 1, _now(), "k")])
-        acked = time.monotonic()
-        await timed.until(lambda: len(timed.arrivals[sub]) == 2, "the update of the change")
-        latency = timed.arrivals[sub][1][0] - acked
-        assert latency <= interval + 0.1, latency  # a round later would be 1.5 intervals
-        await timed.client.close()
+        start = push_clock.now
+        await push_clock.advance(interval / 2)  # between two rounds
+        second = Subscriber(await _client(server))
+        view = {"op": "top", "board": "b", "period": "alltime", "limit": 2}
+        sub = await second.subscribe(view)
+        subscription = subscription_of(server, view)
+        assert push_clock.sends(subscription) == [(start + interval / 2, 0)]  # the first update, at once
+        await second.client.submit([event("b", "m", 1, now_ms(), "k")])
+        await push_clock.advance(interval / 2)  # a round: the change is held, its interval not over
+        assert push_clock.sends(subscription) == [(start + interval / 2, 0)]
+        assert [end for end, _ in push_clock.sleeping] == [start + 1.5 * interval]  # the next round: when it is due
+        await push_clock.advance(interval / 2)
+        assert push_clock.sends(subscription) == [(start + interval / 2, 0), (start + 1.5 * interval, 1)]  # not a round later
+        await second.until_update(sub, lambda u: u["seq"] == 1, "the update of the change")
+        await second.client.close()
         await first.close()
 
 
-async def test_at_most_one_update_per_interval_and_the_final_state_within_an_interval(tmp_path: Path) -> None:
-    interval = 0.2
+async def test_at_most_one_update_per_interval_and_the_final_state_within_an_interval(
+    tmp_path: Path, push_clock: PushClock
+) -> None:
+    interval = 0.25
     config = make_config(tmp_path / "data", BOARDS, push_interval_ms=int(interval * 1000))
     async with InProcessServer(config) as server:
-        timed, writer = Timed(await _client(server)), await _client(server)
+        watcher, writer = Subscriber(await _client(server)), await _client(server)
         views: list[dict[str, Any]] = [{"op": "top", "board": "b", "period": "alltime", "limit": 5},
                  {"op": "rank", "board": "b", "period": "alltime", "member": "m0"},
                  {"op": "members", "board": "b", "period": "alltime", "members": ["m0", "m1"]}]
-        subs = [await timed.subscribe(view) for view in views]
-        now, ends = _now(), time.monotonic() + 1.2
-        i = 0
-        while time.monotonic() < ends:  # a change every few milliseconds: far more than one per interval
-            await writer.submit([event("b", f"m{i % 3}", i, now, f"k{i}")])
-            timed.note()
-            i += 1
-        acked = time.monotonic()
-        await timed.until(lambda: all(timed.arrivals[s] and timed.arrivals[s][-1][1]["seq"] == i for s in subs),
-                          "the final state on every subscription")
-        for sub, view in zip(subs, views, strict=True):
-            times = [t for t, _ in timed.arrivals[sub]]
-            assert all(b - a >= interval * 0.75 for a, b in zip(times, times[1:], strict=False)), (view, times)
-            assert len(times) <= 1.2 / interval + 3
-            assert times[-1] - acked <= interval + 0.1  # the final state within an interval plus delivery
-            assert _answer(timed.arrivals[sub][-1][1]) == _plain(await writer.request(view))
-        await timed.client.close()
+        subs = [await watcher.subscribe(view) for view in views]
+        subscriptions = [subscription_of(server, view) for view in views]
+        now, steps, changes = now_ms(), 24, 3
+        for step in range(steps):  # a few changes every quarter interval: far more than one per interval
+            for i in range(step * changes, (step + 1) * changes):
+                await writer.submit([event("b", f"m{i % 3}", i, now, f"k{i}")])
+            await push_clock.advance(interval / 4)
+        last_change = push_clock.now
+        for _ in range(4):
+            await push_clock.advance(interval / 4)
+        final = steps * changes
+        for sub, subscription, view in zip(subs, subscriptions, views, strict=True):
+            sends = push_clock.sends(subscription)
+            times = [at for at, _ in sends]
+            assert all(b - a >= interval * 0.999 for a, b in itertools.pairwise(times)), (view, sends)  # one per interval
+            assert len(sends) > steps / 4 - 2, (view, sends)  # and one in each interval (a change in each)
+            assert sends[-1][1] == final and sends[-1][0] <= last_change + interval, (view, sends)  # the final state
+            update = await watcher.until_update(sub, lambda u: u["seq"] == final, "the final state")
+            assert _answer(update) == _plain(await writer.request(view))
+        await watcher.client.close()
         await writer.close()
 
 
@@ -358,7 +414,7 @@ async def test_after_the_last_event_every_subscription_s_last_update_equals_the_
     subs += [await third.subscribe(views[6])]
     owners = [client] * 3 + [other] * 3 + [third]
     writers = [await _client(server) for _ in range(3)]
-    now = _now()
+    now = now_ms()
 
     async def write(writer: Client, n: int) -> None:
         for k in range(40):
@@ -381,10 +437,10 @@ async def test_after_the_last_event_every_subscription_s_last_update_equals_the_
 
 async def test_v1_live_takes_no_token_answers_queries_and_subscriptions_and_refuses_submit(server: InProcessServer) -> None:
     writer = await _client(server)
-    await writer.submit([event("b", "m", 3, _now(), "k")])
+    await writer.submit([event("b", "m", 3, now_ms(), "k")])
     public = Client(await websockets.connect(server.url.replace("http", "ws") + "/v1/live"))
     assert (await public.request({"op": "rank", "board": "b", "period": "alltime", "member": "m"}))["entry"]["score"] == 3
-    refused = await public.request({"op": "submit", "events": [event("b", "m", 9, _now(), "sneaky")]})
+    refused = await public.request({"op": "submit", "events": [event("b", "m", 9, now_ms(), "sneaky")]})
     assert refused["op"] == "error" and refused["code"] == "forbidden"
     live = Subscriber(public)
     sub = await live.subscribe({"op": "top", "board": "b", "period": "alltime"})
@@ -489,7 +545,7 @@ async def test_a_query_route_streams_server_sent_events_on_change(server: InProc
             lines = response.aiter_lines()
             first = (await _events(lines, 1))[0]
             assert first["event"] == "update" and first["id"] == "0" and first["data"]["entry"] is None
-            await client.submit([event("b", "ann", 4, _now(), "k")])
+            await client.submit([event("b", "ann", 4, now_ms(), "k")])
             second = (await _events(lines, 1))[0]
         plain = (await http.get("/v1/boards/b/alltime/members/ann")).json()
     assert second["id"] == "1" and second["data"] == plain and plain["seq"] == 1
@@ -499,7 +555,8 @@ async def test_a_query_route_streams_server_sent_events_on_change(server: InProc
     await client.close()
 
 
-async def test_a_shutdown_ends_the_event_streams_at_once(tmp_path: Path) -> None:
+async def test_a_shutdown_ends_the_event_streams_at_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, "arena")
     server = InProcessServer(make_config(tmp_path / "data", BOARDS))
     await server.start()
     try:
@@ -507,10 +564,10 @@ async def test_a_shutdown_ends_the_event_streams_at_once(tmp_path: Path) -> None
             async with http.stream("GET", "/v1/boards/b/alltime/top", headers={"Accept": "text/event-stream"}) as response:
                 lines = response.aiter_lines()
                 assert (await _events(lines, 1))[0]["event"] == "update"
-                started = time.monotonic()
-                await asyncio.wait_for(server.stop(), 10)
+                await asyncio.wait_for(server.stop(), 60)
                 assert await _events(lines, 1) == []  # the stream ended
-        assert time.monotonic() - started < 5  # not the 15 s drain timeout
+        # ended by the drain itself, not closed when the drain timed out
+        assert not [r for r in caplog.records if "still open after" in r.getMessage()], caplog.text
     finally:
         await server.stop()
 
@@ -536,7 +593,7 @@ async def test_a_reader_that_stops_reading_holds_one_update_and_slows_nobody(ser
     await slow.send(orjson.dumps({"op": "subscribe", "id": 1,
                                   "view": {"op": "top", "board": "b", "period": "alltime", "limit": 1000}}).decode())
     writer = await _client(server)
-    now = _now()
+    now = now_ms()
     for batch in range(60):  # every batch changes the top 1000: about 60 KB per update, never read
         results = await writer.submit([event("b", f"m{batch}-{i}-{'x' * 100}", batch * 100 + i, now, f"k{batch}-{i}")
                                        for i in range(100)])
@@ -570,7 +627,7 @@ async def _until_stalled(server: InProcessServer, connections: Callable[[], int]
     views = server.arena.live
     writer = await _client(server)
     await until(lambda: views.views, "the subscription")
-    now = _now()
+    now = now_ms()
     deadline = time.monotonic() + 30
     batch = 0
     while views.views or connections():
@@ -583,13 +640,8 @@ async def _until_stalled(server: InProcessServer, connections: Callable[[], int]
     await writer.close()
 
 
-@pytest.fixture
-async def impatient(tmp_path: Path) -> AsyncIterator[InProcessServer]:
-    """A server that lets a reader go after a write pending 1 s; pings too rare to do it first."""
-    config = make_config(tmp_path / "data", BOARDS, push_interval_ms=PUSH_MS, ping_timeout_seconds=1.0,
-                         ping_interval_seconds=600.0)
-    async with InProcessServer(config) as s:
-        yield s
+IMPATIENT = pytest.mark.server(BOARDS, push_interval_ms=PUSH_MS, ping_timeout_seconds=1.0, ping_interval_seconds=600.0)
+"""A server that lets a reader go after a write pending 1 s; pings too rare to do it first."""
 
 
 def _upgrade(server: InProcessServer, path: str, headers: str = "") -> bytes:
@@ -598,45 +650,47 @@ def _upgrade(server: InProcessServer, path: str, headers: str = "") -> bytes:
             f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n{headers}\r\n").encode()
 
 
+@IMPATIENT
 @pytest.mark.parametrize("kind", ["/v1/ws", "/v1/live", "event stream"])
 async def test_a_reader_that_reads_nothing_is_aborted_after_ping_timeout_and_its_socket_goes_at_once(
-    impatient: InProcessServer, kind: str, caplog: pytest.LogCaptureFixture
+    server: InProcessServer, kind: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """DoS 3 of issue 31: a subscriber that never reads is let go once a write has been pending
     `ping_timeout_seconds`, and its socket with it (an abort: a close waited for the peer to read
     the megabytes queued, and the socket stayed ESTABLISHED for minutes). Nothing is logged as an
     error (an event stream that ended without completing its response was)."""
     caplog.set_level(logging.INFO)
-    assert impatient.arena is not None
-    arena = impatient.arena
+    assert server.arena is not None
+    arena = server.arena
     if kind == "event stream":
-        _, stuck = await _never_reading(impatient, (
-            f"GET /v1/boards/b/alltime/top?limit=1000 HTTP/1.1\r\nHost: 127.0.0.1:{impatient.port}\r\n"
+        _, stuck = await _never_reading(server, (
+            f"GET /v1/boards/b/alltime/top?limit=1000 HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
             "Accept: text/event-stream\r\n\r\n"
         ).encode())
-        await _until_stalled(impatient, lambda: arena.live_connections)
+        await _until_stalled(server, lambda: arena.live_connections)
     else:
         token = f"Authorization: Bearer {token_for('gs')}\r\n" if kind == "/v1/ws" else ""
-        reader, stuck = await _never_reading(impatient, _upgrade(impatient, kind, token))
+        reader, stuck = await _never_reading(server, _upgrade(server, kind, token))
         async with asyncio.timeout(10):
             assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 101")
         subscribe = orjson.dumps({"op": "subscribe", "id": 1, "view": {"op": "top", "board": "b", "period": "alltime",
                                                                         "limit": 1000}})
         stuck.write(Frame(Opcode.TEXT, subscribe).serialize(mask=True))
         # the writer's own connection stays while it writes
-        await _until_stalled(impatient, (lambda: arena.connections - 1) if kind == "/v1/ws" else (lambda: arena.live_connections))
-    await until(lambda: established(impatient.port) == 0, "the server's side of the stalled socket to go", 10)
+        await _until_stalled(server, (lambda: arena.connections - 1) if kind == "/v1/ws" else (lambda: arena.live_connections))
+    await until(lambda: established(server.port) == 0, "the server's side of the stalled socket to go", 10)
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], [r.getMessage() for r in caplog.records]
     assert any("aborted" in r.getMessage() for r in caplog.records)
     stuck.close()
 
 
+@IMPATIENT
 async def test_a_public_reader_that_sends_frames_and_reads_no_answer_is_aborted_after_ping_timeout(
-    impatient: InProcessServer,
+    server: InProcessServer,
 ) -> None:
     """Its outbox fills, the server stops reading it, and once a write has been pending (or the
     outbox full) `ping_timeout_seconds` the connection is reset and its socket goes."""
-    reader, stuck = await _never_reading(impatient, _upgrade(impatient, "/v1/live"))
+    reader, stuck = await _never_reading(server, _upgrade(server, "/v1/live"))
     async with asyncio.timeout(10):
         assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 101")
     pings = Frame(Opcode.TEXT, orjson.dumps({"op": "ping", "id": "i" * 128})).serialize(mask=True) * 100
@@ -645,7 +699,7 @@ async def test_a_public_reader_that_sends_frames_and_reads_no_answer_is_aborted_
             while True:  # until the server resets the connection
                 stuck.write(pings)
                 await stuck.drain()
-    await until(lambda: established(impatient.port) == 0, "the server's side of the socket to go", 10)
+    await until(lambda: established(server.port) == 0, "the server's side of the socket to go", 10)
     stuck.close()
 
 
@@ -654,7 +708,7 @@ async def test_a_members_view_follows_a_set_of_friends(server: InProcessServer) 
     live = Subscriber(client)
     sub = await live.subscribe({"op": "members", "board": "b", "period": "alltime", "members": ["ann", "zed"]})
     assert (await live.until_update(sub, lambda u: True, "the first update"))["missing"] == ["ann", "zed"]
-    await client.submit([event("b", "ann", 3, _now(), "ann-1")])
+    await client.submit([event("b", "ann", 3, now_ms(), "ann-1")])
     update = await live.until_update(sub, lambda u: u["missing"] == ["zed"], "ann's entry")
     assert [e["member"] for e in update["entries"]] == ["ann"]
     await client.close()

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from arena.board.actor import BoardHandle, BoardState
+from arena.board.actor import BoardHandle
 from arena.board.load import load
+from arena.board.state import BoardEvent, BoardState, BoardStates, Owner
 from arena.engine.board import BoardEngine
 from arena.engine.events import Event, Reason, Status
 from arena.engine.periods import PeriodKind
@@ -16,11 +17,24 @@ from arena.metrics import Metrics
 from support.memory_journal import MemoryJournal
 
 
-async def loaded_handle() -> BoardHandle:
-    handle = BoardHandle(BoardSpec("b"), 100, Metrics())
+class Ticks:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def loaded_handle(states: BoardStates | None = None) -> BoardHandle:
+    """A board served here (on a single node, unless ``states`` say a cluster node's)."""
+    handle = BoardHandle(BoardSpec("b"), 100, Metrics(), states)
     handle.engine = BoardEngine(handle.spec)
     await load(handle.engine, MemoryJournal(), 0)
-    handle.state = BoardState.READY
+    if handle.states.clustered:
+        handle.move(BoardEvent.TAKE)
+        handle.move(BoardEvent.GRANTED)
+    handle.move(BoardEvent.START)
+    handle.move(BoardEvent.LOADED)
     return handle
 
 
@@ -36,14 +50,20 @@ def assert_not_answered_here(handle: BoardHandle) -> None:
 async def test_a_board_served_elsewhere_answers_unavailable_and_drops_its_tables() -> None:
     handle = await loaded_handle()
     handle.view(PeriodKind.ALLTIME, None, 0)
-    handle.elsewhere()
+    handle.move(BoardEvent.DISOWN)
+    handle.elsewhere(BoardEvent.STOPPED)
     assert handle.engine is None and handle.state is BoardState.ELSEWHERE
     assert_not_answered_here(handle)
 
 
 async def test_a_board_whose_node_lease_is_stale_answers_unavailable_from_loaded_tables() -> None:
-    handle = await loaded_handle()
-    handle.here = lambda: False  # Directory.local: the lease is lease_seconds old on this node's clock
+    ticks = Ticks()
+    states = BoardStates(["b"], node_id="n1", lease_seconds=3, monotonic=ticks)
+    handle = await loaded_handle(states)
+    states.seen("b", Owner("n1", "http://n1", 1))
+    states.renewed(ticks.now)
+    handle.view(PeriodKind.ALLTIME, None, 0)
+    ticks.now += 3  # the lease is lease_seconds old on this node's clock
     assert_not_answered_here(handle)
-    handle.here = lambda: True
+    states.renewed(ticks.now)
     handle.view(PeriodKind.ALLTIME, None, 0)

@@ -5,7 +5,6 @@ password in the journal URL that never shows, neither in a start-up failure nor 
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from loadtest.process import free_port
 from support.arena_cli import arena
 from support.faults import assert_standings_match_rebuild, server_digests, write_config
 from support.postgres import EmbeddedPostgres
-from support.server import ADMIN_TOKEN, ChildServer, Client, event, statuses, token_for
+from support.server import ADMIN_TOKEN, ChildServer, Client, event, now_ms, statuses, token_for
 
 BOARDS: dict[str, dict[str, Any]] = {
     "best": {"aggregation": "best", "periods": ["alltime", "daily"]},
@@ -54,7 +53,7 @@ async def test_serve_restart_and_rebuild_on_postgresql_give_the_same_digests(
     server = ChildServer(config, log_level="DEBUG")
     await asyncio.to_thread(server.start)
     try:
-        sent = events(int(time.time() * 1000))
+        sent = events(now_ms())
         client = await Client.connect(server.ws_url, token_for("gs"))
         assert statuses(await client.submit(sent)) == ["accepted"] * len(sent)
         assert statuses(await client.submit(sent)) == ["duplicate"] * len(sent)
