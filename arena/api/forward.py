@@ -187,7 +187,7 @@ class Forwarding:
                 log.debug("query of %r not forwarded: %s", board, exc)  # the peer logs each failed connection (its backoff bounds them)
                 break
             except TimeoutError:
-                log.info("query of %r: owner %s did not answer within %gs", board, place.owner.node_id, QUERY_SECONDS)
+                log.debug("query of %r: owner %s did not answer within %gs", board, place.owner.node_id, QUERY_SECONDS)
                 break
         raise Ownerless(board).error
 

@@ -185,12 +185,16 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
     await conn.set_type_codec("bytea", schema="pg_catalog", encoder=str.encode, decoder=_utf8, format="binary")
 
 
+_TCP_USER_TIMEOUT: int | None = getattr(socket, "TCP_USER_TIMEOUT", None)
+"""Linux's; elsewhere connections go without it."""
+
+
 def unacked(conn: asyncpg.Connection) -> None:
     """Give a TCP connection `UNACKED_SECONDS` (asyncpg has no option for it: its socket is set
     directly); a Unix socket needs nothing."""
     sock = conn._transport.get_extra_info("socket")
-    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, int(UNACKED_SECONDS * 1000))
+    if _TCP_USER_TIMEOUT is not None and sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        sock.setsockopt(socket.IPPROTO_TCP, _TCP_USER_TIMEOUT, int(UNACKED_SECONDS * 1000))
 
 
 def _utf8(data: bytes) -> str:
