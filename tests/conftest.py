@@ -1,3 +1,3 @@
 """Fixtures shared by every test directory."""
 
-pytest_plugins = ["support.postgres", "support.journals", "support.cluster", "support.serving"]
+pytest_plugins = ["support.postgres", "support.journals", "support.cluster", "support.serving", "support.netns"]

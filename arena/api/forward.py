@@ -5,8 +5,10 @@ A part for an ownerless board waits up to `OWNERLESS_WAIT_SECONDS` from the fram
 the next owner, then is answered `unavailable` (clients resend with the same keys); a part in
 flight to an owner whose connection dropped is resent to the next owner, which answers the events
 already committed `duplicate`. A query for an ownerless board, or one whose owner cannot be
-reached, answers 503 `unavailable` at once. On a single node every board is served here and
-nothing of this runs.
+reached, answers 503 `unavailable` at once; one whose owner does not answer within
+`QUERY_SECONDS` (a cut link: nothing fails, nothing comes back) answers 503 `unavailable` then,
+and one whose board gets another owner while it waits goes on to that owner. On a single node
+every board is served here and nothing of this runs.
 """
 
 from __future__ import annotations
@@ -39,7 +41,11 @@ RETRY_SECONDS = 0.25
 """After a peer could not be reached (and the directory names no other owner yet), wait this
 long before trying it again."""
 QUERY_TRIES = 3
-"""Owners a query is sent to before it is answered `unavailable` (each one said ``not_here``)."""
+"""Owners a query is sent to before it is answered `unavailable` (each one said ``not_here``, or
+lost the board while it waited)."""
+QUERY_SECONDS = 4.0
+"""The longest a forwarded query waits for owners' answers, all tries together: the contract's
+5 s bound on a query, less the edge's own time."""
 
 
 FORWARDED = "arena.forwarded"
@@ -161,17 +167,18 @@ class Forwarding:
         """A query's answer from its board's owner; None when the board turned out to be served
         here. Raises QueryError unavailable while it is ownerless or its owner cannot be reached."""
         board = request.board
+        deadline = time.monotonic() + QUERY_SECONDS
         failed: str | None = None
         for _ in range(QUERY_TRIES):
             if failed is not None:
-                await self.directory.owner_within(board, RETRY_SECONDS, not_node=failed)
+                await self.directory.owner_within(board, min(RETRY_SECONDS, deadline - time.monotonic()), not_node=failed)
             place = where(self.arena, board)
             if isinstance(place, Local):
                 return None
             if isinstance(place, Ownerless) or place.owner.node_id == failed:
                 break
             try:
-                return await self.peer(place.owner).request(request)
+                return await self._answer(place.owner, request, deadline)
             except TooLarge as exc:
                 raise invalid_request(f"the request is too large to forward to the board's owner: {exc}") from exc
             except NotHere:
@@ -179,7 +186,29 @@ class Forwarding:
             except PeerGone as exc:
                 log.debug("query of %r not forwarded: %s", board, exc)  # the peer logs each failed connection (its backoff bounds them)
                 break
+            except TimeoutError:
+                log.debug("query of %r: owner %s did not answer within %gs", board, place.owner.node_id, QUERY_SECONDS)
+                break
         raise Ownerless(board).error
+
+    async def _answer(self, owner: Owner, request: Ask | Http, deadline: float) -> Answer:
+        """``owner``'s answer to ``request``. Raises NotHere when the directory names another
+        owner of the board first (the query goes there: the old owner may never answer),
+        TimeoutError at ``deadline`` (monotonic), and what `Peer.request` raises."""
+        left = deadline - time.monotonic()
+        asking = asyncio.ensure_future(self.peer(owner).request(request))
+        moving = asyncio.ensure_future(self.directory.owner_within(request.board, left, not_node=owner.node_id))
+        try:
+            await asyncio.wait((asking, moving), timeout=left, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (asking, moving):
+                task.cancel()
+            await asyncio.gather(asking, moving, return_exceptions=True)
+        if asking.done() and not asking.cancelled():
+            return asking.result()
+        if moving.done() and not moving.cancelled() and moving.result() is not None:
+            raise NotHere(f"board {request.board!r} moved from {owner.node_id} while a query waited")
+        raise TimeoutError
 
     async def error(self, request: Ask | Http) -> QueryError | None:
         """The error the board's owner answers a query with; None when it answers, when no owner

@@ -151,9 +151,10 @@ class Ownership:
         if self._listener is not None and not self._listener.is_closed():
             return
         try:
-            self._listener = await self.backend.store.listen(OWNERSHIP_CHANNEL, self._hinted.set)
-        except JournalUnavailable as exc:
-            log.debug("node %s: not listening for ownership hints: %s", self.backend.node_id, exc)
+            async with asyncio.timeout(self.lease.lease_seconds / 3):  # a cut link: the beat goes on without it
+                self._listener = await self.backend.store.listen(OWNERSHIP_CHANNEL, self._hinted.set)
+        except (JournalUnavailable, TimeoutError) as exc:
+            log.debug("node %s: not listening for ownership hints: %r", self.backend.node_id, exc)
 
     async def beat(self) -> float | None:
         """One renewal and read, then carry out its `plan`; the seconds until the next lease of
@@ -267,11 +268,15 @@ class Ownership:
         return task
 
     async def _read(self) -> tuple[tuple[str, float] | None, ClusterRead]:
+        """The renewal and read of one beat, given up (TimeoutError) after ``lease_seconds``:
+        a renewal that commits later renews nothing (the lease is stale by then on this node's
+        clock), and a connection cut off mid-way would hold every later beat until TCP gives up,
+        long after the link is back."""
         store = self.backend.store
         try:
-            async with store.connection() as conn, conn.transaction():
+            async with asyncio.timeout(self.lease.lease_seconds), store.connection() as conn, conn.transaction():
                 return await self.lease.hold(conn), await read_cluster(conn, store)
-        except (*STORE_ERRORS, JournalUnavailable) as exc:
+        except (*STORE_ERRORS, JournalUnavailable) as exc:  # TimeoutError is an OSError
             raise store.failure(store.where, exc, "cannot read the cluster") from exc
 
     def _start(self, board: str, work: Coroutine[Any, Any, None]) -> None:

@@ -92,6 +92,8 @@ class Answer:
     received: float
     body: Mapping[str, Any]
     error: str | None = None
+    node: str = ""
+    """The base URL the query (or subscription) went to."""
 
     @property
     def seq(self) -> int | None:
@@ -116,6 +118,8 @@ class History:
     answers: list[Answer] = field(default_factory=list)
     no_answer: int = 0
     """Queries that got no answer at all (refused, reset, timed out): not a violation."""
+    unanswered: list[tuple[str, float, float]] = field(default_factory=list)
+    """(node URL, sent, given up) of each query counted in ``no_answer``: how long it waited."""
     recorded: Counter[str] = field(default_factory=Counter)
     """board -> how many of its events were acked accepted or duplicate."""
 
@@ -574,27 +578,30 @@ class Recorder:
             while self._running(deadline):
                 query = self.workload.query(rng, ws=False)
                 method, path, params, body = http_request(query)
+                node = rng.choice(self.urls())
                 sent = time.monotonic()
                 try:
-                    answer = await http.request(method, rng.choice(self.urls()) + path, params=params, json=body)
+                    answer = await http.request(method, node + path, params=params, json=body)
                 except httpx.HTTPError:
-                    await self._no_answer()
+                    await self._no_answer(node, sent)
                     continue
                 try:
                     got = answer.json()
                     error = got["error"]["code"] if answer.status_code != 200 else None
                 except (ValueError, KeyError, TypeError):  # not one of the contract's answers: a violation
                     got, error = {"text": answer.text}, f"HTTP {answer.status_code}"
-                self.history.answers.append(Answer("http", None, query, sent, time.monotonic(), got, error))
+                self.history.answers.append(Answer("http", None, query, sent, time.monotonic(), got, error, node))
 
     async def _ws_reader(self, rng: random.Random, deadline: float) -> None:
         """Queries one at a time on a `/v1/live` connection; a new connection when it breaks."""
         while self._running(deadline):
             connection = next(self._connections)
+            node = rng.choice(self.urls())
+            sent = time.monotonic()
             try:
-                client = Client(await websockets.connect(self._live_url(rng)))
+                client = Client(await websockets.connect(self._live_url(node)))
             except (OSError, websockets.WebSocketException, TimeoutError):
-                await self._no_answer()
+                await self._no_answer(node, sent)
                 continue
             try:
                 while self._running(deadline):
@@ -602,9 +609,10 @@ class Recorder:
                     sent = time.monotonic()
                     frame = await client.request(ws_frame(query), timeout=10)
                     error = frame.get("code") if frame["op"] == "error" else None
-                    self.history.answers.append(Answer("ws", connection, query, sent, time.monotonic(), frame, error))
+                    self.history.answers.append(Answer("ws", connection, query, sent, time.monotonic(), frame, error, node))
             except (ConnectionError, TimeoutError, websockets.WebSocketException):
                 self.history.no_answer += 1
+                self.history.unanswered.append((node, sent, time.monotonic()))
             finally:
                 await client.ws.close()
 
@@ -615,8 +623,9 @@ class Recorder:
         query = Query("top", board, {"limit": 10, "offset": 0})
         while self._running(deadline):
             connection = next(self._connections)
+            node = rng.choice(self.urls())
             try:
-                async with websockets.connect(self._live_url(rng)) as ws:
+                async with websockets.connect(self._live_url(node)) as ws:
                     await ws.send(orjson.dumps({"op": "subscribe", "id": 1, "view": ws_frame(query)}).decode())
                     while self._running(deadline):
                         try:
@@ -624,20 +633,24 @@ class Recorder:
                         except TimeoutError:
                             continue
                         if frame["op"] == "update":
-                            self.history.answers.append(Answer("update", connection, query, None, time.monotonic(), frame))
+                            self.history.answers.append(Answer("update", connection, query, None, time.monotonic(), frame, node=node))
                         elif frame["op"] != "subscribed":  # the contract never ends a subscription of a table it keeps
                             error = frame.get("code", frame["op"])
-                            self.history.answers.append(Answer("update", connection, query, None, time.monotonic(), frame, error))
+                            self.history.answers.append(Answer("update", connection, query, None, time.monotonic(), frame, error, node))
                             break
             except (OSError, websockets.WebSocketException, TimeoutError):
                 await self._no_answer()
 
-    def _live_url(self, rng: random.Random) -> str:
-        return rng.choice(self.urls()).replace("http", "ws", 1) + "/v1/live"
+    @staticmethod
+    def _live_url(node: str) -> str:
+        return node.replace("http", "ws", 1) + "/v1/live"
 
-    async def _no_answer(self) -> None:
-        """Count a query that got no answer, and give the node a moment (it is down or coming up)."""
+    async def _no_answer(self, node: str | None = None, sent: float | None = None) -> None:
+        """Count a query that got no answer (with how long it waited, when it was one sent to
+        ``node`` at ``sent``), and give the node a moment (it is down or coming up)."""
         self.history.no_answer += 1
+        if node is not None and sent is not None:
+            self.history.unanswered.append((node, sent, time.monotonic()))
         await asyncio.sleep(0.01)
 
 

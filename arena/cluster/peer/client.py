@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+from websockets.protocol import State
 
 from arena.backoff import Backoff
 from arena.cluster.peer.protocol import (
@@ -39,6 +40,9 @@ from arena.cluster.peer.protocol import (
 log = logging.getLogger("arena.cluster")
 
 CONNECT_SECONDS = 2.0
+CLOSE_SECONDS = 1.0
+"""A connection given up (its pings unanswered: a cut link) is dropped after this long, not after
+the websockets default of 10 s: until then no new connection is made to the peer."""
 PING_SECONDS = 1.0
 """A peer that stops answering pings (a SIGSTOPped node, a cut link) is given up after
 `PING_SECONDS` + the lease: by then another node may own its boards."""
@@ -106,7 +110,8 @@ class _Link:
 
     @property
     def open(self) -> bool:
-        return self.reader is not None and not self.reader.done()
+        """Open and not closing: a link whose keepalive gave up is not used while it closes."""
+        return self.reader is not None and not self.reader.done() and self.socket.state is State.OPEN
 
 
 class Peer:
@@ -185,7 +190,8 @@ class Peer:
             try:
                 socket = await connect(
                     self._ws_url, additional_headers={"Authorization": authorization(self._secret)},
-                    open_timeout=CONNECT_SECONDS, ping_interval=PING_SECONDS, ping_timeout=self._ping_timeout,
+                    open_timeout=CONNECT_SECONDS, close_timeout=CLOSE_SECONDS, ping_interval=PING_SECONDS,
+                    ping_timeout=self._ping_timeout,
                     max_size=None, compression=None,
                 )
             except (OSError, InvalidHandshake, TimeoutError) as exc:

@@ -5,6 +5,7 @@ errors that say the connection broke), and a listening connection for notificati
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 import urllib.parse
 from collections.abc import AsyncIterator, Callable
@@ -22,6 +23,12 @@ the append in flight), and a board's commits are serial, so a few serve many boa
 CONNECT_TIMEOUT_SECONDS = 10.0
 COMMAND_TIMEOUT_SECONDS = 60.0
 """A statement longer than this (a hung server or network) fails; a write's outcome is then unknown."""
+UNACKED_SECONDS = 2.0
+"""A TCP connection whose sent bytes the server's side has not acknowledged for this long is
+broken (``TCP_USER_TIMEOUT``): a cut link. Without it a statement sent into a cut waits for
+`COMMAND_TIMEOUT_SECONDS`, and when the link is back its connection resends only at TCP's next
+backed-off retransmission, seconds later; a board's actor and a node's lease wait that long. A
+live server's kernel acknowledges within milliseconds, however slow the statement."""
 RETRY_FIRST_SECONDS = 0.1
 RETRY_MAX_SECONDS = 2.0
 """After a failed connection the next attempt waits, from the first to the max delay, doubling."""
@@ -156,6 +163,7 @@ class PostgresStore:
         try:
             conn = await asyncpg.connect(self.url, timeout=CONNECT_TIMEOUT_SECONDS,
                                          server_settings={"application_name": self.application_name})
+            unacked(conn)
             await conn.add_listener(channel, notified)
         except (*STORE_ERRORS, ValueError) as exc:
             raise JournalUnavailable(self.redact(f"cannot listen at {self.where}: {exc}")) from exc
@@ -172,8 +180,21 @@ class PostgresStore:
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
+    unacked(conn)
     # bytea <-> str: a key or a reason is stored as its UTF-8, which holds U+0000 as any other
     await conn.set_type_codec("bytea", schema="pg_catalog", encoder=str.encode, decoder=_utf8, format="binary")
+
+
+_TCP_USER_TIMEOUT: int | None = getattr(socket, "TCP_USER_TIMEOUT", None)
+"""Linux's; elsewhere connections go without it."""
+
+
+def unacked(conn: asyncpg.Connection) -> None:
+    """Give a TCP connection `UNACKED_SECONDS` (asyncpg has no option for it: its socket is set
+    directly); a Unix socket needs nothing."""
+    sock = conn._transport.get_extra_info("socket")
+    if _TCP_USER_TIMEOUT is not None and sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        sock.setsockopt(socket.IPPROTO_TCP, _TCP_USER_TIMEOUT, int(UNACKED_SECONDS * 1000))
 
 
 def _utf8(data: bytes) -> str:
