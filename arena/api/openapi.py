@@ -232,6 +232,8 @@ PATHS: Doc = {
                                                         failures={"type": "object"}), "not ready yet, or a board failed")})},
     "/metrics": {"get": _operation("Prometheus metrics", [], {"description": "Prometheus text",
                                                              "content": {"text/plain": {"schema": _STRING}}}, {})},
+    "/": {"get": {"summary": "Redirects to the console", "parameters": [],
+                  "responses": {"307": {"description": "Location: /console"}}}},
     "/console": {"get": _operation("The operator's console (HTML; see the README)", [],
                                    {"description": "the page", "content": {"text/html": {"schema": _STRING}}}, {})},
     "/console/{name}": {"get": _operation("A file of the console (script, style, icon)", [_param("name", "path", _STRING, "a file name")],
