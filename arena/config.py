@@ -75,7 +75,8 @@ class JournalSettings:
 @dataclass(frozen=True, slots=True)
 class ClusterSettings:
     """``[cluster]`` (backend postgresql only): this node among the nodes sharing the journal.
-    ``secret`` (`$ARENA_CLUSTER_SECRET`) authenticates nodes to each other: never printed."""
+    ``secret`` (`$ARENA_CLUSTER_SECRET`) authenticates nodes to each other: never printed; only a
+    node that serves needs it (`require_cluster_secret`), not the offline commands."""
 
     node_id: str | None = None
     """None: ``<hostname>:<port>``."""
@@ -127,6 +128,13 @@ class Config:
         if self.cluster is not None and self.cluster.advertise_url is not None:
             return self.cluster.advertise_url
         return f"http://{self.server.host}:{self.server.port}"
+
+
+def require_cluster_secret(config: Config) -> None:
+    """A cluster node serves only with `$ARENA_CLUSTER_SECRET`: its peers authenticate with it.
+    `arena rebuild`, `verify` and `migrate` talk to no peer and never need it."""
+    if config.cluster is not None and not config.cluster.secret:  # no message that could quote it
+        raise ConfigError("cluster: $ARENA_CLUSTER_SECRET must be set: the nodes authenticate to each other with it")
 
 
 def load_config(path: Path, *, journal_url: str | None = None, cluster_secret: str | None = None) -> Config:
@@ -318,13 +326,11 @@ _URL = re.compile(r"^https?://[^/?#\s]+/?$")
 def _cluster(s: _Section, journal: JournalSettings, secret: str | None) -> ClusterSettings:
     if journal.backend != "postgresql":
         raise ConfigError('cluster: needs [journal] backend = "postgresql" (the nodes share its journal)')
-    if not secret:  # never `s.fail` with it, nor any message that could quote it
-        raise ConfigError("cluster: $ARENA_CLUSTER_SECRET must be set: the nodes authenticate to each other with it")
     d = ClusterSettings()
     settings = ClusterSettings(
         node_id=s.str("node_id") if "node_id" in s.data else None,
         advertise_url=s.str("advertise_url").rstrip("/") if "advertise_url" in s.data else None,
-        secret=secret,
+        secret=secret or "",
         lease_seconds=s.number("lease_seconds", d.lease_seconds, 0.5),
         standbys=s.int("standbys", d.standbys, 0, 16),
     )

@@ -1,17 +1,19 @@
 """The `arena` command line as an operator types it: `--version`, options before or after the
-subcommand, and `GET /` pointing at the console."""
+subcommand, `GET /` pointing at the console, and offline commands that need no cluster secret."""
 
 from __future__ import annotations
 
+import asyncio
 import tomllib
 from pathlib import Path
 
 import httpx
 import pytest
 
+from arena.config import ClusterSettings, JournalSettings
 from support import arena_cli
 from support.faults import write_config
-from support.server import InProcessServer, make_config
+from support.server import ChildServer, Client, InProcessServer, event, make_config, now_ms, statuses, token_for
 
 ROOT = Path(__file__).resolve().parents[2]
 BOARDS = {"b": {"periods": ["alltime"]}}
@@ -56,3 +58,26 @@ async def test_the_root_redirects_to_the_console(tmp_path: Path) -> None:
             answer = await http.get("/")
             assert answer.status_code == 307 and answer.headers["location"] == "/console"
             assert (await http.get("/", follow_redirects=True)).headers["content-type"].startswith("text/html")
+
+
+async def test_rebuild_and_verify_of_a_cluster_need_no_cluster_secret(
+    tmp_path: Path, pg_journal: JournalSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = write_config(tmp_path, BOARDS, journal=pg_journal, cluster=ClusterSettings(node_id="node-a"))
+    monkeypatch.delenv("ARENA_CLUSTER_SECRET", raising=False)
+    refused = await asyncio.to_thread(arena_cli.arena, "serve", "--config", config, "--port", "0", timeout=60)
+    assert refused.returncode == 2 and "arena serve: cluster: $ARENA_CLUSTER_SECRET must be set" in refused.stderr
+    node = ChildServer(config, fault_injection=False, env={"ARENA_CLUSTER_SECRET": "s3cret-for-serve-only"})
+    await asyncio.to_thread(node.start)
+    try:
+        client = await Client.connect(node.ws_url, token_for("gs"))
+        assert statuses(await client.submit([event("b", "m", 5, now_ms(), "k1")])) == ["accepted"]
+        await client.close()
+        rebuilt = await asyncio.to_thread(arena_cli.arena, "rebuild", "--config", config, timeout=60)
+        assert rebuilt.returncode == 0, rebuilt.stderr
+        assert arena_cli.rebuild_digests(rebuilt.stdout)[("b", "alltime", "alltime")].events == 1
+        verified = await asyncio.to_thread(arena_cli.arena, "verify", "--config", config, "--url", node.url, timeout=60)
+        assert verified.returncode == 0, verified.stderr
+        assert "1 tables checked, 0 mismatched" in verified.stderr
+    finally:
+        node.kill()
