@@ -60,6 +60,10 @@ class ServerSettings:
     cors_origins: tuple[str, ...] = ()
     snapshot_every_events: int = 1_000_000
     """Journaled records between two snapshots of a board; 0: never."""
+    drain_seconds: float = 5.0
+    """After SIGTERM, how long /readyz answers 503 `draining` (everything else still served)
+    before the node hands its boards off and stops: a load balancer's health checks move new
+    work away meanwhile."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,6 +285,7 @@ def _server(s: _Section) -> ServerSettings:
         max_view_entries=s.int("max_view_entries", d.max_view_entries, 0),
         cors_origins=_cors_origins(s),
         snapshot_every_events=s.int("snapshot_every_events", d.snapshot_every_events, 0),
+        drain_seconds=s.number("drain_seconds", d.drain_seconds, 0),
     )
     s.done()
     return settings

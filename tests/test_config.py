@@ -133,6 +133,15 @@ def test_snapshots_are_taken_every_million_records_by_default_and_zero_turns_the
         parse_config({"server": {"snapshot_every_events": -1}, "boards": {"b": {}}})
 
 
+def test_a_node_drains_five_seconds_by_default_and_the_key_is_checked() -> None:
+    assert parse_config({"boards": {"b": {}}}).server.drain_seconds == 5.0
+    assert parse_config({"server": {"drain_seconds": 0}, "boards": {"b": {}}}).server.drain_seconds == 0.0
+    for bad in (-1, "5", float("inf")):
+        with pytest.raises(ConfigError) as caught:
+            parse_config({"server": {"drain_seconds": bad}, "boards": {"b": {}}})
+        assert str(caught.value).startswith("server.drain_seconds: must be a finite number >= 0")
+
+
 def test_the_view_budgets_of_a_connection_default_to_ten_thousand_and_are_checked() -> None:
     server = parse_config({"boards": {"b": {}}}).server
     assert (server.max_view_members, server.max_view_entries) == (10_000, 10_000)

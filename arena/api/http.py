@@ -445,8 +445,13 @@ async def healthz(request: Request) -> Response:
     return json_response({"status": "ok"})
 
 
+DRAINING = QueryError("draining", "this node is shutting down: send new work to another node", 503)
+
+
 async def readyz(request: Request) -> Response:
     arena: Arena = request.app.state.arena
+    if arena.leaving:
+        return error_response(DRAINING)
     boards = {name: arena.states.shown(name) for name in arena.states}
     body: Body = {"ready": arena.ready, "boards": boards}
     failures = {name: h.failure for name, h in arena.boards.items() if h.failure is not None}

@@ -75,6 +75,9 @@ class Arena:
         self.connections = 0
         self.live_connections = 0  # /v1/live (and, later, SSE streams): bounded by max_live_connections
         self.draining = False
+        self.leaving = False
+        """SIGTERM received: /readyz answers 503 `draining` for drain_seconds while everything
+        else is still served (then `drain`)."""
         self._readers: set[asyncio.Task[None]] = set()
         self.digest_turn = asyncio.Lock()  # see queries.digest
         self.live: LiveViews | None = None  # the app's registry of live views (arena.api.app)
