@@ -359,7 +359,7 @@ class Connection:
         may_write = server.may_write
         parsed: list[tuple[Event | Result, str | None]] = []
         for raw in events:
-            event = parse_event(raw, arena.boards, may_write)
+            event = parse_event(raw, arena.config.boards, may_write)
             if text is not None and _inexact(raw, event):
                 # nothing is queued or counted yet: start over on the exact parse
                 return self._submit(server, frame_id, exact_frame(text, frame), received_at, None)

@@ -674,7 +674,7 @@ class ArenaClient:
                 if now - pending.unavailable_since < self.retry_unavailable_for:
                     retry.append(pending)
                     continue
-            _settle(pending.future, SubmitResult(pending.key, SubmitStatus(str(status)), reason))
+            _settle(pending.future, SubmitResult(pending.key, SubmitStatus(str(status)), reason, result.get("message")))
         if len(results) < len(items):  # never from a conforming server
             for pending in items[len(results):]:
                 _settle(pending.future, exception=QueryFailed("bad_ack", "the ack has fewer results than events"))

@@ -99,6 +99,8 @@ async def test_rejected_events_raise_event_rejected_with_reason_and_key(server: 
     assert future.value.reason == "occurred_in_future"
     assert unknown.value.reason == "unknown_board"
     assert isinstance(out_of_range.value.idempotency_key, str)
+    assert out_of_range.value.message is not None and out_of_range.value.message.startswith("value: must be an integer within")
+    assert unknown.value.message == 'board: no board named "nope"' and unknown.value.message in str(unknown.value)
 
 
 async def test_submit_many_reports_each_result_in_order_without_raising(server: InProcessServer) -> None:
