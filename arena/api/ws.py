@@ -24,7 +24,7 @@ from starlette.responses import Response
 from starlette.websockets import WebSocket
 
 from arena.api import queries, wire
-from arena.api.cors import live_allowed
+from arena.api.cors import refused_answer, refused_origin
 from arena.api.forward import Forwarding, refused
 from arena.api.live import REFUSED, VIEW_FIELDS, Subscriptions, view_spec
 from arena.api.routing import Local, where
@@ -466,9 +466,13 @@ async def ingest(websocket: WebSocket) -> None:
 async def live(websocket: WebSocket) -> None:
     """`GET /v1/live`: the public, read-only WebSocket (queries and subscriptions, no token)."""
     arena: Arena = websocket.app.state.arena
-    if not live_allowed(websocket.app.state.cors, websocket.scope):
-        log.info("live websocket refused: origin %s not allowed", websocket.headers.get("origin"))
-        await websocket.close()  # before accept: the handshake gets HTTP 403
+    refused = refused_origin(websocket.app.state.cors, websocket.scope)
+    if refused is not None:
+        websocket.app.state.refusals.note(refused, websocket.url.path, "live websocket")
+        message, headers = refused_answer(refused)
+        body = wire.dumps({"error": {"code": "forbidden", "message": message}})
+        await websocket.send_denial_response(Response(body, 403, {k.decode(): v.decode("latin-1") for k, v in headers},
+                                                      "application/json"))
         return
     await _serve(websocket, arena, None)
 
