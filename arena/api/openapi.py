@@ -248,6 +248,9 @@ PATHS: Doc = {
                                                                                   "text/css": {"schema": _STRING},
                                                                                   "image/svg+xml": {"schema": _STRING}}},
                                           {"404": _error("no such file", "not_found")})},
+    "/v1/admin/whoami": {"get": _operation("The admin a bearer token belongs to", [],
+                                           _json(_object(["admin"], admin=_STRING), "the admin's id"),
+                                           {"401": UNAUTHORIZED}, security=[{"admin": []}])},
     "/v1/boards/{board}/events": {"get": _admin("A member's journaled events, newest first (audit)", [
         _param("member", "query", _STRING, "the member", required=True),
         _param("limit", "query", _int(1, MAX_AUDIT_LIMIT, 100), "events to return"),

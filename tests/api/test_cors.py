@@ -44,6 +44,7 @@ PRIVATE: list[tuple[str, str, object]] = [  # never CORS
     ("GET", "/readyz", None),
     ("GET", "/metrics", None),
     ("GET", "/v1/cluster", None),
+    ("GET", "/v1/admin/whoami", None),
 ]
 
 
