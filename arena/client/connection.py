@@ -521,9 +521,12 @@ class ArenaClient:
                 self._reconnect.reset()
                 await self._wait_for_work()
                 continue
-            log.debug("arena client: connect to %s failed (%s); retrying", self.url, error)
+            wait = self._reconnect.next()
+            limit = "" if self.give_up_after is None else f" of {self.give_up_after:g}s"
+            log.warning("arena client: connect to %s failed (%s); retrying in %.2fs (down %.1fs%s)",
+                        self.url, error, wait, now - down_since, limit)
             self._next_node()
-            await asyncio.sleep(self._reconnect.next())
+            await asyncio.sleep(wait)
 
     async def _wait_for_work(self) -> None:
         assert self._wakeup is not None

@@ -81,3 +81,8 @@ async def test_rebuild_and_verify_of_a_cluster_need_no_cluster_secret(
         assert "1 tables checked, 0 mismatched" in verified.stderr
     finally:
         node.kill()
+
+
+def test_what_pip_install_leaves_behind_is_ignored_by_git() -> None:
+    ignored = (ROOT / ".gitignore").read_text().splitlines()
+    assert "build/" in ignored and "*.egg-info/" in ignored
