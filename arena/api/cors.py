@@ -13,6 +13,8 @@ import logging
 
 from starlette.types import Scope
 
+from arena.api import wire
+
 log = logging.getLogger("arena.cors")
 
 Headers = list[tuple[bytes, bytes]]
@@ -73,11 +75,11 @@ def refused_origin(cors: Cors | None, scope: Scope) -> bytes | None:
     return None if cors is not None and cors.allows(origin) else origin
 
 
-def refused_answer(origin: bytes) -> tuple[str, Headers]:
-    """The message and headers of a live stream's 403 for ``origin``: the headers let that origin
-    read the answer (it holds nothing but why), so that the browser's console shows the reason."""
+def refused_answer(origin: bytes) -> tuple[bytes, Headers]:
+    """The JSON body and the CORS headers of a live stream's 403 for ``origin``: the headers let
+    that origin read the answer (it holds nothing but why), so that the browser shows the reason."""
     message = f"origin {origin.decode('latin-1')} may not open a live stream: it is not in [server] cors_origins"
-    return message, [(_ALLOW_ORIGIN, origin), _VARY]
+    return wire.dumps({"error": {"code": "forbidden", "message": message}}), [(_ALLOW_ORIGIN, origin), _VARY]
 
 
 class Refusals:

@@ -369,9 +369,8 @@ class QueryRoutes:
         member are states of the stream)."""
         refused = refused_origin(self.cors, scope)
         if refused is not None:
-            message, headers = refused_answer(refused)
-            await _send(send, 403, wire.dumps({"error": {"code": "forbidden", "message": message}}),
-                        [*_JSON_HEADERS, *headers], "GET")
+            body, headers = refused_answer(refused)
+            await _send(send, 403, body, [*_JSON_HEADERS, *headers], "GET")
             return
         refusal = None
         if isinstance(where(self.arena, params.board), Local):

@@ -469,8 +469,7 @@ async def live(websocket: WebSocket) -> None:
     refused = refused_origin(websocket.app.state.cors, websocket.scope)
     if refused is not None:
         websocket.app.state.refusals.note(refused, websocket.url.path, "live websocket")
-        message, headers = refused_answer(refused)
-        body = wire.dumps({"error": {"code": "forbidden", "message": message}})
+        body, headers = refused_answer(refused)
         await websocket.send_denial_response(Response(body, 403, {k.decode(): v.decode("latin-1") for k, v in headers},
                                                       "application/json"))
         return

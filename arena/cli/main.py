@@ -215,7 +215,8 @@ def cmd_token(args: argparse.Namespace) -> int:
 
 def _options(*, config: bool) -> argparse.ArgumentParser:
     """Options accepted before or after the subcommand. Their defaults are SUPPRESSed so that a
-    value given in one place is not overwritten by the other's default (`parse` fills them in)."""
+    value given in one place is not overwritten by the other's default (`main` fills them in from
+    `OPTION_DEFAULTS`); given in both places, the one after the subcommand wins."""
     p = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
     p.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
     if config:

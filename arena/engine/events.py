@@ -160,7 +160,7 @@ def _meta_text(raw: dict[str, object]) -> str | None:
         try:
             encoded = json.dumps(meta, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
         except (ValueError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
-            raise ValueError("must be JSON text: no lone surrogate, no infinity, at most 255 levels deep") from exc
+            raise ValueError("must be JSON text: no lone surrogate, no infinity, not nested too deep") from exc
     if len(encoded) > MAX_META_BYTES:
         raise ValueError(f"must be at most {MAX_META_BYTES} bytes as JSON")
     return encoded.decode()
