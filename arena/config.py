@@ -60,6 +60,10 @@ class ServerSettings:
     cors_origins: tuple[str, ...] = ()
     snapshot_every_events: int = 1_000_000
     """Journaled records between two snapshots of a board; 0: never."""
+    drain_seconds: float = 5.0
+    """After SIGTERM, how long /readyz answers 503 `draining` (everything else still served)
+    before the node hands its boards off and stops: a load balancer's health checks move new
+    work away meanwhile."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +79,8 @@ class JournalSettings:
 @dataclass(frozen=True, slots=True)
 class ClusterSettings:
     """``[cluster]`` (backend postgresql only): this node among the nodes sharing the journal.
-    ``secret`` (`$ARENA_CLUSTER_SECRET`) authenticates nodes to each other: never printed."""
+    ``secret`` (`$ARENA_CLUSTER_SECRET`) authenticates nodes to each other: never printed; only a
+    node that serves needs it (`require_cluster_secret`), not the offline commands."""
 
     node_id: str | None = None
     """None: ``<hostname>:<port>``."""
@@ -127,6 +132,13 @@ class Config:
         if self.cluster is not None and self.cluster.advertise_url is not None:
             return self.cluster.advertise_url
         return f"http://{self.server.host}:{self.server.port}"
+
+
+def require_cluster_secret(config: Config) -> None:
+    """A cluster node serves only with `$ARENA_CLUSTER_SECRET`: its peers authenticate with it.
+    `arena rebuild`, `verify` and `migrate` talk to no peer and never need it."""
+    if config.cluster is not None and not config.cluster.secret:  # no message that could quote it
+        raise ConfigError("cluster: $ARENA_CLUSTER_SECRET must be set: the nodes authenticate to each other with it")
 
 
 def load_config(path: Path, *, journal_url: str | None = None, cluster_secret: str | None = None) -> Config:
@@ -273,6 +285,7 @@ def _server(s: _Section) -> ServerSettings:
         max_view_entries=s.int("max_view_entries", d.max_view_entries, 0),
         cors_origins=_cors_origins(s),
         snapshot_every_events=s.int("snapshot_every_events", d.snapshot_every_events, 0),
+        drain_seconds=s.number("drain_seconds", d.drain_seconds, 0),
     )
     s.done()
     return settings
@@ -318,13 +331,11 @@ _URL = re.compile(r"^https?://[^/?#\s]+/?$")
 def _cluster(s: _Section, journal: JournalSettings, secret: str | None) -> ClusterSettings:
     if journal.backend != "postgresql":
         raise ConfigError('cluster: needs [journal] backend = "postgresql" (the nodes share its journal)')
-    if not secret:  # never `s.fail` with it, nor any message that could quote it
-        raise ConfigError("cluster: $ARENA_CLUSTER_SECRET must be set: the nodes authenticate to each other with it")
     d = ClusterSettings()
     settings = ClusterSettings(
         node_id=s.str("node_id") if "node_id" in s.data else None,
         advertise_url=s.str("advertise_url").rstrip("/") if "advertise_url" in s.data else None,
-        secret=secret,
+        secret=secret or "",
         lease_seconds=s.number("lease_seconds", d.lease_seconds, 0.5),
         standbys=s.int("standbys", d.standbys, 0, 16),
     )

@@ -50,9 +50,11 @@ class ArenaTarget:
 def bench_config(data_dir: Path, token: str, *, durability: str = "full", max_batch: int = 1000,
                  board: str = "bench", journal: JournalSettings | None = None) -> Config:
     """The load test's server: one game server (``token``, every board) and the benchmark board
-    of the issue: best, desc, earliest, alltime+weekly+daily, UTC, values 0..1e9."""
+    of the issue: best, desc, earliest, alltime+weekly+daily, UTC, values 0..1e9. No load
+    balancer watches it: it stops without announcing a drain (drain_seconds 0)."""
     return Config(
-        server=ServerSettings(host="127.0.0.1", data_dir=data_dir, durability=durability, max_batch=max_batch),
+        server=ServerSettings(host="127.0.0.1", data_dir=data_dir, durability=durability, max_batch=max_batch,
+                              drain_seconds=0),
         servers=(GameServer("loadtest", hashlib.sha256(token.encode()).hexdigest(), ("*",)),),
         admins=(),
         boards={board: parse_board(board, {"aggregation": "best", "order": "desc", "tie": "earliest",

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from arena.config import ClusterSettings, JournalSettings, load_config, parse_config
+from arena.config import ClusterSettings, JournalSettings, load_config, parse_config, require_cluster_secret
 from arena.errors import ConfigError
 
 URL = "postgresql://arena:s3cret@db.example:5432/arena"
@@ -91,8 +91,6 @@ def test_a_cluster_node_takes_its_settings() -> None:
 
 
 @pytest.mark.parametrize(("data", "secret", "message"), [
-    (clustered(), None, "cluster: $ARENA_CLUSTER_SECRET must be set: the nodes authenticate to each other with it"),
-    (clustered(), "", "cluster: $ARENA_CLUSTER_SECRET must be set: the nodes authenticate to each other with it"),
     ({"cluster": {}, "boards": {"b": {}}}, SECRET,
      'cluster: needs [journal] backend = "postgresql" (the nodes share its journal)'),
     (clustered(advertise_url="10.0.0.5:9000"), SECRET, "cluster.advertise_url: must be an http(s) URL like"
@@ -105,6 +103,17 @@ def test_a_bad_cluster_section_is_one_line(data: dict[str, Any], secret: str | N
     with pytest.raises(ConfigError) as caught:
         parse_config(data, cluster_secret=secret)
     assert str(caught.value) == message
+
+
+@pytest.mark.parametrize("secret", [None, ""])
+def test_only_serving_needs_the_cluster_secret(secret: str | None) -> None:
+    parsed = parse_config(clustered(), cluster_secret=secret)  # enough for rebuild, verify, migrate
+    assert parsed.cluster is not None and parsed.cluster.secret == ""
+    with pytest.raises(ConfigError) as caught:
+        require_cluster_secret(parsed)
+    assert str(caught.value) == "cluster: $ARENA_CLUSTER_SECRET must be set: the nodes authenticate to each other with it"
+    require_cluster_secret(parse_config(clustered(), cluster_secret=SECRET))
+    require_cluster_secret(parse_config(config()))
 
 
 def test_the_cluster_secret_is_never_printed(tmp_path: Path) -> None:
@@ -122,6 +131,15 @@ def test_snapshots_are_taken_every_million_records_by_default_and_zero_turns_the
     assert parse_config({"server": {"snapshot_every_events": 0}, "boards": {"b": {}}}).server.snapshot_every_events == 0
     with pytest.raises(ConfigError, match="snapshot_every_events"):
         parse_config({"server": {"snapshot_every_events": -1}, "boards": {"b": {}}})
+
+
+def test_a_node_drains_five_seconds_by_default_and_the_key_is_checked() -> None:
+    assert parse_config({"boards": {"b": {}}}).server.drain_seconds == 5.0
+    assert parse_config({"server": {"drain_seconds": 0}, "boards": {"b": {}}}).server.drain_seconds == 0.0
+    for bad in (-1, "5", float("inf")):
+        with pytest.raises(ConfigError) as caught:
+            parse_config({"server": {"drain_seconds": bad}, "boards": {"b": {}}})
+        assert str(caught.value).startswith("server.drain_seconds: must be a finite number >= 0")
 
 
 def test_the_view_budgets_of_a_connection_default_to_ten_thousand_and_are_checked() -> None:

@@ -1,4 +1,4 @@
-"""Admin routes (audit and disputes); they need the bearer token of an `[[admins]]` entry."""
+"""Admin routes (audit, disputes, whoami); they need the bearer token of an `[[admins]]` entry."""
 
 from __future__ import annotations
 
@@ -25,13 +25,15 @@ from arena.errors import JournalError, QueryError, invalid_request, unavailable
 
 AdminAnswer = Callable[[Arena, Admin, Request], Awaitable[Body]]
 
+UNAUTHORIZED = QueryError("unauthorized", "an admin bearer token is required", 401)
+
 
 def _admin_route(path: str, answer: AdminAnswer, method: str) -> Route:
     async def endpoint(request: Request) -> Response:
         arena: Arena = request.app.state.arena
         admin = arena.admin(request.headers.get("authorization"))
         if admin is None:
-            return error_response(QueryError("unauthorized", "an admin bearer token is required", 401))
+            return error_response(UNAUTHORIZED)
         forwarding: Forwarding = request.app.state.forwarding
         board = request.path_params["board"]
         if not forwarded(request.scope) and not isinstance(where(arena, board), Local):
@@ -129,7 +131,15 @@ async def _void_member(arena: Arena, admin: Admin, request: Request) -> Body:
     return {"board": board, "member": member, "voided": outcome.voided}
 
 
+async def whoami(request: Request) -> Response:
+    """`GET /v1/admin/whoami`: which admin a token is (the console checks a token as it is typed in)."""
+    arena: Arena = request.app.state.arena
+    admin = arena.admin(request.headers.get("authorization"))
+    return error_response(UNAUTHORIZED) if admin is None else json_response({"admin": admin.id})
+
+
 routes = [
+    Route("/v1/admin/whoami", whoami, methods=["GET"]),
     _admin_route("/v1/boards/{board}/events", _audit, "GET"),
     _admin_route("/v1/boards/{board}/void", _void_event, "POST"),
     _admin_route("/v1/boards/{board}/members/{member:path}/void", _void_member, "POST"),

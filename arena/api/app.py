@@ -11,7 +11,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, WebSocketRoute
 
 from arena.api import admin, console, http, live, peer, ws
-from arena.api.cors import Cors
+from arena.api.cors import Cors, Refusals
 from arena.api.forward import Forwarding
 from arena.api.http import json_response
 from arena.api.service import Arena
@@ -35,6 +35,7 @@ def create_app(arena: Arena, extra_routes: Sequence[BaseRoute] = ()) -> http.Que
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
     app.state.arena = arena
     app.state.cors = Cors.of(arena.settings.cors_origins)  # once: every request and handshake reads it
+    app.state.refusals = Refusals()  # the refused origins logged so far
     cluster = arena.config.cluster
     peers = Peers(cluster.secret, cluster.lease_seconds, arena.settings.max_frame_bytes) if cluster else None
     app.state.forwarding = forwarding = Forwarding(arena, peers)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from importlib.resources import files
 
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from arena.api.http import json_response
@@ -62,7 +62,12 @@ async def asset(request: Request) -> Response:
     return _file(request.path_params["name"])
 
 
+async def home(request: Request) -> Response:
+    return RedirectResponse("/console")
+
+
 routes = [
+    Route("/", home, methods=["GET"]),
     Route("/console", page, methods=["GET"]),
     Route("/console/{name}", asset, methods=["GET"]),
 ]

@@ -27,7 +27,7 @@ from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
 from arena.api import live, openapi, queries, wire
-from arena.api.cors import Cors, live_allowed
+from arena.api.cors import Cors, Refusals, refused_answer, refused_origin
 from arena.api.forward import Forwarding, forward_request, forwarded, refused
 from arena.api.routing import Local, where
 from arena.api.service import Arena
@@ -259,12 +259,14 @@ def match(path: str) -> tuple[QueryRoute, str, str, str | None] | None:
 
 class QueryRoutes:
     """The public routes as a bare ASGI app, with their CORS headers; any other request goes to
-    ``app``. With no `cors_origins` the CORS cost is one test per request."""
+    ``app``. With no `cors_origins` the CORS cost is one look for an `Origin` header per request
+    (a refused origin is logged once)."""
 
     def __init__(self, arena: Arena, app: Starlette) -> None:
         self.arena = arena
         self.app = app
         self.cors: Cors | None = app.state.cors
+        self.refusals: Refusals = app.state.refusals
         self._max_body = arena.settings.max_frame_bytes  # a members body is a WebSocket frame's peer
         self._latency = {r.name: arena.metrics.query_latency_of(r.name) for r in QUERY_ROUTES}
         self.forwarding: Forwarding = app.state.forwarding
@@ -296,6 +298,10 @@ class QueryRoutes:
         method = scope["method"]
         cors = self.cors if route.cors else None
         allowed = [] if cors is None else cors.headers(scope)
+        if route.cors and not forwarded(scope):
+            refused = refused_origin(self.cors, scope)
+            if refused is not None:
+                self.refusals.note(refused, scope["path"], "event stream" if _wants_events(scope) else "request")
         headers = [*_JSON_HEADERS, *allowed] if allowed else _JSON_HEADERS
         if method != route.method and (method != "HEAD" or route.method != "GET"):
             if method == "OPTIONS":
@@ -361,9 +367,10 @@ class QueryRoutes:
         """A query route asked for ``text/event-stream``: a view the query refuses is answered as
         the plain GET answers it; any other is streamed (not_ready, unavailable and an absent
         member are states of the stream)."""
-        if not live_allowed(self.cors, scope):
-            forbidden = {"error": {"code": "forbidden", "message": "this origin may not open a live stream (cors_origins)"}}
-            await _send(send, 403, wire.dumps(forbidden), _JSON_HEADERS, "GET")
+        refused = refused_origin(self.cors, scope)
+        if refused is not None:
+            body, headers = refused_answer(refused)
+            await _send(send, 403, body, [*_JSON_HEADERS, *headers], "GET")
             return
         refusal = None
         if isinstance(where(self.arena, params.board), Local):
@@ -445,8 +452,13 @@ async def healthz(request: Request) -> Response:
     return json_response({"status": "ok"})
 
 
+DRAINING = QueryError("draining", "this node is shutting down: send new work to another node", 503)
+
+
 async def readyz(request: Request) -> Response:
     arena: Arena = request.app.state.arena
+    if arena.leaving:
+        return error_response(DRAINING)
     boards = {name: arena.states.shown(name) for name in arena.states}
     body: Body = {"ready": arena.ready, "boards": boards}
     failures = {name: h.failure for name, h in arena.boards.items() if h.failure is not None}

@@ -32,9 +32,13 @@ def _json(schema: Doc, description: str) -> Doc:
     return {"description": description, "content": {JSON: {"schema": schema}}}
 
 
-def _error(description: str, *codes: str) -> Doc:
+def _error_body(*codes: str) -> Doc:
     code = {"type": "string", "enum": list(codes)}
-    return _json(_object(["error"], error=_object(["code", "message"], code=code, message={"type": "string"})), description)
+    return _object(["error"], error=_object(["code", "message"], code=code, message={"type": "string"}))
+
+
+def _error(description: str, *codes: str) -> Doc:
+    return _json(_error_body(*codes), description)
 
 
 def _param(name: str, where: str, schema: Doc, description: str, required: bool = False) -> Doc:
@@ -228,10 +232,15 @@ PATHS: Doc = {
     "/healthz": {"get": _operation("The process is up", [], _json(_object(["status"], status={"const": "ok"}), "up"), {})},
     "/readyz": {"get": _operation("Every board's current tables are loaded", [],
                                   _json(_object(["ready", "boards"], ready={"const": True}, boards={"type": "object"}), "ready"),
-                                  {"503": _json(_object(["ready", "boards"], ready={"const": False}, boards={"type": "object"},
-                                                        failures={"type": "object"}), "not ready yet, or a board failed")})},
+                                  {"503": _json({"oneOf": [
+                                      _object(["ready", "boards"], ready={"const": False}, boards={"type": "object"},
+                                              failures={"type": "object"}),
+                                      _error_body("draining"),
+                                  ]}, "not ready yet, a board failed, or the node is draining (SIGTERM; Retry-After)")})},
     "/metrics": {"get": _operation("Prometheus metrics", [], {"description": "Prometheus text",
                                                              "content": {"text/plain": {"schema": _STRING}}}, {})},
+    "/": {"get": {"summary": "Redirects to the console", "parameters": [],
+                  "responses": {"307": {"description": "Location: /console"}}}},
     "/console": {"get": _operation("The operator's console (HTML; see docs/operations.md)", [],
                                    {"description": "the page", "content": {"text/html": {"schema": _STRING}}}, {})},
     "/console/{name}": {"get": _operation("A file of the console (script, style, icon)", [_param("name", "path", _STRING, "a file name")],
@@ -239,6 +248,9 @@ PATHS: Doc = {
                                                                                   "text/css": {"schema": _STRING},
                                                                                   "image/svg+xml": {"schema": _STRING}}},
                                           {"404": _error("no such file", "not_found")})},
+    "/v1/admin/whoami": {"get": _operation("The admin a bearer token belongs to", [],
+                                           _json(_object(["admin"], admin=_STRING), "the admin's id"),
+                                           {"401": UNAUTHORIZED}, security=[{"admin": []}])},
     "/v1/boards/{board}/events": {"get": _admin("A member's journaled events, newest first (audit)", [
         _param("member", "query", _STRING, "the member", required=True),
         _param("limit", "query", _int(1, MAX_AUDIT_LIMIT, 100), "events to return"),

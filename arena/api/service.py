@@ -13,7 +13,7 @@ from arena.board.clock import Clock
 from arena.board.state import BoardStates
 from arena.board.supervisor import Supervisor
 from arena.cluster.directory import Directory
-from arena.config import DEV_ADMIN_TOKEN_SHA256, DEV_TOKEN_SHA256, Admin, Config, GameServer
+from arena.config import DEV_ADMIN_TOKEN_SHA256, DEV_TOKEN_SHA256, Admin, Config, GameServer, require_cluster_secret
 from arena.errors import JournalUnavailable, QueryError, not_found
 from arena.journal import JournalBackend, journal_backend
 from arena.journal.snapshots import snapshot_store
@@ -35,6 +35,7 @@ class Arena:
 
     def __init__(self, config: Config, *, clock: Clock | None = None,
                  wrap_backend: Callable[[JournalBackend], JournalBackend] | None = None) -> None:
+        require_cluster_secret(config)
         self.config = config
         self.settings = config.server
         self.clock = clock or Clock()
@@ -74,6 +75,9 @@ class Arena:
         self.connections = 0
         self.live_connections = 0  # /v1/live (and, later, SSE streams): bounded by max_live_connections
         self.draining = False
+        self.leaving = False
+        """SIGTERM received: /readyz answers 503 `draining` for drain_seconds while everything
+        else is still served (then `drain`)."""
         self._readers: set[asyncio.Task[None]] = set()
         self.digest_turn = asyncio.Lock()  # see queries.digest
         self.live: LiveViews | None = None  # the app's registry of live views (arena.api.app)

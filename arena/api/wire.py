@@ -39,11 +39,12 @@ def table_fields(board: str, table: RankedTable, closed: bool) -> Body:
 
 
 def results(answers: list[Result]) -> list[Body]:
-    """An ack's results. Status and Reason are str enums, which orjson writes as their values."""
+    """An ack's results (a rejection with its reason and message). Status and Reason are str
+    enums, which orjson writes as their values."""
     return [
         {"idempotency_key": key, "status": status} if reason is None
-        else {"idempotency_key": key, "status": status, "reason": reason}
-        for key, status, reason in answers
+        else {"idempotency_key": key, "status": status, "reason": reason, "message": message}
+        for key, status, reason, message in answers
     ]
 
 

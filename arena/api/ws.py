@@ -24,7 +24,7 @@ from starlette.responses import Response
 from starlette.websockets import WebSocket
 
 from arena.api import queries, wire
-from arena.api.cors import live_allowed
+from arena.api.cors import refused_answer, refused_origin
 from arena.api.forward import Forwarding, refused
 from arena.api.live import REFUSED, VIEW_FIELDS, Subscriptions, view_spec
 from arena.api.routing import Local, where
@@ -359,7 +359,7 @@ class Connection:
         may_write = server.may_write
         parsed: list[tuple[Event | Result, str | None]] = []
         for raw in events:
-            event = parse_event(raw, arena.boards, may_write)
+            event = parse_event(raw, arena.config.boards, may_write)
             if text is not None and _inexact(raw, event):
                 # nothing is queued or counted yet: start over on the exact parse
                 return self._submit(server, frame_id, exact_frame(text, frame), received_at, None)
@@ -466,9 +466,12 @@ async def ingest(websocket: WebSocket) -> None:
 async def live(websocket: WebSocket) -> None:
     """`GET /v1/live`: the public, read-only WebSocket (queries and subscriptions, no token)."""
     arena: Arena = websocket.app.state.arena
-    if not live_allowed(websocket.app.state.cors, websocket.scope):
-        log.info("live websocket refused: origin %s not allowed", websocket.headers.get("origin"))
-        await websocket.close()  # before accept: the handshake gets HTTP 403
+    refused = refused_origin(websocket.app.state.cors, websocket.scope)
+    if refused is not None:
+        websocket.app.state.refusals.note(refused, websocket.url.path, "live websocket")
+        body, headers = refused_answer(refused)
+        await websocket.send_denial_response(Response(body, 403, {k.decode(): v.decode("latin-1") for k, v in headers},
+                                                      "application/json"))
         return
     await _serve(websocket, arena, None)
 

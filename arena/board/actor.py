@@ -21,7 +21,7 @@ from arena.board.mailbox import Command, Mailbox, Submission
 from arena.board.snapshots import Snapshotter
 from arena.board.state import BoardEvent, BoardState, BoardStates
 from arena.engine.board import BoardEngine
-from arena.engine.events import Event, Fingerprint, Reason, Result, Status
+from arena.engine.events import Event, Fingerprint, Reason, Result, Status, rejected
 from arena.engine.periods import PeriodKind
 from arena.engine.records import StoredEvent, VoidRecord
 from arena.engine.routing import Plan
@@ -138,13 +138,16 @@ class BoardHandle:
                 item.future.set_exception(unavailable(self.name))
 
 
+UNAVAILABLE = "board: cannot take events now; nothing was journaled: resend with the same idempotency_key later"
+
+
 def unavailable_results(events: Sequence[Event]) -> list[Result]:
-    return [Result(e.idempotency_key, Status.REJECTED, Reason.UNAVAILABLE) for e in events]
+    return [rejected(e.idempotency_key, Reason.UNAVAILABLE, UNAVAILABLE) for e in events]
 
 
 def _unavailable_if_accepted(results: list[Result]) -> list[Result]:
     return [
-        Result(r.idempotency_key, Status.REJECTED, Reason.UNAVAILABLE) if r.status is Status.ACCEPTED else r
+        rejected(r.idempotency_key, Reason.UNAVAILABLE, UNAVAILABLE) if r.status is Status.ACCEPTED else r
         for r in results
     ]
 

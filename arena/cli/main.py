@@ -15,6 +15,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
+from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -212,19 +213,31 @@ def cmd_token(args: argparse.Namespace) -> int:
 # -- parser -----------------------------------------------------------------------------------
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", help="config file (default: $ARENA_CONFIG or ./config.toml)")
-    p.add_argument("--data-dir", help="override [server].data_dir")
+def _options(*, config: bool) -> argparse.ArgumentParser:
+    """Options accepted before or after the subcommand. Their defaults are SUPPRESSed so that a
+    value given in one place is not overwritten by the other's default (`main` fills them in from
+    `OPTION_DEFAULTS`); given in both places, the one after the subcommand wins."""
+    p = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
+    p.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
+    if config:
+        p.add_argument("--config", help="config file (default: $ARENA_CONFIG or ./config.toml)")
+        p.add_argument("--data-dir", help="override [server].data_dir")
+    return p
+
+
+OPTION_DEFAULTS = {"log_level": "INFO", "config": None, "data_dir": None}
 
 
 def parser(serve: Callable[[argparse.Namespace], int] = cmd_serve) -> argparse.ArgumentParser:
-    root = argparse.ArgumentParser(prog="arena", description="Arena: realtime leaderboards over an event journal.")
-    root.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
+    configured, logged = _options(config=True), _options(config=False)
+    root = argparse.ArgumentParser(prog="arena", description="Arena: realtime leaderboards over an event journal.",
+                                   parents=[configured])
+    root.add_argument("--version", action="version", version=f"%(prog)s {version('arena')}")
     sub = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("serve", help="run the server",
-                       description="Serve WebSocket ingest and HTTP queries until SIGTERM/SIGINT (which drains gracefully).")
-    _common(p)
+                       description="Serve WebSocket ingest and HTTP queries until SIGTERM/SIGINT (which drains gracefully).",
+                       parents=[configured])
     p.add_argument("--host", help="override [server].host")
     p.add_argument("--port", type=int, help="override [server].port")
     p.add_argument("--access-log", action="store_true", help="log every HTTP request")
@@ -234,16 +247,15 @@ def parser(serve: Callable[[argparse.Namespace], int] = cmd_serve) -> argparse.A
                        description="Replay journals read-only and print, per table: events replayed, members, seconds "
                        "(of the replay pass that built the table: current hourly/daily/weekly tables come from "
                        "a first pass over recent events, the rest from a full pass) and the sha256 digest of the "
-                       "standings. A summary line per board (events/s) goes to stderr.")
-    _common(p)
+                       "standings. A summary line per board (events/s) goes to stderr.", parents=[configured])
     p.add_argument("--board", help="only this board")
     p.add_argument("--all", action="store_true", help="also every closed table, not only the retained ones")
     p.set_defaults(run=cmd_rebuild)
 
     p = sub.add_parser("verify", help="compare a running server with an offline rebuild",
                        description="For every table a running server retains, rebuild it offline up to the seq the "
-                       "server reports and compare digests. Exit 1 on any mismatch, naming the first differing rank.")
-    _common(p)
+                       "server reports and compare digests. Exit 1 on any mismatch, naming the first differing rank.",
+                       parents=[configured])
     p.add_argument("--board", help="only this board")
     p.add_argument("--url", help="server base URL (default: http://[server].host:[server].port)")
     p.set_defaults(run=cmd_verify)
@@ -254,15 +266,15 @@ def parser(serve: Callable[[argparse.Namespace], int] = cmd_serve) -> argparse.A
                        "board, into [journal] schema. A board the target already holds records of is skipped. "
                        "Then both sides are replayed and each retained table's digest printed for both. Exit 1 "
                        "when a board was skipped or a digest differs. Refuses to run while a server holds "
-                       "data_dir or the schema.")
-    _common(p)
+                       "data_dir or the schema.", parents=[configured])
     direction = p.add_mutually_exclusive_group(required=True)
     direction.add_argument("--to", metavar="URL", help="copy data_dir's journals into PostgreSQL at URL")
     direction.add_argument("--from", dest="from_", metavar="URL", help="copy the journals at URL into data_dir")
     p.set_defaults(run=cmd_migrate)
 
     p = sub.add_parser("token", help="make a new bearer token",
-                       description="Print a new random token and the token_sha256 to put in config.toml.")
+                       description="Print a new random token and the token_sha256 to put in config.toml.",
+                       parents=[logged])
     p.add_argument("--server", dest="id", help="game server id")
     p.add_argument("--admin", metavar="ID", help="make an admin token instead")
     p.set_defaults(run=cmd_token)
@@ -284,6 +296,9 @@ def main(argv: Sequence[str] | None = None, *, serve: Callable[[argparse.Namespa
     """The `arena` command. ``serve`` runs the serve command (`cmd_serve` with additions, for
     another program that takes the same command line)."""
     args = parser(serve).parse_args(argv)
+    for name, default in OPTION_DEFAULTS.items():
+        if not hasattr(args, name):
+            setattr(args, name, default)
     gc.set_threshold(*GC_THRESHOLDS)
     if args.command == "token":
         if bool(args.id) == bool(args.admin):

@@ -1,9 +1,10 @@
 """Running Arena under uvicorn, with a shutdown that acks what it took before closing.
 
-On SIGTERM/SIGINT: in a cluster, every board is handed off to its next owner first (connections
-still read, and forward); then connections stop reading, finish and ack their in-flight frames,
-close with 1012; then uvicorn stops, the actors drain their mailboxes and the journals close. A second
-signal forces the exit.
+On SIGTERM/SIGINT: first /readyz answers 503 `draining` for `[server] drain_seconds` while
+everything is still served, so a load balancer moves new work away; then, in a cluster, every
+board is handed off to its next owner (connections still read, and forward); then connections
+stop reading, finish and ack their in-flight frames, close with 1012; then uvicorn stops, the
+actors drain their mailboxes and the journals close. A second signal forces the exit.
 """
 
 from __future__ import annotations
@@ -95,6 +96,11 @@ class ArenaServer(uvicorn.Server):
             self._draining = asyncio.ensure_future(self._drain())
 
     async def _drain(self) -> None:
+        self.arena.leaving = True
+        drain_seconds = self.arena.settings.drain_seconds
+        if drain_seconds:
+            log.info("/readyz answers 503 draining for %gs before the node stops", drain_seconds)
+            await asyncio.sleep(drain_seconds)  # a load balancer's health checks see it meanwhile
         await self.arena.drain()
         try:
             async with asyncio.timeout(DRAIN_TIMEOUT_SECONDS):

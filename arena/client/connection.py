@@ -521,9 +521,12 @@ class ArenaClient:
                 self._reconnect.reset()
                 await self._wait_for_work()
                 continue
-            log.debug("arena client: connect to %s failed (%s); retrying", self.url, error)
+            wait = self._reconnect.next()
+            limit = "" if self.give_up_after is None else f" of {self.give_up_after:g}s"
+            log.warning("arena client: connect to %s failed (%s); retrying in %.2fs (down %.1fs%s)",
+                        self.url, error, wait, now - down_since, limit)
             self._next_node()
-            await asyncio.sleep(self._reconnect.next())
+            await asyncio.sleep(wait)
 
     async def _wait_for_work(self) -> None:
         assert self._wakeup is not None
@@ -674,7 +677,7 @@ class ArenaClient:
                 if now - pending.unavailable_since < self.retry_unavailable_for:
                     retry.append(pending)
                     continue
-            _settle(pending.future, SubmitResult(pending.key, SubmitStatus(str(status)), reason))
+            _settle(pending.future, SubmitResult(pending.key, SubmitStatus(str(status)), reason, result.get("message")))
         if len(results) < len(items):  # never from a conforming server
             for pending in items[len(results):]:
                 _settle(pending.future, exception=QueryFailed("bad_ack", "the ack has fewer results than events"))

@@ -61,12 +61,14 @@ class FrameTooLarge(ClientClosed):
 
 class EventRejected(ArenaClientError):
     """The server rejected an event. ``reason`` is the wire code (value_out_of_range,
-    period_closed, idempotency_key_reused, forbidden, invalid_event, ...)."""
+    period_closed, idempotency_key_reused, forbidden, invalid_event, ...); ``message`` the
+    server's line for a person (the field and the rule), for a log, never to match on."""
 
-    def __init__(self, reason: str, idempotency_key: str | None) -> None:
-        super().__init__(f"event {idempotency_key!r} rejected: {reason}")
+    def __init__(self, reason: str, idempotency_key: str | None, message: str | None = None) -> None:
+        super().__init__(f"event {idempotency_key!r} rejected: {reason}" + (f" ({message})" if message else ""))
         self.reason = reason
         self.idempotency_key = idempotency_key
+        self.message = message
 
 
 class QueryFailed(ArenaClientError):

@@ -35,6 +35,8 @@ class SubmitResult:
     idempotency_key: str
     status: SubmitStatus
     reason: str | None = None
+    message: str | None = None
+    """A rejection's line for a person (the field and the rule); match on ``reason``, never on it."""
 
     @property
     def recorded(self) -> bool:
@@ -44,7 +46,7 @@ class SubmitResult:
     def raise_for_status(self) -> SubmitResult:
         """Return self, or raise `EventRejected` when the event was rejected."""
         if self.status is SubmitStatus.REJECTED:
-            raise EventRejected(self.reason or "rejected", self.idempotency_key)
+            raise EventRejected(self.reason or "rejected", self.idempotency_key, self.message)
         return self
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TypeVar
 
-from arena.engine.events import Fingerprint, Reason, Result, Status
+from arena.engine.events import Fingerprint, Reason, Result, Status, instant, rejected, value_rule
 from arena.engine.periods import Calendar, PeriodKind, UnknownPeriod, Window
 from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
 from arena.engine.routing import NO_MARKER, Intake, Plan, Route, Routed, Router, TableKey
@@ -28,6 +28,8 @@ from arena.errors import not_found, not_ready
 
 K = TypeVar("K")
 V = TypeVar("V")
+
+KEY_REUSED = "idempotency_key: was accepted before with another member, value or occurred_at"
 
 SHORT_KINDS = (PeriodKind.HOURLY, PeriodKind.DAILY, PeriodKind.WEEKLY)
 """The kinds whose current tables load (and answer) first after a restart."""
@@ -462,19 +464,22 @@ def _decide(
                 if prior == fingerprint:
                     results.append(Result(key, Status.DUPLICATE))
                 else:
-                    results.append(Result(key, Status.REJECTED, Reason.IDEMPOTENCY_KEY_REUSED))
+                    results.append(rejected(key, Reason.IDEMPOTENCY_KEY_REUSED, KEY_REUSED))
                 continue
             if not spec.min_value <= event.value <= spec.max_value:
-                results.append(Result(key, Status.REJECTED, Reason.VALUE_OUT_OF_RANGE))
+                results.append(rejected(key, Reason.VALUE_OUT_OF_RANGE, f"value: {value_rule(spec)}, got {event.value}"))
                 continue
             if event.occurred_at > received_at + spec.max_future_skew_ms:
-                results.append(Result(key, Status.REJECTED, Reason.OCCURRED_IN_FUTURE))
+                results.append(rejected(key, Reason.OCCURRED_IN_FUTURE, (
+                    f"occurred_at: must be at most {spec.max_future_skew_ms / 1000:g}s after the server's clock "
+                    f"({instant(received_at)}), got {instant(event.occurred_at)}")))
                 continue
             if received_at != routed_at or route is None or not route.start <= event.occurred_at < route.end:
                 route, windows = open_windows(event.occurred_at, received_at)
                 routed_at = received_at
             if not windows:
-                results.append(Result(key, Status.REJECTED, Reason.PERIOD_CLOSED))
+                results.append(rejected(key, Reason.PERIOD_CLOSED,
+                                        f"occurred_at: every period containing {instant(event.occurred_at)} is closed"))
                 continue
             plan.last_seq += 1
             plan.records.append(ScoreRecord(plan.last_seq, event, received_at, source))

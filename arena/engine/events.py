@@ -2,19 +2,23 @@
 
 Steps 4-7 (duplicates, bounds, skew, closed windows) need the board's state and live in
 `arena.engine.board`; the order of all steps is the contract's and is fixed here and there.
+Every rejection carries its `message`: one line for a person naming the field and the rule
+(`value: must be an integer within [0, 1000000000], got 3.5`), built here as data; the edges
+only serialise it. Clients match on `reason`, never on the message.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Container
+from collections.abc import Callable, Mapping
 from enum import StrEnum
 from typing import NamedTuple
 
 import orjson
 
-from arena.engine.times import parse_rfc3339_ms
+from arena.engine.spec import BoardSpec
+from arena.engine.times import MAX_MS, format_ms, parse_rfc3339_ms
 
 MAX_MEMBER_CHARS = 128
 MAX_KEY_CHARS = 128
@@ -54,6 +58,8 @@ class Result(NamedTuple):
     idempotency_key: str | None
     status: Status
     reason: Reason | None = None
+    message: str | None = None
+    """A rejection's one line for a person: the field and the rule it broke."""
 
 
 class Event(NamedTuple):
@@ -78,6 +84,40 @@ Fingerprint = tuple[str, int, int]
 def _echo_key(raw: dict[str, object]) -> str | None:
     key = raw.get("idempotency_key")
     return key if isinstance(key, str) else None
+
+
+KEY_RULE = f"must be a string of 1 to {MAX_KEY_CHARS} characters of Unicode text"
+MEMBER_RULE = f"must be a string of 1 to {MAX_MEMBER_CHARS} characters without control characters"
+OCCURRED_AT_RULE = ("must be an RFC 3339 time with its offset (2026-12-06T02:00:00Z) or epoch milliseconds, "
+                    "not before 1970")
+_SHOWN_CHARS = 60
+
+
+def value_rule(spec: BoardSpec) -> str:
+    """The rule a value breaks, at step 3 (not an integer) as at step 5 (out of the bounds)."""
+    return f"must be an integer within [{spec.min_value}, {spec.max_value}]"
+
+
+def shown(value: object) -> str:
+    """A value as sent, as JSON text for a message, cut to a few dozen characters."""
+    try:
+        text = orjson.dumps(value).decode()
+    except TypeError:  # beyond 64 bits, a lone surrogate (json escapes it), or nested too deep
+        try:
+            text = json.dumps(value)
+        except RecursionError:
+            text = "a value nested too deep"
+    return text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS - 1] + "…"
+
+
+def instant(ms: int) -> str:
+    """An accepted occurred_at for a message: RFC 3339, or epoch ms past the year 9999 (an
+    offset such as -23:59 takes a time written in 9999 there)."""
+    return format_ms(ms) if ms < MAX_MS else f"{ms} ms since 1970"
+
+
+def rejected(key: str | None, reason: Reason, message: str) -> Result:
+    return Result(key, Status.REJECTED, reason, message)
 
 
 def _occurred_at_ms(value: object) -> int | None:
@@ -109,7 +149,7 @@ def _meta_text(raw: dict[str, object]) -> str | None:
     if meta is None:
         return None
     if not isinstance(meta, dict):
-        raise ValueError("meta must be an object")
+        raise ValueError("must be an object")
     try:
         encoded = orjson.dumps(meta)
         # orjson writes an infinity as null: only a text with "null" in it can hide one
@@ -120,45 +160,54 @@ def _meta_text(raw: dict[str, object]) -> str | None:
         try:
             encoded = json.dumps(meta, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
         except (ValueError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
-            raise ValueError("meta is not JSON text") from exc
+            raise ValueError("must be JSON text: no lone surrogate, no infinity, not nested too deep") from exc
     if len(encoded) > MAX_META_BYTES:
-        raise ValueError("meta is too big")
+        raise ValueError(f"must be at most {MAX_META_BYTES} bytes as JSON")
     return encoded.decode()
 
 
-def _invalid(key: str | None) -> Result:
-    return Result(key, Status.REJECTED, Reason.INVALID_EVENT)
+def _broken(raw: dict[str, object], field: str, rule: str) -> str:
+    return f"{field}: {rule}, got {shown(raw[field])}" if field in raw else f"{field}: missing"
+
+
+def _invalid(key: str | None, raw: dict[str, object], field: str, rule: str) -> Result:
+    return rejected(key, Reason.INVALID_EVENT, _broken(raw, field, rule))
+
+
+def _unknown_board(raw: dict[str, object]) -> str:
+    board = raw.get("board")
+    return f"board: no board named {shown(board)}" if isinstance(board, str) else _broken(raw, "board", "must be a string")
 
 
 def parse_event(
     raw: object,
-    boards: Container[str],
+    boards: Mapping[str, BoardSpec],
     may_write: Callable[[str], bool],
 ) -> Event | Result:
     """Validation steps 1-3: an `Event`, or the rejecting `Result`. O(size of the event)."""
     if not isinstance(raw, dict):
-        return Result(None, Status.REJECTED, Reason.INVALID_EVENT)
+        return rejected(None, Reason.INVALID_EVENT, f"event: must be an object, got {shown(raw)}")
     key = _echo_key(raw)
     board = raw.get("board")
     if not isinstance(board, str) or board not in boards:
-        return Result(key, Status.REJECTED, Reason.UNKNOWN_BOARD)
+        return rejected(key, Reason.UNKNOWN_BOARD, _unknown_board(raw))
     if not may_write(board):
-        return Result(key, Status.REJECTED, Reason.FORBIDDEN)
+        return rejected(key, Reason.FORBIDDEN, f"board: this game server may not write board {shown(board)}")
     if key is None or not 1 <= len(key) <= MAX_KEY_CHARS or not valid_text(key):
-        return _invalid(key)
+        return _invalid(key, raw, "idempotency_key", KEY_RULE)
     member = raw.get("member")
     if not isinstance(member, str) or not 1 <= len(member) <= MAX_MEMBER_CHARS or _CONTROL_OR_SURROGATE.search(member):
-        return _invalid(key)
+        return _invalid(key, raw, "member", MEMBER_RULE)
     value = raw.get("value")
     if type(value) is not int:  # bool is an int subclass and is invalid, like floats
-        return _invalid(key)
+        return _invalid(key, raw, "value", value_rule(boards[board]))
     occurred_at = _occurred_at_ms(raw.get("occurred_at"))
     if occurred_at is None:
-        return _invalid(key)
+        return _invalid(key, raw, "occurred_at", OCCURRED_AT_RULE)
     if "meta" not in raw:  # the common event: no meta to encode
         return Event(board, member, value, occurred_at, key)
     try:
         meta = _meta_text(raw)
-    except ValueError:
-        return _invalid(key)
+    except ValueError as exc:
+        return _invalid(key, raw, "meta", str(exc))
     return Event(board, member, value, occurred_at, key, meta)

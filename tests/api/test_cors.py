@@ -4,11 +4,13 @@ configured nothing changes."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
+import orjson
 import pytest
 import websockets
 
@@ -42,6 +44,7 @@ PRIVATE: list[tuple[str, str, object]] = [  # never CORS
     ("GET", "/readyz", None),
     ("GET", "/metrics", None),
     ("GET", "/v1/cluster", None),
+    ("GET", "/v1/admin/whoami", None),
 ]
 
 
@@ -153,3 +156,44 @@ def test_a_bad_cors_origins_is_one_line_naming_the_key(origins: object, message:
 
 def test_cors_origins_default_to_none() -> None:
     assert parse_config({"boards": {"b": {}}}).server.cors_origins == ()
+
+
+def refusals_logged(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "arena.cors" and r.levelno == logging.WARNING]
+
+
+async def test_a_refused_origin_is_logged_once_with_the_path_and_its_answer_is_unchanged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="arena")
+    async with served(tmp_path, [GAME]) as http:
+        for _ in range(3):
+            answer = await ask(http, "GET", "/v1/boards/b/alltime/top", None, OTHER)
+            assert answer.status_code == 200 and cors_headers(answer) == {}
+        assert (await ask(http, "GET", "/v1/boards", None, GAME)).status_code == 200
+        assert (await ask(http, "GET", "/v1/boards", None, None)).status_code == 200
+    assert refusals_logged(caplog) == [
+        f"cross-origin request from {OTHER} to /v1/boards/b/alltime/top refused: the origin is not in [server] cors_origins"]
+
+
+async def test_a_refused_event_stream_or_live_websocket_says_why_to_the_browser_and_the_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="arena")
+    third = "https://third.example"
+    config = make_config(tmp_path, BOARDS, cors_origins=(GAME,))
+    async with InProcessServer(config, fault_injection=False) as server, httpx.AsyncClient(base_url=server.url) as http:
+        answer = await ask(http, "GET", "/v1/boards/b/alltime/top", None, OTHER, Accept="text/event-stream")
+        assert answer.status_code == 403
+        assert cors_headers(answer) == {ALLOW_ORIGIN: OTHER}  # the browser may read why, and only that
+        assert answer.json()["error"] == {
+            "code": "forbidden", "message": f"origin {OTHER} may not open a live stream: it is not in [server] cors_origins"}
+        with pytest.raises(websockets.InvalidStatus) as refused:
+            await websockets.connect(server.url.replace("http", "ws") + "/v1/live", additional_headers={"Origin": third})
+        response = refused.value.response
+        assert response.status_code == 403 and response.headers[ALLOW_ORIGIN] == third
+        assert orjson.loads(response.body)["error"]["message"].startswith(f"origin {third} may not open a live stream")
+    assert refusals_logged(caplog) == [
+        f"cross-origin event stream from {OTHER} to /v1/boards/b/alltime/top refused: the origin is not in [server] cors_origins",
+        f"cross-origin live websocket from {third} to /v1/live refused: the origin is not in [server] cors_origins",
+    ]

@@ -341,3 +341,24 @@ async def test_metrics_show_each_boards_journal_wal_size(server: Any, http: http
     wal = server.config.server.data_dir / "best.journal.sqlite-wal"
     assert parse_metric(text, "arena_journal_wal_bytes", board="best") == wal.stat().st_size > 0
     assert 'arena_journal_wal_bytes{board="latest"}' in text  # every board, written or not
+
+
+async def test_every_rejection_carries_a_message_naming_the_field_and_the_rule(server: Any) -> None:
+    client = await _connect(server)
+    base = {"board": "best", "member": "m", "value": 1, "occurred_at": NOW}
+    missing_time = {k: v for k, v in base.items() if k != "occurred_at"}
+    results = await client.submit([
+        {**base, "value": 3.5, "idempotency_key": "float"},
+        {**missing_time, "idempotency_key": "no-time"},
+        {**base, "occurred_at": "2026-12-06 02:00:00", "idempotency_key": "spaced"},
+        {**base, "idempotency_key": "fine"},
+    ])
+    await client.close()
+    assert [(r["idempotency_key"], r["status"], r.get("reason")) for r in results] == [
+        ("float", "rejected", "invalid_event"), ("no-time", "rejected", "invalid_event"),
+        ("spaced", "rejected", "invalid_event"), ("fine", "accepted", None)]
+    assert results[0]["message"] == "value: must be an integer within [0, 1000000000], got 3.5"
+    assert results[1]["message"] == "occurred_at: missing"
+    assert results[2]["message"].startswith("occurred_at: must be an RFC 3339 time with its offset")
+    assert results[2]["message"].endswith('got "2026-12-06 02:00:00"')
+    assert "message" not in results[3]

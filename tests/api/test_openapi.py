@@ -70,6 +70,7 @@ async def test_each_operation_documents_the_error_codes_it_answers(server: InPro
         ("get", "/v1/boards/{board}/{period}/periods", "/v1/boards/b/weekly/periods", None),
         ("get", "/v1/boards/{board}/events", "/v1/boards/b/events", None),
         ("post", "/v1/boards/{board}/void", "/v1/boards/b/void", {}),
+        ("get", "/v1/admin/whoami", "/v1/admin/whoami", None),
     ]
     async with httpx.AsyncClient(base_url=server.url) as http:
         for method, template, url, body in cases:

@@ -190,7 +190,7 @@ def test_deciding_a_batch_before_the_one_ahead_is_committed_changes_nothing(
         known.update(plan.seen)
 
     for frame in frames:
-        parsed = [parse_event(e.raw("b"), {"b"}, lambda _b: True) for e in frame.events]
+        parsed = [parse_event(e.raw("b"), {"b": spec}, lambda _b: True) for e in frame.events]
         events = [e for e in parsed if isinstance(e, Event)]
         plan = engine.decide([(events, frame.now, "gs")] if not frame.tick else [], known, frame.now)
         land(ahead, frame.now)

@@ -32,6 +32,7 @@ host = "127.0.0.1"
 port = 8080
 data_dir = "data"
 max_in_flight_frames = 16
+drain_seconds = 0
 
 [[servers]]
 id = "gs"

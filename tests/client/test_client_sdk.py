@@ -4,7 +4,9 @@ errors, typed query answers and the synchronous wrapper."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
+import re
 import sqlite3
 from datetime import datetime, timezone
 from pathlib import Path
@@ -99,6 +101,8 @@ async def test_rejected_events_raise_event_rejected_with_reason_and_key(server: 
     assert future.value.reason == "occurred_in_future"
     assert unknown.value.reason == "unknown_board"
     assert isinstance(out_of_range.value.idempotency_key, str)
+    assert out_of_range.value.message is not None and out_of_range.value.message.startswith("value: must be an integer within")
+    assert unknown.value.message == 'board: no board named "nope"' and unknown.value.message in str(unknown.value)
 
 
 async def test_submit_many_reports_each_result_in_order_without_raising(server: InProcessServer) -> None:
@@ -182,15 +186,22 @@ async def test_a_server_with_a_smaller_frame_limit_fails_the_calls_instead_of_re
         assert journal_keys(tmp_path, "b") == []
 
 
-async def test_nothing_listening_gives_connection_failed_after_give_up(tmp_path: Path) -> None:
+async def test_nothing_listening_gives_connection_failed_after_give_up(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="arena.client")
     sock = free_socket()  # bound, never listening: connections are refused
+    port = sock.getsockname()[1]
     try:
-        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        url = f"http://127.0.0.1:{port}"
         with pytest.raises(ConnectionFailed):
             async with ArenaClient(url, token_for("gs"), give_up_after=0.3, reconnect_base=0.01):
                 pass
     finally:
         sock.close()
+    # each failed attempt while it retried was said, with the URL and the next wait: never a silent wait
+    retries = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "retrying in" in r.getMessage()]
+    assert retries, caplog.text
+    pattern = rf"arena client: connect to ws://127\.0\.0\.1:{port}/v1/ws failed \(.+\); retrying in \d+\.\d\ds \(down \d+\.\ds of 0\.3s\)"
+    assert all(re.fullmatch(pattern, message) for message in retries), retries
 
 
 async def test_unavailable_is_retried_with_the_same_key_until_accepted(server: InProcessServer) -> None:

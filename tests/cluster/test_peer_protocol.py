@@ -90,7 +90,7 @@ def test_events_and_results_travel_exactly() -> None:
     event = Event("b", "m\u00e9", 10**30, 2**63 + 5, "k", '{"a":[1,2]}')
     submit = Numbered(1, Submit("b", "gs", 5, (event,)))
     assert parse_request(serialise(submit)) == submit
-    for result in (Result("k", Status.ACCEPTED), Result(None, Status.REJECTED, Reason.UNAVAILABLE)):
+    for result in (Result("k", Status.ACCEPTED), Result(None, Status.REJECTED, Reason.UNAVAILABLE, "board: cannot take events now")):
         reply = Reply(2, Submitted((result,)))
         assert parse_answer(serialise(reply)) == reply
 
@@ -102,6 +102,11 @@ def test_the_wire_format_is_the_documented_one() -> None:
         "op": "submit", "board": "b", "source": "gs", "received_at": 5, "events": [["m", 1, 2, "k", None]], "id": 7}
     assert orjson.loads(serialise(Reply(7, Submitted((Result("k", Status.ACCEPTED),), moved=True)))) == {
         "results": [["k", "accepted", None]], "moved": True, "id": 7}
+    rejected = Result("r", Status.REJECTED, Reason.INVALID_EVENT, "value: missing")
+    assert orjson.loads(serialise(Reply(7, Submitted((Result("k", Status.ACCEPTED), rejected))))) == {
+        "results": [["k", "accepted", None], ["r", "rejected", "invalid_event"]], "messages": [None, "value: missing"], "id": 7}
+    old = parse_answer(b'{"results": [["r", "rejected", "invalid_event"]], "id": 7}')  # from a node of the release before
+    assert old == Reply(7, Submitted((Result("r", Status.REJECTED, Reason.INVALID_EVENT),)))
     assert orjson.loads(serialise(Reply(7, Elsewhere()))) == {"not_here": True, "id": 7}
     assert orjson.loads(serialise(Reply(7, Watching()))) == {"watching": True, "id": 7}
     assert orjson.loads(serialise(Numbered(3, Http("b", "GET", "/x", "a=1", (("k", "v"),), b"\xff")))) == {

@@ -11,7 +11,17 @@ import pytest
 
 from arena.board.actor import unavailable_results
 from arena.engine.board import BoardEngine
-from arena.engine.events import MAX_META_BYTES, Event, Reason, Result, Status, parse_event
+from arena.engine.events import (
+    KEY_RULE,
+    MAX_META_BYTES,
+    MEMBER_RULE,
+    OCCURRED_AT_RULE,
+    Event,
+    Reason,
+    Result,
+    Status,
+    parse_event,
+)
 from arena.engine.periods import PeriodKind
 from arena.engine.spec import BoardSpec
 from arena.engine.times import parse_rfc3339_ms
@@ -37,6 +47,12 @@ def parse(raw: object, may_write: bool = True) -> Event | Result:
     return parse_event(raw, BOARDS, lambda board: may_write)
 
 
+def verdict(parsed: Event | Result) -> tuple[object, ...]:
+    """A result without its message (the tests of messages are below)."""
+    assert isinstance(parsed, Result), parsed
+    return (parsed.idempotency_key, parsed.status, parsed.reason)
+
+
 def reason_of(raw: object, may_write: bool = True) -> str | None:
     parsed = parse(raw, may_write)
     if isinstance(parsed, Event):
@@ -58,12 +74,12 @@ def outcome(h: EngineHarness, *events: object, now: int = NOW, server: str = "gs
 
 @pytest.mark.parametrize("raw", [[], "event", 5, None, True, [event()]])
 def test_an_event_that_is_not_an_object_is_invalid_event_with_a_null_key(raw: object) -> None:
-    assert parse(raw) == Result(None, Status.REJECTED, Reason.INVALID_EVENT)
+    assert verdict(parse(raw)) == (None, Status.REJECTED, Reason.INVALID_EVENT)
 
 
 @pytest.mark.parametrize("board", [_ABSENT, None, 5, ["b"], "nope", "B", ""])
 def test_a_missing_unconfigured_or_non_string_board_is_unknown_board(board: object) -> None:
-    assert parse(event(board=board)) == Result("k1", Status.REJECTED, Reason.UNKNOWN_BOARD)
+    assert verdict(parse(event(board=board))) == ("k1", Status.REJECTED, Reason.UNKNOWN_BOARD)
 
 
 def test_unknown_board_wins_over_every_later_rule() -> None:
@@ -88,7 +104,7 @@ def test_forbidden_wins_over_a_malformed_event() -> None:
 @pytest.mark.parametrize("key", [_ABSENT, None, 7, "", "k" * 129, ["k"]])
 def test_a_missing_empty_long_or_non_string_key_is_invalid_event(key: object) -> None:
     parsed = parse(event(idempotency_key=key))
-    assert parsed == Result(key if isinstance(key, str) else None, Status.REJECTED, Reason.INVALID_EVENT)
+    assert verdict(parsed) == (key if isinstance(key, str) else None, Status.REJECTED, Reason.INVALID_EVENT)
 
 
 def test_keys_and_members_count_code_points_not_bytes() -> None:
@@ -105,7 +121,7 @@ def test_a_missing_empty_long_or_control_character_member_is_invalid_event(membe
 def test_a_lone_surrogate_in_a_member_or_key_is_invalid_event(text: str) -> None:
     """JSON's "\\ud800" escape reads as a lone surrogate: no Unicode scalar value, no UTF-8 form."""
     assert reason_of(event(member=text)) == "invalid_event"
-    assert parse(event(idempotency_key=text)) == Result(text, Status.REJECTED, Reason.INVALID_EVENT)
+    assert verdict(parse(event(idempotency_key=text))) == (text, Status.REJECTED, Reason.INVALID_EVENT)
 
 
 def test_a_key_may_hold_any_unicode_scalar_value_even_u0000() -> None:
@@ -208,7 +224,9 @@ def test_unknown_extra_fields_are_ignored() -> None:
 
 
 def test_the_first_failing_shape_rule_rejects_and_echoes_the_key() -> None:
-    assert parse(event(member=None, value=2.5, occurred_at="x")) == Result("k1", Status.REJECTED, Reason.INVALID_EVENT)
+    parsed = parse(event(member=None, value=2.5, occurred_at="x"))
+    assert verdict(parsed) == ("k1", Status.REJECTED, Reason.INVALID_EVENT)
+    assert isinstance(parsed, Result) and parsed.message == "member: " + MEMBER_RULE + ", got null"
 
 
 # -- step 4: duplicates and reused keys ---------------------------------------------------------
@@ -405,8 +423,9 @@ def test_an_accepted_event_is_journaled_once_and_applied_to_each_open_window() -
 def test_unavailable_rejects_every_event_of_the_batch_with_its_key() -> None:
     """Step 9 is the actor's (journal write failed): nothing accepted, every key echoed."""
     events = [Event("b", "alice", 5, NOW, "k1"), Event("b", "bob", 5, NOW, "k2")]
-    assert unavailable_results(events) == [
-        Result("k1", Status.REJECTED, Reason.UNAVAILABLE), Result("k2", Status.REJECTED, Reason.UNAVAILABLE)]
+    results = unavailable_results(events)
+    assert [verdict(r) for r in results] == [("k1", Status.REJECTED, Reason.UNAVAILABLE), ("k2", Status.REJECTED, Reason.UNAVAILABLE)]
+    assert all(r.message and r.message.startswith("board: cannot take events now") for r in results)
 
 
 def test_a_bad_event_never_fails_its_neighbours_and_results_keep_submit_order() -> None:
@@ -423,3 +442,48 @@ def test_every_reason_code_is_covered_here() -> None:
     assert {r.value for r in Reason} == {
         "invalid_event", "unknown_board", "forbidden", "idempotency_key_reused", "value_out_of_range",
         "occurred_in_future", "period_closed", "unavailable"}
+
+
+# -- messages: every rejection names the field and the rule, on one line --------------------------
+
+
+def messages(h: EngineHarness, *events: object, now: int = NOW, server: str = "gs") -> list[str | None]:
+    return [r.message for r in h.submit(server, list(events), now)]
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"value": 3.5}, "value: must be an integer within [-10, 100], got 3.5"),
+    ({"value": "5"}, 'value: must be an integer within [-10, 100], got "5"'),
+    ({"value": True}, "value: must be an integer within [-10, 100], got true"),
+    ({"occurred_at": _ABSENT}, "occurred_at: missing"),
+    ({"occurred_at": "2026-12-06 02:00:00"}, f'occurred_at: {OCCURRED_AT_RULE}, got "2026-12-06 02:00:00"'),
+    ({"occurred_at": -1}, f"occurred_at: {OCCURRED_AT_RULE}, got -1"),
+    ({"member": ""}, f'member: {MEMBER_RULE}, got ""'),
+    ({"idempotency_key": _ABSENT}, "idempotency_key: missing"),
+    ({"idempotency_key": "k" * 129}, f'idempotency_key: {KEY_RULE}, got "{"k" * 58}…'),
+    ({"meta": [1]}, "meta: must be an object, got [1]"),
+    ({"meta": {"p": "x" * MAX_META_BYTES}}, f"meta: must be at most {MAX_META_BYTES} bytes as JSON, got"),
+    ({"board": _ABSENT}, "board: missing"),
+    ({"board": 5}, "board: must be a string, got 5"),
+    ({"board": "nope"}, 'board: no board named "nope"'),
+])
+def test_a_shape_rejection_names_the_field_and_the_rule(fields: dict[str, Any], message: str) -> None:
+    parsed = parse(event(**fields))
+    assert isinstance(parsed, Result) and parsed.message is not None
+    assert parsed.message.startswith(message) and "\n" not in parsed.message
+
+
+def test_the_other_rejections_name_the_field_and_the_rule() -> None:
+    assert parse("junk") == Result(None, Status.REJECTED, Reason.INVALID_EVENT, 'event: must be an object, got "junk"')
+    assert parse(event(), may_write=False) == Result(
+        "k1", Status.REJECTED, Reason.FORBIDDEN, 'board: this game server may not write board "b"')
+    h = harness()
+    assert messages(h, event(), event(value=6), event(value=101, idempotency_key="k2"),
+                    event(occurred_at=NOW + 30_001, idempotency_key="k3")) == [
+        None,
+        "idempotency_key: was accepted before with another member, value or occurred_at",
+        "value: must be an integer within [-10, 100], got 101",
+        "occurred_at: must be at most 30s after the server's clock (2026-06-01T12:00:00.000Z), got 2026-06-01T12:00:30.001Z",
+    ]
+    assert messages(h, event(board="daily", occurred_at=NOW, idempotency_key="k4"), now=END + 60_000) == [
+        "occurred_at: every period containing 2026-06-01T12:00:00.000Z is closed"]

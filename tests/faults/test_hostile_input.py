@@ -15,6 +15,7 @@ import pytest
 import websockets
 from websockets.asyncio.client import ClientConnection
 
+from arena.engine.events import KEY_RULE
 from arena.engine.periods import Calendar
 from support.faults import parse_metric
 from support.server import ADMIN_TOKEN, InProcessServer, make_config, now_ms, token_for
@@ -72,7 +73,8 @@ async def test_a_lone_surrogate_member_is_invalid_event_alone_and_never_crashes_
 async def test_a_lone_surrogate_key_is_invalid_event_and_echoed_as_sent(ws: ClientConnection) -> None:
     text = _frame({"op": "submit", "id": "k", "events": [_event("m", "\udc00x"), _event("m", "fine")]})
     answer = await _ask(ws, text)
-    assert answer["results"] == [{"idempotency_key": "\udc00x", "status": "rejected", "reason": "invalid_event"},
+    assert answer["results"] == [{"idempotency_key": "\udc00x", "status": "rejected", "reason": "invalid_event",
+                                  "message": f'idempotency_key: {KEY_RULE}, got "\\udc00x"'},
                                  {"idempotency_key": "fine", "status": "accepted"}]
 
 

@@ -294,7 +294,7 @@ def hostile_records(draw: st.DrawFn) -> tuple[list[list[Record]], list[str], lis
         "idempotency_key": _KEYS,
         "meta": st.none() | st.dictionaries(st.text(st.characters(codec="utf-8"), max_size=8), _JSON, max_size=4),
     }), min_size=1, max_size=25, unique_by=lambda r: str(r["idempotency_key"])))
-    parsed = [parse_event({"board": "b", **raw}, {"b"}, lambda _b: True) for raw in raws]
+    parsed = [parse_event({"board": "b", **raw}, {"b": BoardSpec("b")}, lambda _b: True) for raw in raws]
     events = [e for e in parsed if isinstance(e, Event)]  # a meta over 1 KiB is invalid
     events += [Event("b", "sum", BIG, T, f"sum-{i}") for i in range(SUM_TAIL)]
     records: list[Record] = [ScoreRecord(i + 1, e, T + i, f"gs-{i % 3}") for i, e in enumerate(events)]

@@ -22,6 +22,7 @@ def accepted(plan: Plan) -> list[ScoreRecord]:
 
 class EngineHarness:
     def __init__(self, boards: Mapping[str, BoardSpec], servers: Mapping[str, Sequence[str]] | None = None) -> None:
+        self.specs = boards
         self.engines = {name: BoardEngine(spec) for name, spec in boards.items()}
         for engine in self.engines.values():
             engine.publish(0, engine.kinds)
@@ -39,7 +40,7 @@ class EngineHarness:
         results: list[Result | None] = [None] * len(events)
         by_board: dict[str, list[tuple[int, Event]]] = {}
         for i, raw in enumerate(events):
-            parsed = parse_event(raw, self.engines, may_write)
+            parsed = parse_event(raw, self.specs, may_write)
             if isinstance(parsed, Result):
                 results[i] = parsed
             else:
@@ -102,5 +103,6 @@ def wire_results(results: Sequence[Result]) -> list[dict[str, Any]]:
         d: dict[str, Any] = {"idempotency_key": r.idempotency_key, "status": r.status.value}
         if r.reason is not None:
             d["reason"] = r.reason.value
+            d["message"] = r.message
         out.append(d)
     return out

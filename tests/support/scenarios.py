@@ -25,3 +25,13 @@ def boards(scenario: dict[str, Any]) -> dict[str, BoardSpec]:
 
 def expected_results(step: dict[str, Any]) -> list[dict[str, Any]]:
     return [dict(r) for r in step["expect"]]
+
+
+def without_messages(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Results as the scenarios spell them (no message: clients never match on it), after
+    checking that every rejection has its one line naming a field."""
+    for r in results:
+        if r["status"] == "rejected":
+            message = r.get("message")
+            assert isinstance(message, str) and "\n" not in message and ": " in message, r
+    return [{k: v for k, v in r.items() if k != "message"} for r in results]

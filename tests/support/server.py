@@ -54,16 +54,18 @@ def make_config(
     *,
     journal: JournalSettings | None = None,
     cluster: ClusterSettings | None = None,
+    drain_seconds: float = 0.0,
     **settings: Any,
 ) -> Config:
     """A config with one token per server (`token_for(id)`) and one admin (`ADMIN_TOKEN`), its
-    journals as ``journal`` says (sqlite in ``data_dir`` by default)."""
+    journals as ``journal`` says (sqlite in ``data_dir`` by default). A stopping server drains
+    for ``drain_seconds`` (0: at once, but in the tests of draining)."""
     specs = {name: b if isinstance(b, BoardSpec) else parse_board(name, dict(b)) for name, b in boards.items()}
     game_servers = tuple(
         GameServer(sid, sha(token_for(sid)), tuple(scope)) for sid, scope in (servers or {"gs": ["*"]}).items()
     )
     return Config(
-        server=ServerSettings(data_dir=data_dir, port=0, **settings),
+        server=ServerSettings(data_dir=data_dir, port=0, drain_seconds=drain_seconds, **settings),
         servers=game_servers,
         admins=(Admin("ops", sha(ADMIN_TOKEN)),),
         boards=specs,

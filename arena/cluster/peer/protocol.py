@@ -259,6 +259,9 @@ def _answer_fields(answer: Answer) -> JsonObject:
         case Submitted(results, moved):
             fields: JsonObject = {"results": [[r.idempotency_key, r.status.value, r.reason.value if r.reason else None]
                                               for r in results]}
+            messages = [r.message for r in results]
+            if any(messages):  # beside the results, which keep their shape: a node of the release before ignores it
+                fields["messages"] = messages
             return {**fields, "moved": True} if moved else fields
         case Answered(body):
             return {"body": body}
@@ -338,8 +341,12 @@ def parse_answer(data: str | bytes) -> ToClient:
     if message.get("watching") is True:
         return Reply(request_id, Watching())
     if "results" in message:
-        results = tuple(_result(fields) for fields in _list(message, "results"))
-        return Reply(request_id, Submitted(results, message.get("moved") is True))
+        results = [_result(fields) for fields in _list(message, "results")]
+        messages = _list(message, "messages") if "messages" in message else [None] * len(results)
+        if len(messages) != len(results) or not all(m is None or isinstance(m, str) for m in messages):
+            raise ProtocolError("messages must be a string or null per result")
+        return Reply(request_id, Submitted(tuple(r._replace(message=m) for r, m in zip(results, messages, strict=True)),
+                                           message.get("moved") is True))
     if "error" in message:
         error = _object(message, "error")
         return Reply(request_id, Refused(_str(error, "code"), _str(error, "message"), _int(error, "status")))
