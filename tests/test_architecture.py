@@ -32,7 +32,7 @@ own layer or lower ones."""
 SHARED = ("arena.config", "arena.errors", "arena.auth", "arena.metrics")
 """Importable from anywhere; they import only the engine and each other."""
 
-LEAVES = ("arena.backoff",)
+LEAVES = ("arena.backoff", "arena.jsontext")
 """Modules that import nothing of arena, so the server and the client SDK may both use them."""
 
 CLIENT = "arena.client"

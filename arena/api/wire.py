@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
-
-import orjson
 
 from arena.engine.events import Result
 from arena.engine.table import Entry, RankedTable
 from arena.engine.times import format_ms, format_optional_ms
 from arena.errors import QueryError
+from arena.jsontext import dumps as dumps  # the edge writes every body with it
 
 Body = dict[str, Any]
 
@@ -50,13 +48,3 @@ def results(answers: list[Result]) -> list[Body]:
 
 def error(exc: QueryError) -> Body:
     return {"error": {"code": exc.code, "message": exc.message}}
-
-
-def dumps(body: Body) -> bytes:
-    """A body as JSON text. orjson refuses integers beyond 64 bits and lone surrogates, which an
-    echoed frame id or idempotency key may hold (JSON's "\\ud800" escape reads as one): those
-    few bodies go through json, which escapes such a surrogate as it was sent."""
-    try:
-        return orjson.dumps(body)
-    except TypeError:  # beyond 64 bits, a lone surrogate, or nested over 255 deep
-        return json.dumps(body, separators=(",", ":"), allow_nan=False).encode()

@@ -43,6 +43,7 @@ from typing import Any
 import orjson
 
 from arena.engine.events import Event, Reason, Result, Status
+from arena.jsontext import dumps
 
 PATH = "/v1/peer"
 
@@ -217,8 +218,8 @@ def secret_matches(secret: str, header: str | None) -> bool:
 def serialise(message: ToServer | ToClient) -> bytes:
     """A message as JSON text (UTF-8). O(size of the message)."""
     if isinstance(message, Update):
-        return update_frame(message.watch, message.seq, _dumps(message.body))
-    return _dumps(_fields(message))
+        return update_frame(message.watch, message.seq, dumps(message.body))
+    return dumps(_fields(message))
 
 
 def update_frame(watch: int, seq: int, body: bytes) -> bytes:
@@ -280,15 +281,6 @@ def _body_fields(body: bytes) -> JsonObject:
         return {"body": body.decode()}
     except UnicodeDecodeError:
         return {"body": body.decode("latin-1"), "latin1": True}
-
-
-def _dumps(fields: JsonObject) -> bytes:
-    """orjson, or json for what orjson refuses (integers beyond 64 bits, which an event's value or
-    a query field may be)."""
-    try:
-        return orjson.dumps(fields)
-    except TypeError:
-        return json.dumps(fields, separators=(",", ":"), allow_nan=False).encode()
 
 
 # -- parsing ----------------------------------------------------------------------------------
