@@ -11,12 +11,15 @@ import tomllib
 import zoneinfo
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from datetime import date
 from pathlib import Path
 from typing import Any
 
 from arena.engine.periods import PeriodKind
+from arena.engine.schedule import CustomPeriod, EveryDays, EveryHours, OneOff
 from arena.engine.scoring import Aggregation, Order, Tie
 from arena.engine.spec import BoardSpec
+from arena.engine.times import MAX_MS, parse_rfc3339_ms
 from arena.errors import ConfigError
 
 JSON_SAFE = 2**53 - 1
@@ -351,8 +354,9 @@ def parse_board(name: str, table: object) -> BoardSpec:
     d = BoardSpec(name)
     kinds = [k.value for k in PeriodKind]
     periods = s.str_list("periods", ["alltime"])
-    if not periods:
-        raise s.fail("periods", "must name at least one period")
+    custom = _custom_periods(_Section(f"boards.{name}.custom_periods", s._get("custom_periods", {})))
+    if not periods and not custom:
+        raise s.fail("periods", "must name at least one period (or the board must have custom_periods)")
     for period in periods:
         if period not in kinds:
             raise s.fail("periods", f"{period!r} is not one of " + ", ".join(kinds))
@@ -379,9 +383,63 @@ def parse_board(name: str, table: object) -> BoardSpec:
         close_grace_ms=s.int("close_grace_seconds", 60, 0, 86_400 * 31) * 1000,
         max_future_skew_ms=s.int("max_future_skew_seconds", 30, 0, 86_400) * 1000,
         keep_closed=s.int("keep_closed", 3, 0, 10_000),
+        custom_periods=custom,
     )
     s.done()
     return spec
+
+
+_PERIOD_NAME = re.compile(r"^[a-z0-9_-]{1,32}$")
+_ANCHOR_DATE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
+_RULE_KEYS = ("every_days", "every_hours", "start")
+
+
+def _custom_periods(s: _Section) -> tuple[CustomPeriod, ...]:
+    """``[boards.NAME.custom_periods]``: each ``P`` a table (or JSON object) of one window rule."""
+    periods = []
+    for name in s.data:
+        if not isinstance(name, str) or not _PERIOD_NAME.match(name):
+            raise ConfigError(f"{s.name}.{name}: a period name is 1..32 of a-z, 0-9, '_', '-'")
+        if name in [kind.value for kind in PeriodKind]:
+            raise ConfigError(f"{s.name}.{name}: is a built-in period kind; name a custom period otherwise")
+        periods.append(CustomPeriod(name, _window_rule(_Section(f"{s.name}.{name}", s._get(name, None)))))
+    s.done()
+    return tuple(periods)
+
+
+def _window_rule(s: _Section) -> EveryDays | EveryHours | OneOff:
+    rules = [key for key in _RULE_KEYS if key in s.data]
+    if len(rules) != 1:
+        raise ConfigError(f"{s.name}: give exactly one of every_days (+ anchor), every_hours (+ anchor), start (+ end)")
+    rule: EveryDays | EveryHours | OneOff
+    if rules[0] == "every_days":
+        anchor = s.str("anchor")
+        try:
+            day = date.fromisoformat(anchor) if _ANCHOR_DATE.match(anchor) else None
+        except ValueError:
+            day = None
+        if day is None or day.year < 1970:
+            raise s.fail("anchor", 'must be a local date "YYYY-MM-DD" (1970 or later)')
+        rule = EveryDays(s.int("every_days", low=1, high=366), day)
+    elif rules[0] == "every_hours":
+        rule = EveryHours(s.int("every_hours", low=1, high=8784), _instant(s, "anchor"))
+    else:
+        rule = OneOff(_instant(s, "start"), _instant(s, "end"))
+        if rule.end_ms <= rule.start_ms:
+            raise s.fail("end", "must be after start")
+    s.done()
+    return rule
+
+
+def _instant(s: _Section, key: str) -> int:
+    text = s.str(key)
+    try:
+        ms = parse_rfc3339_ms(text)
+    except ValueError:
+        ms = -1
+    if not 0 <= ms < MAX_MS:
+        raise s.fail(key, 'must be an RFC 3339 time with an offset, "YYYY-MM-DDTHH:MM:SS+01:00" (1970 or later)')
+    return ms
 
 
 def _token_hash(s: _Section) -> str:

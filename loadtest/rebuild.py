@@ -129,7 +129,7 @@ async def measure(backend: JournalBackend, modes: list[str], repeats: int, profi
             if rep:
                 runs.append(run)
         assert engine is not None
-        digests[mode] = {f"{k.value}/{pid}": t.digest() for (k, pid), t in engine.tables.items()}
+        digests[mode] = {f"{k}/{pid}": t.digest() for (k, pid), t in engine.tables.items()}
         del engine
         rates = [r["events_per_s"] for r in runs]
         out[mode] = {"runs": runs, "digests": digests[mode],

@@ -94,7 +94,7 @@ class QuerySource:
             return None
         current = None
         if view.get("period_id") is None:  # a view of the current window follows the period
-            current = engine.calendar.window_at(queries.period_kind(view["period"]), self.arena.clock.now()).period_id
+            current = engine.schedule.current(queries.period_kind(handle.spec, view["period"]), self.arena.clock.now()).period_id
         return (id(engine), engine.last_seq, current)
 
     def evaluate(self, spec: ViewSpec) -> tuple[int, bytes] | str | None:

@@ -61,9 +61,11 @@ _TIME = {"type": "string", "format": "date-time", "description": "RFC 3339 UTC w
 _NULLABLE_TIME = {"type": ["string", "null"], "format": "date-time", "description": "null for the alltime table"}
 
 BOARD = _param("board", "path", _STRING, "a board of config.toml")
-PERIOD = _param("period", "path", {"type": "string", "enum": [k.value for k in PeriodKind]}, "the period kind")
+PERIOD = _param("period", "path", _STRING, "a period kind (" + ", ".join(PeriodKind) + ") or one of the board's custom periods")
 MEMBER = _param("member", "path", _STRING, "percent-encoded; may contain '/'")
-PERIOD_ID = _param("period_id", "query", _STRING, "a past table: 2026-12-02T13, 2026-12-02, 2026-W49, 2026-12 (default: the current one)")
+PERIOD_ID = _param("period_id", "query", _STRING, (
+    "a past table: 2026-12-02T13, 2026-12-02, 2026-W49, 2026-12, 2026; a custom period's 2026-01-05 or 2026-01-05T06Z"
+    " (default: the current one)"))
 RADIUS = _param("radius", "query", _int(0, MAX_RADIUS, 5), "neighbours on each side, clipped at both ends")
 ADMIN_HEADERS = "Authorization: Bearer <token> of an [[admins]] entry"
 

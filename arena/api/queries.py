@@ -15,7 +15,8 @@ from fractions import Fraction
 from arena.api import wire
 from arena.api.service import Arena
 from arena.api.wire import Body
-from arena.engine.periods import PeriodKind
+from arena.engine.periods import period_name
+from arena.engine.spec import BoardSpec
 from arena.engine.table import RankedTable
 from arena.engine.times import format_optional_ms
 from arena.errors import QueryError, invalid_request, not_found
@@ -26,11 +27,12 @@ MAX_MEMBERS = 1000
 MAX_AUDIT_LIMIT = 1000  # the admin audit route's limit
 
 
-def period_kind(period: str) -> PeriodKind:
-    try:
-        return PeriodKind(period)
-    except ValueError:
-        raise not_found("unknown_period", f"{period!r} is not a period (alltime, hourly, daily, weekly, monthly)") from None
+def period_kind(spec: BoardSpec, period: str) -> str:
+    """The board's period named ``period``: a built-in kind or one of its custom periods. Raises
+    QueryError unknown_period."""
+    if period not in spec.kinds:
+        raise not_found("unknown_period", f"board {spec.name!r} has no period {period!r} (it has {', '.join(spec.kinds)})")
+    return period_name(period)
 
 
 def view(arena: Arena, board: str, period: str, period_id: str | None) -> tuple[RankedTable, Body]:
@@ -39,7 +41,7 @@ def view(arena: Arena, board: str, period: str, period_id: str | None) -> tuple[
     same step as the table (no await between), and the caller reads the table before it awaits."""
     now = arena.clock.now()
     handle = arena.board(board)
-    table = handle.view(period_kind(period), period_id, now)
+    table = handle.view(period_kind(handle.spec, period), period_id, now)
     engine = handle.engine
     assert engine is not None  # the table was viewed
     return table, {**wire.table_fields(board, table, engine.window_closed(table.window, now)), "seq": engine.last_seq}
@@ -54,7 +56,7 @@ def table_fields(arena: Arena, board: str, table: RankedTable, now: int) -> Body
 
 
 def _member_missing(member: str, table: RankedTable) -> Exception:
-    return not_found("member_not_found", f"{member!r} has no entry in {table.window.kind.value} {table.window.period_id}")
+    return not_found("member_not_found", f"{member!r} has no entry in {table.window.kind} {table.window.period_id}")
 
 
 def check_range(name: str, value: int, low: int, high: int | None = None) -> int:
@@ -152,7 +154,7 @@ async def digest(arena: Arena, board: str, period: str, period_id: str | None) -
 def periods(arena: Arena, board: str, period: str) -> Body:
     """O(listed windows): retained windows are memoised between two closes (`retained_windows`)."""
     handle = arena.board(board)
-    kind = period_kind(period)
+    kind = period_kind(handle.spec, period)
     now = arena.clock.now()
     handle.view(kind, None, now)  # raises not_ready / unavailable / unknown_period
     engine = handle.engine
@@ -170,7 +172,7 @@ def periods(arena: Arena, board: str, period: str) -> Body:
             "size": len(table),
             "disputes": engine.disputes.get((kind, window.period_id), 0),
         })
-    return {"board": board, "period": kind.value, "periods": listed, "seq": engine.last_seq}
+    return {"board": board, "period": str(kind), "periods": listed, "seq": engine.last_seq}
 
 
 def boards(arena: Arena) -> Body:
@@ -179,7 +181,7 @@ def boards(arena: Arena) -> Body:
     for name, handle in arena.boards.items():
         spec = handle.spec
         tables = []
-        for kind in spec.periods:
+        for kind in spec.kinds:
             try:
                 table = handle.view(kind, None, now)
             except QueryError:  # loading or failed: list the board, not its tables

@@ -27,7 +27,7 @@ def table_fields(board: str, table: RankedTable, closed: bool) -> Body:
     window = table.window
     return {
         "board": board,
-        "period": window.kind.value,
+        "period": str(window.kind),
         "period_id": window.period_id,
         "start": format_optional_ms(window.start_ms),
         "end": format_optional_ms(window.end_ms),

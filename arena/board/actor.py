@@ -22,7 +22,6 @@ from arena.board.snapshots import Snapshotter
 from arena.board.state import BoardEvent, BoardState, BoardStates
 from arena.engine.board import BoardEngine
 from arena.engine.events import Event, Fingerprint, Reason, Result, Status, rejected
-from arena.engine.periods import PeriodKind
 from arena.engine.records import StoredEvent, VoidRecord
 from arena.engine.routing import Plan
 from arena.engine.spec import BoardSpec
@@ -100,7 +99,7 @@ class BoardHandle:
         self.mailbox.put(command)
         return await command.future
 
-    def view(self, kind: PeriodKind, period_id: str | None, now: int) -> RankedTable:
+    def view(self, kind: str, period_id: str | None, now: int) -> RankedTable:
         """The table a query names; raises QueryError (unavailable, not_ready, unknown_period...)."""
         if not self.answering:
             raise unavailable(self.name)
@@ -446,4 +445,4 @@ class BoardActor:
         remaining = [e for e in await self.journal.member_events(member) if e.seq not in voided]
         await self.journal.append(records)
         for window in engine.void(records, targets, remaining):
-            self.metrics.disputes.labels(self.handle.name, window.kind.value).inc()
+            self.metrics.disputes.labels(self.handle.name, str(window.kind)).inc()

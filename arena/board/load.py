@@ -39,7 +39,8 @@ from dataclasses import dataclass
 from arena.board.snapshots import record_at
 from arena.engine.board import SHORT_KINDS, BoardEngine, retained_by
 from arena.engine.loader import Loader
-from arena.engine.periods import PeriodKind, Window
+from arena.engine.periods import Window
+from arena.engine.routing import window_at
 from arena.engine.snapshot import SnapshotInvalid, decode, rejection
 from arena.engine.table import RankedTable
 from arena.errors import JournalError
@@ -81,7 +82,7 @@ async def load(
     snapshots: SnapshotStore | None = None,
     upto_seq: int | None = None,
     everything: bool = False,
-    on_ready: Callable[[frozenset[PeriodKind]], None] | None = None,
+    on_ready: Callable[[frozenset[str]], None] | None = None,
     fold: bool = True,
 ) -> LoadReport:
     """Load ``engine`` from ``journal`` as of ``now``, up to seq ``upto_seq`` (default: the
@@ -127,7 +128,7 @@ async def _replay(
     upto: int,
     now: int,
     everything: bool,
-    on_ready: Callable[[frozenset[PeriodKind]], None] | None,
+    on_ready: Callable[[frozenset[str]], None] | None,
     fold: bool,
 ) -> tuple[int, list[TableReport]]:
     """Fill ``engine`` (fresh, empty) with the journal up to seq ``upto``, in two passes, and
@@ -161,7 +162,8 @@ async def _replay(
         if on_ready:
             on_ready(frozenset(short))
     await _read(loader, journal, upto, None, since, fold)
-    tables = await _one_by_one(loader.finish(engine.calendar.window_at(kind, now) for kind in rest))
+    current = (window_at(engine.schedule, kind, now) for kind in rest)
+    tables = await _one_by_one(loader.finish(w for w in current if w is not None))
     reports += _reports(loader, tables, time.perf_counter() - pass_started)
     return loader.events, reports
 

@@ -87,7 +87,7 @@ class Snapshotter:
         board = engine.spec.name
         started = time.perf_counter()
         now = self.clock.now()
-        floors = {kind.value: floor for kind, floor in engine.retention_floors(now).items()}
+        floors = {str(kind): floor for kind, floor in engine.retention_floors(now).items()}
         disputes = dict(engine.disputes)
         freezes = [Freeze(table) for table in engine.tables.values()]  # all as of `seq`
         try:

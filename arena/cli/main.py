@@ -25,7 +25,7 @@ from arena.auth import RedactTokens, new_token, token_sha256
 from arena.board.clock import Clock
 from arena.cli.rebuild import rebuild_board, table_rows
 from arena.config import Config, load_config
-from arena.engine.periods import PeriodKind
+from arena.engine.periods import period_name
 from arena.engine.spec import BoardSpec
 from arena.engine.table import RankedTable
 from arena.engine.times import parse_rfc3339_ms
@@ -113,8 +113,8 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
             failed += 1
             continue
         rows = table_rows(spec, engine, report, now)
-        for (kind, period_id), (table, events, seconds) in sorted(rows.items(), key=lambda row: (row[0][0].value, row[0][1])):
-            print(f"{spec.name}\t{kind.value}\t{period_id}\t{events}\t{len(table)}\t{seconds:.3f}\t{table.digest()}", flush=True)
+        for (kind, period_id), (table, events, seconds) in sorted(rows.items(), key=lambda row: row[0]):
+            print(f"{spec.name}\t{kind}\t{period_id}\t{events}\t{len(table)}\t{seconds:.3f}\t{table.digest()}", flush=True)
         rate = report.events / report.seconds if report.seconds else 0.0
         print(f"# {spec.name}: {report.events} events in {report.seconds:.3f}s ({rate:,.0f} events/s)", file=sys.stderr, flush=True)
     return 1 if failed else 0
@@ -136,7 +136,7 @@ def _get(url: str) -> dict[str, Any]:
 
 def _first_difference(base: str, board: str, table: RankedTable, period_id: str) -> str:
     """Where the server's standings and the rebuilt ones first differ (server read in pages)."""
-    kind = table.window.kind.value
+    kind = table.window.kind
     rebuilt = table.entries()
     offset = 0
     while True:
@@ -161,20 +161,20 @@ def cmd_verify(args: argparse.Namespace) -> int:
     checked = 0
     for spec in _boards(config, args.board):
         served: list[dict[str, Any]] = []
-        for kind in spec.periods:
-            listing = _get(f"{base}/v1/boards/{spec.name}/{kind.value}/periods")
+        for kind in spec.kinds:
+            listing = _get(f"{base}/v1/boards/{spec.name}/{kind}/periods")
             for p in listing["periods"]:
                 query = urllib.parse.urlencode({"period_id": p["period_id"]})
-                served.append(_get(f"{base}/v1/boards/{spec.name}/{kind.value}/digest?{query}"))
+                served.append(_get(f"{base}/v1/boards/{spec.name}/{kind}/digest?{query}"))
         for seq in sorted({d["seq"] for d in served}):
             engine, _report = _run(partial(rebuild_board, config, spec, now=Clock().now(), upto_seq=seq, everything=True))
             for d in (d for d in served if d["seq"] == seq):
-                kind = PeriodKind(d["period"])
+                kind = period_name(d["period"])
                 table = engine.tables.get((kind, d["period_id"]))
                 if table is None:  # no event ever reached it
-                    table = RankedTable(engine.rule, engine.calendar.window_by_id(kind, d["period_id"]))
+                    table = RankedTable(engine.rule, engine.schedule.window_by_id(kind, d["period_id"]))
                 checked += 1
-                name = f"{spec.name}/{kind.value}/{d['period_id']} @ seq {seq}"
+                name = f"{spec.name}/{kind}/{d['period_id']} @ seq {seq}"
                 if table.digest() == d["sha256"]:
                     print(f"ok\t{name}\t{d['size']} entries\t{d['sha256']}", flush=True)
                     continue

@@ -118,9 +118,9 @@ async def _board(spec: BoardSpec, where: Sides, print_line: Callable[[str], None
         digests.append({key: table.digest() for key, (table, _events, _seconds) in table_rows(spec, engine, report, now).items()})
     source, target = digests
     equal = source == target
-    for kind, period_id in sorted(source.keys() | target.keys(), key=lambda k: (k[0].value, k[1])):
+    for kind, period_id in sorted(source.keys() | target.keys(), key=lambda k: (str(k[0]), k[1])):
         mine, theirs = source.get((kind, period_id), "-"), target.get((kind, period_id), "-")
-        print_line(f"{name}\t{kind.value}\t{period_id}\t{mine}\t{theirs}\t{'ok' if mine == theirs else 'MISMATCH'}")
+        print_line(f"{name}\t{kind}\t{period_id}\t{mine}\t{theirs}\t{'ok' if mine == theirs else 'MISMATCH'}")
     return equal
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from arena.board.load import LoadReport, load
 from arena.config import Config
 from arena.engine.board import BoardEngine
-from arena.engine.periods import PeriodKind
+from arena.engine.routing import TableKey
 from arena.engine.spec import BoardSpec
 from arena.engine.table import RankedTable
 from arena.journal import journal_backend
@@ -37,11 +37,11 @@ async def rebuild_board(
 
 def table_rows(
     spec: BoardSpec, engine: BoardEngine, report: LoadReport, now: int
-) -> dict[tuple[PeriodKind, str], tuple[RankedTable, int, float]]:
+) -> dict[TableKey, tuple[RankedTable, int, float]]:
     """What `arena rebuild` prints of a rebuilt board: (table, events replayed, seconds) by
     (kind, period_id), for every table the server lists, those no event reached (size 0) included."""
     rows = {(t.table.window.kind, t.table.window.period_id): (t.table, t.events, t.seconds) for t in report.tables}
-    for kind in spec.periods:
+    for kind in spec.kinds:
         for table in engine.listed_tables(kind, now):
             rows.setdefault((kind, table.window.period_id), (table, 0, 0.0))
     return rows

@@ -18,9 +18,9 @@ from contextlib import contextmanager
 from typing import TypeVar
 
 from arena.engine.events import Fingerprint, Reason, Result, Status, instant, rejected, value_rule
-from arena.engine.periods import Calendar, PeriodKind, UnknownPeriod, Window
+from arena.engine.periods import PeriodKind, UnknownPeriod, Window
 from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
-from arena.engine.routing import NO_MARKER, Intake, Plan, Route, Routed, Router, TableKey
+from arena.engine.routing import NO_MARKER, Intake, Plan, Route, Routed, Router, TableKey, window_at
 from arena.engine.scoring import ScoringRule, State, Update
 from arena.engine.spec import BoardSpec
 from arena.engine.table import RankedTable
@@ -35,7 +35,7 @@ SHORT_KINDS = (PeriodKind.HOURLY, PeriodKind.DAILY, PeriodKind.WEEKLY)
 """The kinds whose current tables load (and answer) first after a restart."""
 
 
-def retained_by(floors: Mapping[PeriodKind, int | None]) -> Callable[[Window], bool]:
+def retained_by(floors: Mapping[str, int | None]) -> Callable[[Window], bool]:
     """Whether a window's table is retained under ``floors`` (`BoardEngine.retention_floors`), as
     a replay loads them: alltime, and windows that start at or after their kind's floor."""
     def retained(window: Window) -> bool:
@@ -50,20 +50,20 @@ class BoardEngine:
     def __init__(self, spec: BoardSpec, last_seq: int = 0) -> None:
         self.spec = spec
         self.rule = ScoringRule.for_board(spec.aggregation, spec.order, spec.tie)
-        self.calendar = Calendar(spec.timezone)
-        self.kinds = spec.periods
+        self.schedule = spec.schedule()
+        self.kinds = self.schedule.kinds
         self.tables: dict[TableKey, RankedTable] = {}
         self.markers: dict[TableKey, CloseRecord] = {}
         self.disputes: dict[TableKey, int] = {}
-        self.ready: frozenset[PeriodKind] = frozenset()
+        self.ready: frozenset[str] = frozenset()
         """The kinds whose tables readers may see (`view`); set only by `publish` and `unpublish`."""
         self.ready_windows: frozenset[Window] = frozenset()
         """Tables readers may see ahead of their kind (a replay's current short tables)."""
         self.last_seq = last_seq
-        self.router = Router(self.calendar, self.kinds, self._marker_seq)
+        self.router = Router(self.schedule, self.kinds, self._marker_seq)
         """Routes journaled records (replay, voids) by the markers installed here."""
         self._in_flight: list[Plan] = []  # decided, neither committed nor refused; oldest first
-        self._retained: dict[PeriodKind, list[Window]] = {}  # see `retained_windows`
+        self._retained: dict[str, list[Window]] = {}  # see `retained_windows`
 
     def _marker_seq(self, key: TableKey) -> float:
         marker = self.markers.get(key)
@@ -71,7 +71,7 @@ class BoardEngine:
 
     # -- readers ---------------------------------------------------------------------------
 
-    def publish(self, seq: int, kinds: Iterable[PeriodKind], windows: Iterable[Window] = ()) -> None:
+    def publish(self, seq: int, kinds: Iterable[str], windows: Iterable[Window] = ()) -> None:
         """Let readers see the tables of ``kinds`` (every window) and of ``windows`` (ahead of
         their kind) as the journal up to ``seq``, which answers then report: the one rule for
         publishing a board's tables (DESIGN.md, "Never stale"). Call only when those tables hold
@@ -111,16 +111,15 @@ class BoardEngine:
         return key in self.markers
 
     def next_deadline(self, now: int) -> int | None:
-        """The next instant the actor must wake for: a close moment or a window start."""
+        """The next instant the actor must wake for: a close moment or a window start (or end)."""
         moments: list[int] = []
         for table in self.tables.values():
             moment = self.close_moment(table.window)
             if moment is not None and table.closed_seq is None:
                 moments.append(moment)
         for kind in self.kinds:
-            end = self.calendar.window_at(kind, now).end_ms
-            if end is not None:
-                moments.append(end)
+            window = self.schedule.current(kind, now)
+            moments.extend(edge for edge in (window.start_ms, window.end_ms) if edge is not None and edge > now)
         return min(moments) if moments else None
 
     # -- live path ---------------------------------------------------------------------------
@@ -229,8 +228,8 @@ class BoardEngine:
             if table.closed and floor is not None and (table.window.start_ms or 0) < floor:
                 del self.tables[key]
         for kind in self.ready:
-            window = self.calendar.window_at(kind, now)
-            if (kind, window.period_id) not in self.markers:
+            window = window_at(self.schedule, kind, now)
+            if window is not None and (kind, window.period_id) not in self.markers:
                 self._table(window)
 
     # -- voids -------------------------------------------------------------------------------
@@ -275,16 +274,17 @@ class BoardEngine:
     # -- queries -------------------------------------------------------------------------------
 
     def _before(self, window: Window) -> Window | None:
-        """The window before ``window``, or None at the calendar's start (1970)."""
+        """The window before ``window``, or None at the calendar's start (1970) or before a
+        custom period's first window."""
         try:
-            return self.calendar.previous(window)
+            return self.schedule.previous(window)
         except ValueError:
             return None
 
-    def open_windows(self, kind: PeriodKind, now: int) -> list[Window]:
-        """The current window of a kind and the earlier ones still in their grace, newest first.
-        O(windows in grace): one or two unless the grace outlasts a window."""
-        window = self.calendar.window_at(kind, now)
+    def open_windows(self, kind: str, now: int) -> list[Window]:
+        """The current window of a kind (`Schedule.current`) and the earlier ones still in their
+        grace, newest first. O(windows in grace): one or two unless the grace outlasts a window."""
+        window = self.schedule.current(kind, now)
         if window.start_ms is None:
             return [window]
         windows = [window]
@@ -294,7 +294,7 @@ class BoardEngine:
             before = self._before(before)
         return windows
 
-    def retained_windows(self, kind: PeriodKind, now: int) -> list[Window]:
+    def retained_windows(self, kind: str, now: int) -> list[Window]:
         """The last ``keep_closed`` closed windows of a kind, newest first; fewer near the
         calendar's start (1970). Memoised per kind until a newer window closes, so a query pays
         O(windows in grace); the first call after a close pays O(keep_closed)."""
@@ -314,23 +314,23 @@ class BoardEngine:
         self._retained[kind] = retained
         return retained
 
-    def retention_floor(self, kind: PeriodKind, now: int) -> int | None:
+    def retention_floor(self, kind: str, now: int) -> int | None:
         """Start of the oldest window of a kind still queryable: every open window, then the
         last ``keep_closed`` closed ones. None for alltime. Cost: `retained_windows`."""
         oldest = (self.retained_windows(kind, now) or self.open_windows(kind, now))[-1]
         return oldest.start_ms
 
-    def retention_floors(self, now: int) -> dict[PeriodKind, int | None]:
+    def retention_floors(self, now: int) -> dict[str, int | None]:
         """`retention_floor` of every kind of the board."""
         return {kind: self.retention_floor(kind, now) for kind in self.kinds}
 
-    def listed_windows(self, kind: PeriodKind, now: int) -> list[Window]:
+    def listed_windows(self, kind: str, now: int) -> list[Window]:
         """Open and retained windows of a kind, newest first (the periods route): tables of
         windows after the current one (a clock moved back) too. O(listed windows + tables)."""
-        current = self.calendar.window_at(kind, now)
+        current = self.schedule.current(kind, now)
         if current.start_ms is None:
             return [current]
-        later = {t.window for k, t in self.tables.items() if k[0] is kind and (t.window.start_ms or 0) > current.start_ms}
+        later = {t.window for k, t in self.tables.items() if k[0] == kind and (t.window.start_ms or 0) > current.start_ms}
         return sorted(later, key=lambda w: w.start_ms or 0, reverse=True) + self.open_windows(kind, now) + self.retained_windows(kind, now)
 
     def window_closed(self, window: Window, now: int) -> bool:
@@ -339,22 +339,23 @@ class BoardEngine:
         moment = self.close_moment(window)
         return moment is not None and now >= moment
 
-    def view(self, kind: PeriodKind, period_id: str | None, now: int) -> RankedTable:
-        """The table a query names (current window when ``period_id`` is None).
+    def view(self, kind: str, period_id: str | None, now: int) -> RankedTable:
+        """The table a query names (`Schedule.current` when ``period_id`` is None).
 
         Raises QueryError: unknown_period, period_not_retained, not_ready. O(keep_closed).
         """
         if kind not in self.kinds:
-            raise not_found("unknown_period", f"board {self.spec.name!r} has no {kind.value} table")
+            raise not_found("unknown_period", f"board {self.spec.name!r} has no {kind} table")
         if not self.ready and not self.ready_windows:
             raise not_ready(self.spec.name)
+        current = self.schedule.current(kind, now)
         if period_id is None:
-            window = self.calendar.window_at(kind, now)
+            window = current
         else:
             try:
-                window = self.calendar.window_by_id(kind, period_id)
+                window = self.schedule.window_by_id(kind, period_id)
             except UnknownPeriod as exc:
-                raise not_found("unknown_period", f"{period_id!r} is not a {kind.value} period id") from exc
+                raise not_found("unknown_period", f"{period_id!r} is not a {kind} period id") from exc
         if kind not in self.ready and window not in self.ready_windows:
             raise not_ready(self.spec.name)
         key = (kind, window.period_id)
@@ -362,13 +363,13 @@ class BoardEngine:
         if table is not None:
             return table
         floor = self.retention_floor(kind, now)
-        if window.start_ms is not None and window.start_ms > now:
-            raise not_found("unknown_period", f"{kind.value} period {window.period_id} has not begun")
+        if window.start_ms is not None and window.start_ms > now and window != current:
+            raise not_found("unknown_period", f"{kind} period {window.period_id} has not begun")
         if floor is not None and window.start_ms is not None and window.start_ms < floor:
-            raise not_found("period_not_retained", f"{kind.value} period {window.period_id} is no longer retained")
+            raise not_found("period_not_retained", f"{kind} period {window.period_id} is no longer retained")
         return self._empty_table(window, now)
 
-    def listed_tables(self, kind: PeriodKind, now: int) -> list[RankedTable]:
+    def listed_tables(self, kind: str, now: int) -> list[RankedTable]:
         """The tables of `listed_windows`, an empty one for a window no event reached: what the
         periods route lists and `arena rebuild` prints. Raises QueryError not_ready until every
         table of the kind is published. O(listed windows)."""
@@ -412,7 +413,7 @@ def _decide(
         marker = markers.get(key) or closing.get(key) or closing_ahead.get(key)
         return NO_MARKER if marker is None else marker.seq
 
-    router = Router(board.calendar, board.kinds, marker_seq)
+    router = Router(board.schedule, board.kinds, marker_seq)
 
     def add_marker(window: Window, moment: int) -> None:
         plan.last_seq += 1
@@ -477,6 +478,10 @@ def _decide(
             if received_at != routed_at or route is None or not route.start <= event.occurred_at < route.end:
                 route, windows = open_windows(event.occurred_at, received_at)
                 routed_at = received_at
+            if route.outside:
+                results.append(rejected(key, Reason.OUTSIDE_WINDOW, (
+                    f"occurred_at: no period of board {spec.name!r} has a window containing {instant(event.occurred_at)}")))
+                continue
             if not windows:
                 results.append(rejected(key, Reason.PERIOD_CLOSED,
                                         f"occurred_at: every period containing {instant(event.occurred_at)} is closed"))

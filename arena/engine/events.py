@@ -40,6 +40,7 @@ class Reason(StrEnum):
     IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
     VALUE_OUT_OF_RANGE = "value_out_of_range"
     OCCURRED_IN_FUTURE = "occurred_in_future"
+    OUTSIDE_WINDOW = "outside_window"
     PERIOD_CLOSED = "period_closed"
     UNAVAILABLE = "unavailable"
 

@@ -1,9 +1,9 @@
-"""Period windows: which hourly, daily, weekly and monthly table an instant belongs to.
+"""Period windows: which hourly, daily, weekly, monthly and yearly table an instant belongs to.
 
 A board's windows are aligned in its IANA timezone and half-open, ``[start_ms, end_ms)``. One rule
 defines all of them, DST included: the window of a local unit (an hour, a date, an ISO week from
 Monday 00:00, a month) starts at the first instant at which the local wall clock reads at least the
-unit's first local time, and ends where the next unit starts. Consequences:
+unit's first local time, and ends where the next unit starts (a year starts on January 1st). Consequences:
 
 - where local midnight does not exist (a jump at 00:00), the day starts when the clock jumps;
 - a repeated local hour (clocks going back) is one hourly window of two hours — it ends at the
@@ -33,7 +33,7 @@ from zoneinfo import ZoneInfo
 
 from arena.engine.times import MAX_MS
 
-__all__ = ["Calendar", "PeriodKind", "UnknownPeriod", "Window"]
+__all__ = ["Calendar", "PeriodKind", "UnknownPeriod", "Window", "period_name"]
 
 
 class PeriodKind(StrEnum):
@@ -42,16 +42,26 @@ class PeriodKind(StrEnum):
     DAILY = "daily"
     WEEKLY = "weekly"
     MONTHLY = "monthly"
+    YEARLY = "yearly"
 
 
 @dataclass(frozen=True, slots=True)
 class Window:
-    """One window of one period kind: the span of one table. Compare with ``==``."""
+    """One window of one period kind: the span of one table. Compare with ``==``.
 
-    kind: PeriodKind
-    period_id: str  # "alltime", "2026-12-02T13", "2026-12-02", "2026-W49", "2026-12"
+    ``kind`` is a `PeriodKind` for the built-in kinds and the period's name for a board's custom
+    period (`arena.engine.schedule`); both are ``str``, so either compares and hashes as its name."""
+
+    kind: str
+    period_id: str  # "alltime", "2026-12-02T13", "2026-12-02", "2026-W49", "2026-12", "2026"
     start_ms: int | None  # inclusive; None for alltime
     end_ms: int | None  # exclusive; None for alltime
+
+
+def period_name(name: str) -> str:
+    """A period named in a request or read back from a store: its `PeriodKind` for a built-in
+    kind, else the name itself (a board's custom period)."""
+    return _KINDS.get(name, name)
 
 
 class UnknownPeriod(ValueError):
@@ -76,11 +86,13 @@ _HOURLY_ID = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2})", re.ASCII
 _DAILY_ID = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})", re.ASCII)
 _WEEKLY_ID = re.compile(r"([0-9]{4})-W([0-9]{2})", re.ASCII)
 _MONTHLY_ID = re.compile(r"([0-9]{4})-([0-9]{2})", re.ASCII)
+_YEARLY_ID = re.compile(r"([0-9]{4})", re.ASCII)
 _ID_PATTERNS: Final = {
     PeriodKind.HOURLY: _HOURLY_ID,
     PeriodKind.DAILY: _DAILY_ID,
     PeriodKind.WEEKLY: _WEEKLY_ID,
     PeriodKind.MONTHLY: _MONTHLY_ID,
+    PeriodKind.YEARLY: _YEARLY_ID,
 }
 
 
@@ -99,7 +111,9 @@ def _unit_containing(kind: PeriodKind, local: datetime) -> datetime:
         return datetime(local.year, local.month, local.day)
     if kind is PeriodKind.WEEKLY:
         return datetime(local.year, local.month, local.day) - timedelta(days=local.weekday())
-    return datetime(local.year, local.month, 1)
+    if kind is PeriodKind.MONTHLY:
+        return datetime(local.year, local.month, 1)
+    return datetime(local.year, 1, 1)
 
 
 def _step(kind: PeriodKind, unit: datetime, n: int) -> datetime:
@@ -111,6 +125,8 @@ def _step(kind: PeriodKind, unit: datetime, n: int) -> datetime:
             return unit + n * _ONE_DAY
         if kind is PeriodKind.WEEKLY:
             return unit + n * _ONE_WEEK
+        if kind is PeriodKind.YEARLY:
+            return datetime(unit.year + n, 1, 1)
         months = unit.year * 12 + unit.month - 1 + n
         return datetime(months // 12, months % 12 + 1, 1)
     except (OverflowError, ValueError) as exc:
@@ -131,7 +147,9 @@ def _period_id(kind: PeriodKind, unit: datetime) -> str:
     if kind is PeriodKind.WEEKLY:
         iso = unit.isocalendar()
         return f"{iso.year}-W{_TWO_DIGITS[iso.week]}"
-    return f"{unit.year}-{_TWO_DIGITS[unit.month]}"
+    if kind is PeriodKind.MONTHLY:
+        return f"{unit.year}-{_TWO_DIGITS[unit.month]}"
+    return str(unit.year)
 
 
 def _parse_period_id(kind: PeriodKind, period_id: str) -> datetime:
@@ -150,6 +168,8 @@ def _parse_period_id(kind: PeriodKind, period_id: str) -> datetime:
         if kind is PeriodKind.WEEKLY:
             monday = date.fromisocalendar(fields[0], fields[1], 1)
             return datetime(monday.year, monday.month, monday.day)
+        if kind is PeriodKind.YEARLY:
+            return datetime(fields[0], 1, 1)
         return datetime(fields[0], fields[1], 1)
     except ValueError as exc:
         raise UnknownPeriod(f"no such {kind} period: {period_id!r}") from exc
@@ -213,7 +233,7 @@ class Calendar:
         """The window of ``kind`` named ``period_id``, as written in answers and table names.
 
         Ids are strict: ``alltime``, ``2026-12-02T13``, ``2026-12-02``, ``2026-W49`` (ISO year and
-        week), ``2026-12``. Raises :class:`UnknownPeriod` for a malformed id, an id of another kind,
+        week), ``2026-12``, ``2026``. Raises :class:`UnknownPeriod` for a malformed id, an id of another kind,
         an unreal date or ISO week, a year outside 1970..9999, a skipped local hour or day, and the
         unsupported last window of each kind. Cost: a dict lookup for an id asked recently,
         otherwise a regex match and a few µs.
@@ -285,6 +305,17 @@ class Calendar:
             return self._window(kind, after, start, end)
         except _OutOfRange as exc:
             raise ValueError(f"no {kind} window after {window.period_id}") from exc
+
+    def day_start(self, day: date) -> int:
+        """The first instant (epoch ms) at which the local clock reads ``day`` 00:00 or later: where
+        a daily window starts, whether or not that day is skipped. Raises ``ValueError`` outside
+        the supported years. Cost: a dict lookup for a day asked recently, else a few µs."""
+        if not _MIN_YEAR <= day.year <= _MAX_YEAR:
+            raise ValueError(f"day {day} is outside the supported years")
+        try:
+            return self._first_instant(datetime(day.year, day.month, day.day))
+        except _OutOfRange as exc:
+            raise ValueError(f"day {day} is outside the supported years") from exc
 
     # -- internals ----------------------------------------------------------------------------
 

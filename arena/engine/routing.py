@@ -1,12 +1,13 @@
 """The routing rule, written once, and the plan a live decision makes by it.
 
 Routing rule: a score record applies to the window of each period kind that holds its
-``occurred_at``, unless that window's close marker has a smaller seq. A window the calendar
-cannot name (the first hours of 1970 on a board west of UTC; it closed decades before any event
-can arrive) takes nothing. `Route.windows` is that rule; the live path (`BoardEngine.decide`), the replay
-(`Router.routed`, for `arena.engine.loader.Loader` and a snapshot's tail) and a void's recompute
-all call it, so a rebuild equals the live tables. Whenever the live path finds a window closed by the clock, it journals the marker first,
-so a replay never needs the clock or today's grace.
+``occurred_at``, unless that window's close marker has a smaller seq. Where a period has no
+window (a custom period's gaps; the first hours of 1970 on a board west of UTC, which the calendar
+cannot name and which closed decades before any event can arrive) it takes nothing.
+`Route.windows` is that rule; the live path (`BoardEngine.decide`), the replay (`Router.routed`,
+for `arena.engine.loader.Loader` and a snapshot's tail) and a void's recompute all call it, so a
+rebuild equals the live tables. Whenever the live path finds a window closed by the clock, it
+journals the marker first, so a replay never needs the clock or today's grace.
 
 A `Plan` is what the live decision (`BoardEngine.decide`, validation steps 4-8 of a drained
 batch) makes of a batch: results and records to journal, and the windows each record takes.
@@ -19,10 +20,12 @@ from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from arena.engine.events import Event, Fingerprint, Result
-from arena.engine.periods import Calendar, PeriodKind, Window
+from arena.engine.periods import Window
 from arena.engine.records import CloseRecord, Record
+from arena.engine.schedule import Schedule
 
-TableKey = tuple[PeriodKind, str]
+TableKey = tuple[str, str]
+"""(period name, period_id): one table of a board."""
 NO_MARKER = math.inf
 """The marker seq of a window that has no close marker: every record applies to it."""
 
@@ -31,12 +34,16 @@ class Route:
     """The windows of every kind that hold the instants in ``[start, end)``, each with the seq of
     its close marker (`NO_MARKER` without one)."""
 
-    __slots__ = ("start", "end", "legs", "first_marker", "_all", "_last_marker", "_after")
+    __slots__ = ("start", "end", "legs", "outside", "first_marker", "_all", "_last_marker", "_after")
 
-    def __init__(self, start: float, end: float, legs: tuple[tuple[Window, float], ...]) -> None:
+    def __init__(self, start: float, end: float, legs: tuple[tuple[Window, float], ...], outside: bool = False) -> None:
         self.start = start
         self.end = end
         self.legs = legs
+        self.outside = outside
+        """Validation rule 7's first half: no window of any of the board's periods holds these
+        instants (`outside_window`). A window that holds them but cannot be named is not outside:
+        it has no leg, as if closed."""
         markers = [marker for _window, marker in legs]
         self._all = tuple(window for window, _marker in legs)
         self.first_marker = min(markers, default=NO_MARKER)
@@ -68,12 +75,12 @@ class Router:
     """Routes of instants for one board, given where its close markers stand. Keeps the last few
     routes: events mostly share their windows. Call `forget` when a marker is added."""
 
-    __slots__ = ("calendar", "kinds", "marker_seq", "_recent")
+    __slots__ = ("schedule", "kinds", "marker_seq", "_recent")
 
     _KEEP = 8
 
-    def __init__(self, calendar: Calendar, kinds: Sequence[PeriodKind], marker_seq: Callable[[TableKey], float]) -> None:
-        self.calendar = calendar
+    def __init__(self, schedule: Schedule, kinds: Sequence[str], marker_seq: Callable[[TableKey], float]) -> None:
+        self.schedule = schedule
         self.kinds = tuple(kinds)
         self.marker_seq = marker_seq
         self._recent: list[Route] = []
@@ -85,17 +92,23 @@ class Router:
                 return route
         legs = []
         start, end = -math.inf, math.inf
+        unnamed = False
         for kind in self.kinds:
-            window = window_at(self.calendar, kind, occurred_at)
+            window = window_at(self.schedule, kind, occurred_at)
             if window is None:
-                start = end = occurred_at  # an empty span: this route is not reused
+                gap = self.schedule.gap_at(kind, occurred_at)
+                if gap is None:
+                    unnamed = True
+                    start = end = occurred_at  # an empty span: this route is not reused
+                else:
+                    start, end = max(start, gap[0]), min(end, gap[1])
                 continue
             if window.start_ms is not None and window.start_ms > start:
                 start = window.start_ms
             if window.end_ms is not None and window.end_ms < end:
                 end = window.end_ms
             legs.append((window, self.marker_seq((kind, window.period_id))))
-        route = Route(start, end, tuple(legs))
+        route = Route(start, end, tuple(legs), outside=not legs and not unnamed)
         self._recent.insert(0, route)
         del self._recent[self._KEEP :]
         return route
@@ -120,11 +133,11 @@ class Router:
         self._recent.clear()
 
 
-def window_at(calendar: Calendar, kind: PeriodKind, ms: int) -> Window | None:
-    """The window of ``kind`` holding the instant ``ms``, or None when the calendar cannot name
-    it (see the module docstring). O(1) usually."""
+def window_at(schedule: Schedule, kind: str, ms: int) -> Window | None:
+    """The window of ``kind`` holding the instant ``ms``, or None where there is none (see the
+    module docstring). O(1) usually."""
     try:
-        return calendar.window_at(kind, ms)
+        return schedule.window_at(kind, ms)
     except ValueError:
         return None
 

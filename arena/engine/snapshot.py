@@ -26,7 +26,7 @@ from typing import Generic, Protocol, TypeVar
 
 import orjson
 
-from arena.engine.periods import PeriodKind, Window
+from arena.engine.periods import Window, period_name
 from arena.engine.records import CloseRecord, Record, ScoreRecord
 from arena.engine.routing import TableKey
 
@@ -89,7 +89,7 @@ def record_identity(record: Record) -> str:
     if isinstance(record, ScoreRecord):
         return "event " + record.event.idempotency_key
     if isinstance(record, CloseRecord):
-        return f"close {record.window.kind.value}/{record.window.period_id}"
+        return f"close {record.window.kind}/{record.window.period_id}"
     return "void " + record.idempotency_key
 
 
@@ -113,7 +113,7 @@ def encode(snapshot: Snapshot[TableSource], body: list[bytes]) -> Iterator[None]
         entry_pieces = entries[0] + entries[1]
         key_pieces = None if keys is None else keys[0] + keys[1]
         tables.append({
-            "kind": table.window.kind.value, "period_id": table.window.period_id,
+            "kind": table.window.kind, "period_id": table.window.period_id,
             "start_ms": table.window.start_ms, "end_ms": table.window.end_ms, "count": count,
             "entries_bytes": _size(entry_pieces), "keys_bytes": None if key_pieces is None else _size(key_pieces),
         })
@@ -122,7 +122,7 @@ def encode(snapshot: Snapshot[TableSource], body: list[bytes]) -> Iterator[None]
             sections += key_pieces
     header = orjson.dumps({
         "board": snapshot.board, "definition": snapshot.definition, "seq": snapshot.seq, "record": snapshot.record,
-        "floors": snapshot.floors, "disputes": [[k.value, p, n] for (k, p), n in snapshot.disputes.items()],
+        "floors": snapshot.floors, "disputes": [[str(k), p, n] for (k, p), n in snapshot.disputes.items()],
         "tables": tables,
     })
     body += [struct.pack("<I", len(header)), header, *sections]
@@ -156,14 +156,14 @@ def decode(data: bytes) -> Snapshot[TableImage]:
         at = 4 + size
         images = []
         for t in header["tables"]:
-            window = Window(PeriodKind(t["kind"]), t["period_id"], t["start_ms"], t["end_ms"])
+            window = Window(period_name(t["kind"]), t["period_id"], t["start_ms"], t["end_ms"])
             entries, at = _split(body, at, t["count"], t["entries_bytes"])
             keys = None
             if t["keys_bytes"] is not None:
                 raw, at = _split(body, at, t["count"], t["keys_bytes"])
                 keys = [k.decode("utf-8", "surrogatepass") for k in raw]
             images.append(TableImage(window, entries, keys))
-        disputes = {(PeriodKind(kind), period_id): int(n) for kind, period_id, n in header["disputes"]}
+        disputes = {(period_name(kind), period_id): int(n) for kind, period_id, n in header["disputes"]}
         return Snapshot(header["board"], header["definition"], int(header["seq"]), header["record"],
                         dict(header["floors"]), disputes, images)
     except (KeyError, ValueError, TypeError, struct.error) as exc:  # a checksum holding over a bad body: a bug
@@ -200,7 +200,7 @@ def _split(body: memoryview, at: int, count: int, size: int) -> tuple[list[bytes
 
 
 def rejection(
-    snapshot: Snapshot[TableImage], board: str, definition: str, record_at_seq: str | None, floors: Mapping[PeriodKind, int | None]
+    snapshot: Snapshot[TableImage], board: str, definition: str, record_at_seq: str | None, floors: Mapping[str, int | None]
 ) -> str | None:
     """Why a start may not use ``snapshot`` (None: it may), given the board, its definition text
     today, the identity of the journal's record at the snapshot's seq (None: the journal has no
@@ -214,10 +214,10 @@ def rejection(
     if record_at_seq != snapshot.record:
         return f"the journal holds another record at its seq {snapshot.seq} ({record_at_seq!r}, not {snapshot.record!r})"
     for kind, floor in floors.items():
-        if kind.value not in snapshot.floors:
-            return f"it holds no {kind.value} tables"
-        kept = snapshot.floors[kind.value]
+        if kind not in snapshot.floors:
+            return f"it holds no {kind} tables"
+        kept = snapshot.floors[kind]
         if floor is not None and kept is not None and floor < kept:
-            return f"keep_closed retains {kind.value} tables older than it holds"
+            return f"keep_closed retains {kind} tables older than it holds"
     return None
 

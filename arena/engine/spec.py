@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from arena.engine.periods import PeriodKind
+from arena.engine.schedule import CustomPeriod, Schedule
 from arena.engine.scoring import Aggregation, Order, Tie
 
 
@@ -23,13 +24,26 @@ class BoardSpec:
     close_grace_ms: int = 60_000
     max_future_skew_ms: int = 30_000
     keep_closed: int = 3
+    custom_periods: tuple[CustomPeriod, ...] = ()
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """Every period of the board by name: its built-in kinds, then its custom periods."""
+        return (*self.periods, *(c.name for c in self.custom_periods))
+
+    def schedule(self) -> Schedule:
+        """The windows of every period of the board."""
+        return Schedule(self.timezone, self.periods, self.custom_periods)
 
     def definition(self) -> dict[str, object]:
         """What the journal stores and start-up compares: changing it needs a new board name."""
-        return {
+        definition: dict[str, object] = {
             "aggregation": self.aggregation.value,
             "order": self.order.value,
             "tie": self.tie.value,
             "timezone": self.timezone,
             "periods": sorted(kind.value for kind in self.periods),
         }
+        if self.custom_periods:  # absent otherwise: a board defined before custom periods keeps its definition
+            definition["custom_periods"] = {c.name: c.definition() for c in self.custom_periods}
+        return definition

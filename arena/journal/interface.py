@@ -16,7 +16,7 @@ import orjson
 from prometheus_client import CollectorRegistry
 
 from arena.engine.events import Event, Fingerprint
-from arena.engine.periods import PeriodKind, Window
+from arena.engine.periods import Window, period_name
 from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
 from arena.engine.routing import ScoreRow as ScoreRow  # re-exported: the journals scan these
 from arena.engine.scoring import Aggregation, FoldRow, Order, Tie
@@ -256,14 +256,14 @@ tie_rule, closed_at, closed_seq), the columns of ``board_period``."""
 
 def marker_row(spec: BoardSpec, marker: CloseRecord) -> MarkerRow:
     w = marker.window
-    return (f"{w.kind.value}/{w.period_id}", w.kind.value, w.period_id, w.start_ms, w.end_ms,
+    return (f"{w.kind}/{w.period_id}", str(w.kind), w.period_id, w.start_ms, w.end_ms,
             spec.aggregation.value, spec.tie.value, marker.closed_at, marker.seq)
 
 
 def close_record(row: Sequence[Any]) -> CloseRecord:
     """A marker read back as (period, period_id, period_start, period_end, closed_at, closed_seq)."""
     period, period_id, start, end, closed_at, seq = row
-    return CloseRecord(seq, Window(PeriodKind(period), period_id, start, end), closed_at)
+    return CloseRecord(seq, Window(period_name(period), period_id, start, end), closed_at)
 
 
 def stored_event(row: Sequence[Any]) -> StoredEvent:

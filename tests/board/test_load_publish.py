@@ -19,7 +19,7 @@ from arena.board.load import load
 from arena.board.snapshots import Snapshotter
 from arena.engine.board import BoardEngine
 from arena.engine.events import Event
-from arena.engine.periods import PeriodKind
+from arena.engine.periods import PeriodKind, period_name
 from arena.engine.records import ScoreRecord
 from arena.engine.spec import BoardSpec
 from arena.engine.table import RankedTable
@@ -63,8 +63,8 @@ class Reader:
 
     def ask_all(self) -> None:
         engine = self.engine
-        names: list[tuple[PeriodKind, str | None]] = [(kind, None) for kind in engine.kinds]
-        names += [(PeriodKind(kind), period_id) for kind, period_id in self.oracle.windows]
+        names: list[tuple[str, str | None]] = [(kind, None) for kind in engine.kinds]
+        names += [(period_name(kind), period_id) for kind, period_id in self.oracle.windows]
         for kind, period_id in names:
             try:
                 table = engine.view(kind, period_id, self.now)
@@ -76,8 +76,8 @@ class Reader:
                 continue
             seq = engine.last_seq  # read with the table, as `arena.api.queries.view` does
             window = table.window
-            want = self.at(seq).get((window.kind.value, window.period_id), [])
-            assert engine_rows(table) == want, (kind.value, window.period_id, seq)
+            want = self.at(seq).get((str(window.kind), window.period_id), [])
+            assert engine_rows(table) == want, (kind, window.period_id, seq)
             self.answers += 1
 
     async def during(self, loading: Awaitable[Any]) -> None:

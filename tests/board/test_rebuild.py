@@ -90,7 +90,7 @@ async def replay_journal(store: Store, spec: BoardSpec, now: int, **kw: Any) -> 
         await journal.close()
 
 
-def digests(engine: BoardEngine) -> dict[tuple[PeriodKind, str], str]:
+def digests(engine: BoardEngine) -> dict[tuple[str, str], str]:
     return {key: t.digest() for key, t in engine.tables.items()}
 
 
@@ -432,9 +432,9 @@ async def test_current_short_tables_answer_after_reading_only_their_events_and_e
     journal = CountingJournal()
     await journal.append(h.journals["b"])
     engine = BoardEngine(spec)
-    seen: list[tuple[frozenset[PeriodKind], int, list[str]]] = []
+    seen: list[tuple[frozenset[str], int, list[str]]] = []
 
-    def on_ready(kinds: frozenset[PeriodKind]) -> None:
+    def on_ready(kinds: frozenset[str]) -> None:
         daily = engine.view(PeriodKind.DAILY, None, now)
         seen.append((kinds, journal.rows_read, [e.member for e in daily.entries()]))
 
@@ -539,7 +539,7 @@ async def test_a_changed_definition_is_fine_while_the_journal_holds_no_events(st
 
 async def test_a_journal_holding_only_close_markers_keeps_its_definition(store: Store) -> None:
     spec = daily_board()
-    window = BoardEngine(spec).calendar.window_at(PeriodKind.DAILY, ms("2026-06-01T12:00:00Z"))
+    window = BoardEngine(spec).schedule.window_at(PeriodKind.DAILY, ms("2026-06-01T12:00:00Z"))
     await write_journal(store, spec, [[CloseRecord(1, window, ms("2026-06-02T00:01:00Z"))]])  # a late event's rejection
     with pytest.raises(BoardDefinitionChanged, match="timezone: 'UTC' -> 'Asia/Kolkata'"):
         await store.open(replace(spec, timezone="Asia/Kolkata"))

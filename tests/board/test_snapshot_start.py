@@ -92,7 +92,7 @@ def test_a_snapshot_taken_while_batches_land_holds_the_tables_at_its_seq(
         await load(replayed, journal, taken_at, upto_seq=seq)
 
         def retained(window: Window) -> bool:  # a replay leaves out tables past the retention
-            floor = snapshot.floors[window.kind.value]
+            floor = snapshot.floors[window.kind]
             return floor is None or window.start_ms is None or window.start_ms >= floor
 
         tables = {(t.window.kind, t.window.period_id): RankedTable.from_entries(replayed.rule, t.window, t.entries, t.keys)

@@ -145,7 +145,7 @@ def test_a_damaged_or_future_snapshot_is_refused_with_its_reason(change: object,
         decode(change(data))  # type: ignore[operator]
 
 
-FLOORS = {PeriodKind.ALLTIME: None, PeriodKind.DAILY: DAY.start_ms}
+FLOORS: dict[str, int | None] = {PeriodKind.ALLTIME: None, PeriodKind.DAILY: DAY.start_ms}
 
 
 def test_a_snapshot_serves_its_own_board_definition_and_record() -> None:
@@ -161,7 +161,7 @@ def test_a_snapshot_serves_its_own_board_definition_and_record() -> None:
     ("b", '{"x":1}', "event k42", {**FLOORS, PeriodKind.WEEKLY: 0}, "no weekly tables"),
 ])
 def test_a_snapshot_is_refused_when_it_does_not_match_the_journal_and_config(
-    board: str, definition: str, record: str | None, floors: dict[PeriodKind, int | None], reason: str
+    board: str, definition: str, record: str | None, floors: dict[str, int | None], reason: str
 ) -> None:
     assert reason in (rejection(snapshot_of(), board, definition, record, floors) or "")
 

@@ -441,7 +441,7 @@ def test_a_bad_event_never_fails_its_neighbours_and_results_keep_submit_order() 
 def test_every_reason_code_is_covered_here() -> None:
     assert {r.value for r in Reason} == {
         "invalid_event", "unknown_board", "forbidden", "idempotency_key_reused", "value_out_of_range",
-        "occurred_in_future", "period_closed", "unavailable"}
+        "occurred_in_future", "outside_window", "period_closed", "unavailable"}
 
 
 # -- messages: every rejection names the field and the rule, on one line --------------------------

@@ -86,7 +86,7 @@ def standing(board: str, table: RankedTable) -> dict[str, Any]:
     w = table.window
     return {
         "board": board,
-        "period": w.kind.value,
+        "period": str(w.kind),
         "period_id": w.period_id,
         "start": format_optional_ms(w.start_ms),
         "end": format_optional_ms(w.end_ms),
