@@ -59,6 +59,8 @@ def config_toml(config: Config) -> str:
         lines += table("[[admins]]", {"id": admin.id, "token_sha256": admin.token_sha256})
     for name, spec in config.boards.items():
         lines += table(f"[boards.{name}]", _board_table(spec))
+        for period in spec.custom_periods:
+            lines += table(f"[boards.{name}.custom_periods.{period.name}]", period.definition())
     return "\n".join(lines)
 
 
