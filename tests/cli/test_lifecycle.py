@@ -205,7 +205,7 @@ def test_a_changed_board_definition_stops_start_up_with_one_clear_line(tmp_path:
         (('aggregation = "sum"', 'aggregation = "max"'), "boards.b.aggregation: must be one of best, sum, latest"),
         (("max_in_flight_frames = 16", "max_in_flight_frames = 0"), "server.max_in_flight_frames: must be >= 1"),
         (("max_in_flight_frames = 16", "colour = 1"), "server.colour: unknown key"),
-        (('periods = ["alltime", "daily", "hourly"]', 'periods = ["yearly"]'), "boards.b.periods"),
+        (('periods = ["alltime", "daily", "hourly"]', 'periods = ["fortnightly"]'), "boards.b.periods"),
         (('boards = ["*"]', 'boards = ["nope"]'), "servers[0].boards: 'nope' is not a configured board"),
         (("max_in_flight_frames = 16", "ping_interval_seconds = nan"), "server.ping_interval_seconds: must be a finite number"),
         (('boards = ["*"]', 'boards = ["*"]\n[[servers]]\nid = "gs2"\ntoken_sha256 = "{sha}"'),
