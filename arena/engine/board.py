@@ -348,9 +348,8 @@ class BoardEngine:
             raise not_found("unknown_period", f"board {self.spec.name!r} has no {kind} table")
         if not self.ready and not self.ready_windows:
             raise not_ready(self.spec.name)
-        current = self.schedule.current(kind, now)
         if period_id is None:
-            window = current
+            window = self.schedule.current(kind, now)
         else:
             try:
                 window = self.schedule.window_by_id(kind, period_id)
@@ -363,7 +362,7 @@ class BoardEngine:
         if table is not None:
             return table
         floor = self.retention_floor(kind, now)
-        if window.start_ms is not None and window.start_ms > now and window != current:
+        if window.start_ms is not None and window.start_ms > now and window != self.schedule.current(kind, now):
             raise not_found("unknown_period", f"{kind} period {window.period_id} has not begun")
         if floor is not None and window.start_ms is not None and window.start_ms < floor:
             raise not_found("period_not_retained", f"{kind} period {window.period_id} is no longer retained")

@@ -70,7 +70,7 @@ class CustomPeriod:
         return {"start": format_ms(rule.start_ms), "end": format_ms(rule.end_ms)}
 
 
-def hour_id(ms: int) -> str:
+def _hour_id(ms: int) -> str:
     """The ``period_id`` of a custom window starting at ``ms``: its UTC start hour with ``Z``."""
     return format_ms(ms)[:13] + "Z"
 
@@ -153,7 +153,7 @@ class _EveryHoursWindows:
         start = self.anchor + k * self.span
         if k < 0 or start + self.span > MAX_MS:
             raise ValueError(f"{self.name}: no window {k}")
-        return Window(self.name, hour_id(start), start, start + self.span)
+        return Window(self.name, _hour_id(start), start, start + self.span)
 
     def window_at(self, ms: int) -> Window:
         return self._window((ms - self.anchor) // self.span)
@@ -187,7 +187,7 @@ class _OneOffWindows:
     __slots__ = ("window",)
 
     def __init__(self, name: str, rule: OneOff) -> None:
-        self.window = Window(name, hour_id(rule.start_ms), rule.start_ms, rule.end_ms)
+        self.window = Window(name, _hour_id(rule.start_ms), rule.start_ms, rule.end_ms)
 
     def window_at(self, ms: int) -> Window:
         assert self.window.start_ms is not None and self.window.end_ms is not None
