@@ -2,10 +2,12 @@
 backends: events in its window accepted, before and after it `outside_window`, closed at end +
 grace (`period_closed`), its table answered by period_id (top, digest, periods, /v1/boards) and
 followed by a live view, the
-same digest after a restart from the snapshot, and `arena rebuild` printing it."""
+same digest after a restart from the snapshot, and `arena rebuild` printing it; and a season of
+every_hours windows retained by `keep_closed` alike on the server, after a restart and in a rebuild."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ import pytest
 from arena.config import JournalSettings, load_config
 from arena.engine.times import format_ms
 from support.arena_cli import rebuild_digests, run_arena
-from support.faults import write_config
+from support.faults import assert_standings_match_rebuild, server_digests, write_config
 from support.server import Client, InProcessServer, event, now_ms, statuses, token_for, until
 
 MIN = 60_000
@@ -98,3 +100,36 @@ async def test_a_tournament_takes_its_window_closes_and_survives_a_restart_and_a
     assert code == 0, err
     rebuilt = rebuild_digests(out)[("cup", "finals", period_id)]
     assert (rebuilt.sha256, rebuilt.members, rebuilt.events) == (digest["sha256"], 4, 4)
+
+
+async def test_an_every_hours_season_keeps_its_windows_across_a_restart_and_a_rebuild(
+    tmp_path: Path, served_journal: JournalSettings
+) -> None:
+    anchor = now_ms() // HOUR * HOUR - 8 * HOUR
+    board = {"aggregation": "sum", "periods": ["yearly"], "keep_closed": 2,
+             "custom_periods": {"shift": {"every_hours": 2, "anchor": format_ms(anchor)}}}
+    periods = {"season": ["yearly", "shift"]}
+    config_path = write_config(tmp_path, {"season": board}, journal=served_journal)
+    config = load_config(config_path)
+
+    async with InProcessServer(config) as server, httpx.AsyncClient(base_url=server.url) as http:
+        client = await Client.connect(server.ws_url, token_for("gs"))
+        try:
+            for i in range(4):  # one batch in each past window, while it is open
+                at = anchor + i * 2 * HOUR + 30 * MIN
+                await pin(http, at)
+                sent = [event("season", f"m{j}", i + j, at, f"k{i}-{j}") for j in range(3)]
+                assert statuses(await client.submit(sent)) == ["accepted"] * 3
+        finally:
+            await client.close()
+        assert (await http.post("/v1/_test/clock", json={"now_ms": None})).status_code == 200
+        listed = (await get(http, "/v1/boards/season/shift/periods"))["periods"]
+        expected = [format_ms(anchor + k * 2 * HOUR)[:13] + "Z" for k in (4, 3, 2)]
+        assert [(p["period_id"], p["closed"]) for p in listed] == [(expected[0], False), (expected[1], True), (expected[2], True)]
+        gone = await http.get("/v1/boards/season/shift/top", params={"period_id": format_ms(anchor + 2 * HOUR)[:13] + "Z"})
+        assert (gone.status_code, gone.json()["error"]["code"]) == (404, "period_not_retained")
+        before = await asyncio.to_thread(server_digests, server.url, periods)
+
+    async with InProcessServer(config) as server:
+        assert await asyncio.to_thread(server_digests, server.url, periods) == before
+        await asyncio.to_thread(assert_standings_match_rebuild, server.url, config_path, periods)
