@@ -194,7 +194,7 @@ class Calendar:
         self._zone = zone
         # kind -> (start_ms, end_ms, window) of the window returned last. The empty (0, 0) sentinel
         # keeps the hot path free of a None check; alltime holds every supported instant.
-        self._last: dict[PeriodKind, tuple[int, int, Window]] = {
+        self._last: dict[str, tuple[int, int, Window]] = {
             kind: (0, 0, ALLTIME_WINDOW) for kind in PeriodKind
         }
         self._last[PeriodKind.ALLTIME] = (0, MAX_MS, ALLTIME_WINDOW)
@@ -209,8 +209,9 @@ class Calendar:
 
     # -- public API ---------------------------------------------------------------------------
 
-    def window_at(self, kind: PeriodKind, ms: int) -> Window:
-        """The window of ``kind`` that contains the instant ``ms`` (epoch milliseconds).
+    def window_at(self, kind: str, ms: int) -> Window:
+        """The window of ``kind`` (a `PeriodKind` or its name) that contains the instant ``ms``
+        (epoch milliseconds).
 
         Raises ``ValueError`` for an unknown kind, for ``ms`` outside ``[0, MAX_MS)`` (1970 to the
         end of 9999 UTC) and when the window holding ``ms`` is unsupported: that happens only within
@@ -229,7 +230,7 @@ class Calendar:
             return window
         return self._window_at_slow(_KINDS[kind], ms)
 
-    def window_by_id(self, kind: PeriodKind, period_id: str) -> Window:
+    def window_by_id(self, kind: str, period_id: str) -> Window:
         """The window of ``kind`` named ``period_id``, as written in answers and table names.
 
         Ids are strict: ``alltime``, ``2026-12-02T13``, ``2026-12-02``, ``2026-W49`` (ISO year and

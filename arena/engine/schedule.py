@@ -225,14 +225,14 @@ class Schedule:
         """The window of ``kind`` that holds ``ms``; ``ValueError`` when there is none."""
         custom = self._custom.get(kind)
         if custom is None:
-            return self.calendar.window_at(kind, ms)  # type: ignore[arg-type]  # a PeriodKind's name
+            return self.calendar.window_at(kind, ms)
         return custom.window_at(ms)
 
     def window_by_id(self, kind: str, period_id: str) -> Window:
         """The window of ``kind`` named ``period_id``; `UnknownPeriod` when there is none."""
         custom = self._custom.get(kind)
         if custom is None:
-            return self.calendar.window_by_id(kind, period_id)  # type: ignore[arg-type]
+            return self.calendar.window_by_id(kind, period_id)
         if not isinstance(period_id, str):
             raise UnknownPeriod(f"period id must be a string, got {period_id!r}")
         return custom.window_by_id(period_id)

@@ -515,9 +515,9 @@ def test_far_east_instants_in_local_year_10000_are_rejected() -> None:
 
 def test_unknown_kind_is_a_value_error() -> None:
     with pytest.raises(ValueError):
-        Calendar("UTC").window_at("fortnightly", 0)  # type: ignore[arg-type]
+        Calendar("UTC").window_at("fortnightly", 0)
     with pytest.raises(UnknownPeriod):
-        Calendar("UTC").window_by_id("fortnightly", "2026")  # type: ignore[arg-type]
+        Calendar("UTC").window_by_id("fortnightly", "2026")
 
 
 def test_a_window_from_another_timezone_is_refused_by_previous_and_next() -> None:
