@@ -1,10 +1,11 @@
-"""A board as configured: its scoring rules, periods and bounds."""
+"""A board as configured: its scoring rules, periods, bounds and prizes."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from arena.engine.periods import PeriodKind
+from arena.engine.prizes import Prizes, PrizeTier
 from arena.engine.scoring import Aggregation, Order, Tie
 
 
@@ -23,6 +24,12 @@ class BoardSpec:
     close_grace_ms: int = 60_000
     max_future_skew_ms: int = 30_000
     keep_closed: int = 3
+    prizes: Prizes = ()
+    """Prize tiers by period name (never alltime); they may change: not in `definition`."""
+
+    def prize_tiers(self, period: str) -> tuple[PrizeTier, ...]:
+        """The tiers of one period kind, in order; () when it has no prizes."""
+        return next((tiers for name, tiers in self.prizes if name == period), ())
 
     def definition(self) -> dict[str, object]:
         """What the journal stores and start-up compares: changing it needs a new board name."""
