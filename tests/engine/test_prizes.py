@@ -1,5 +1,6 @@
 """Prize tiers and awards (`arena.engine.prizes`) against a tiny oracle written from the contract
-alone: a loop over ranks, the first matching tier, and `top_percent` in integer arithmetic."""
+alone (`support.prize_oracle`: a loop over ranks, the first matching tier, `top_percent` in
+integer arithmetic)."""
 
 from __future__ import annotations
 
@@ -13,30 +14,14 @@ from hypothesis import strategies as st
 from arena.engine.prizes import Award, PrizeTier, award_text, awards, changes, rank_bound, sha256_of
 from arena.engine.scoring import Order
 from arena.engine.table import Entry
+from support import prize_oracle
 
 Row = tuple[str, int]
 
 
 def oracle(rows: list[Row], order: Order, tiers: list[PrizeTier]) -> list[tuple[int, str, int, str]]:
-    """``rows``: (member, score) in rank order. rank <= ceil(n/d * size / 100) is
-    rank - 1 < n * size / (100 d), i.e. (rank - 1) * 100 * d < n * size, all integers."""
-    size = len(rows)
-    won = []
-    for rank in range(1, size + 1):
-        member, score = rows[rank - 1]
-        for tier in tiers:
-            if tier.ranks is not None:
-                hit = tier.ranks[0] <= rank <= tier.ranks[1]
-            elif tier.top_percent is not None:
-                n, d = tier.top_percent.numerator, tier.top_percent.denominator
-                hit = (rank - 1) * 100 * d < n * size
-            else:
-                assert tier.score is not None
-                hit = score >= tier.score if order is Order.DESC else score <= tier.score
-            if hit:
-                won.append((rank, member, score, tier.reward))
-                break
-    return won
+    plain = [{"reward": t.reward, "ranks": t.ranks, "top_percent": t.top_percent, "score": t.score} for t in tiers]
+    return [(a["rank"], a["member"], a["score"], a["reward"]) for a in prize_oracle.awards(rows, order.value, plain)]
 
 
 def ranked(scores: list[int], order: Order) -> list[Row]:
@@ -131,7 +116,7 @@ def test_the_sha256_is_of_one_line_per_award_in_rank_order() -> None:
     won = [Award(1, "ann", 90, "gold-crown"), Award(2, "bob é", -5, "silver")]
     text = "1\tann\t90\tgold-crown\n2\tbob é\t-5\tsilver\n"
     assert award_text(won) == text.encode()
-    assert sha256_of(won) == hashlib.sha256(text.encode()).hexdigest()
+    assert sha256_of(won) == hashlib.sha256(text.encode()).hexdigest() == prize_oracle.sha256([a._asdict() for a in won])
     assert sha256_of([]) == hashlib.sha256(b"").hexdigest()
 
 
