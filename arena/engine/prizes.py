@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import NamedTuple
@@ -71,23 +71,40 @@ def rank_bound(tiers: Sequence[PrizeTier], size: int) -> int:
     return min(max((r for r in (tier.last_rank(size) for tier in tiers) if r is not None), default=0), size)
 
 
-def awards(entries: Iterable[Entry], size: int, order: Order, tiers: Sequence[PrizeTier]) -> Iterator[Award]:
-    """The awards of a table whose ``entries`` (rank order) number ``size``: each member the
-    reward of the first tier it matches. Lazy, and it reads no entry past the last one that can
-    win (scores only get worse down the ranks), so a settlement of a 10**6-member table with a
-    top-10 % tier reads 10 % of it. O(entries read × tiers)."""
-    rules = [(tier.reward, _rule(tier, size, order)) for tier in tiers]
-    bound = rank_bound(tiers, size)
-    better_or_equal = _BETTER_OR_EQUAL[order]
-    thresholds = [tier.score for tier in tiers if tier.score is not None]
-    for entry in entries:
-        rank, score = entry.rank, entry.score
-        if rank > bound and not any(better_or_equal(score, s) for s in thresholds):
-            return  # no later entry can match either
-        for reward, matches in rules:
-            if matches(rank, score):
-                yield Award(rank, entry.member, score, reward)
-                break
+class Awarding:
+    """The tiers applied to one table of ``size`` members, made once per table. `awards` reads
+    the table's entries in rank order, a run at a time if the caller likes (a settlement of a big
+    table lets its event loop run between runs)."""
+
+    def __init__(self, tiers: Sequence[PrizeTier], size: int, order: Order) -> None:
+        self._rules = [(tier.reward, _rule(tier, size, order)) for tier in tiers]
+        self._bound = rank_bound(tiers, size)
+        self._better_or_equal = _BETTER_OR_EQUAL[order]
+        self._thresholds = [tier.score for tier in tiers if tier.score is not None]
+
+    def awards(self, entries: Iterable[Entry]) -> tuple[list[Award], bool]:
+        """The awards of ``entries`` (the next consecutive entries in rank order): each member
+        the reward of the first tier it matches; and True once an entry that no tier can match,
+        nor any after it (scores only get worse down the ranks), was read: it reads no further.
+        O(entries read × tiers)."""
+        rules, bound, better_or_equal, thresholds = self._rules, self._bound, self._better_or_equal, self._thresholds
+        won: list[Award] = []
+        for entry in entries:
+            rank, score = entry.rank, entry.score
+            if rank > bound and not any(better_or_equal(score, s) for s in thresholds):
+                return won, True
+            for reward, matches in rules:
+                if matches(rank, score):
+                    won.append(Award(rank, entry.member, score, reward))
+                    break
+        return won, False
+
+
+def awards(entries: Iterable[Entry], size: int, order: Order, tiers: Sequence[PrizeTier]) -> list[Award]:
+    """The awards of a table whose ``entries`` (rank order) number ``size``, in one go; it reads
+    no entry past the last one that can win, so a top-10 % tier of a 10**6-member table reads 10 %
+    of it. O(entries read × tiers)."""
+    return Awarding(tiers, size, order).awards(entries)[0]
 
 
 _BETTER_OR_EQUAL: dict[Order, Callable[[int, int], bool]] = {

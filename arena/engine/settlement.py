@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
 
-from arena.engine.prizes import Award, PrizeTier, award_text, awards, changes, sha256_of
+from arena.engine.prizes import Award, Awarding, PrizeTier, award_text, awards, changes, sha256_of
 from arena.engine.scoring import Order
 from arena.engine.table import Entry
 
@@ -31,22 +31,24 @@ class Settlement:
 
 
 class Settling:
-    """Revision 0 of a table's settlement under ``tiers``, made a run of awards at a time, so an
-    event loop can let others run between runs: ``while not settling.run(1024): await ...``.
+    """Revision 0 of a table's settlement under ``tiers``, made a run of entries at a time, so an
+    event loop can let others run between runs: ``while not settling.run(256): await ...``.
     ``entries`` (rank order) must not change meanwhile: a copy, or a closed table's."""
 
     def __init__(self, tiers: Sequence[PrizeTier], entries: Iterable[Entry], size: int, order: Order) -> None:
         self.tiers = tuple(tiers)
-        self._pending = awards(entries, size, order, self.tiers)
+        self._awarding = Awarding(self.tiers, size, order)
+        self._entries = iter(entries)
         self._awards: list[Award] = []
         self._hash = hashlib.sha256()
 
     def run(self, count: int) -> bool:
-        """Make up to ``count`` more awards; True once every award is made. O(count × tiers)."""
-        made = list(islice(self._pending, count))
+        """Read up to ``count`` more entries; True once every award is made. O(count × tiers)."""
+        read = list(islice(self._entries, count))
+        made, over = self._awarding.awards(read)
         self._awards.extend(made)
         self._hash.update(award_text(made))
-        return len(made) < count
+        return over or len(read) < count
 
     def settlement(self) -> Settlement:
         """The settlement, once `run` has said it is done."""
@@ -55,10 +57,8 @@ class Settling:
 
 def first(tiers: Sequence[PrizeTier], entries: Iterable[Entry], size: int, order: Order) -> Settlement:
     """Revision 0 of a closed table's settlement, in one go: its awards under ``tiers``."""
-    settling = Settling(tiers, entries, size, order)
-    while not settling.run(1 << 20):
-        pass
-    return settling.settlement()
+    won = awards(entries, size, order, tiers)
+    return Settlement(0, tuple(tiers), tuple(won), sha256_of(won))
 
 
 def revise(before: Settlement, awards: Sequence[Award]) -> Settlement | None:

@@ -3,6 +3,7 @@ from a ranked table's copy as from its entries, revised only when an award chang
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from fractions import Fraction
 
 from hypothesis import given
@@ -12,7 +13,7 @@ from arena.engine import settlement
 from arena.engine.periods import ALLTIME_WINDOW
 from arena.engine.prizes import Award, PrizeTier, awards, rank_bound, sha256_of
 from arena.engine.scoring import Aggregation, Order, ScoringRule, Tie
-from arena.engine.table import RankedTable
+from arena.engine.table import Entry, RankedTable
 
 TIERS = (PrizeTier("gold", ranks=(1, 1)), PrizeTier("silver", top_percent=Fraction(25, 2)), PrizeTier("tin", score=900))
 
@@ -39,6 +40,25 @@ def test_a_settlement_made_in_steps_is_the_one_made_at_once(scores: dict[str, in
     while not settling.run(step):
         pass
     assert settling.settlement() == settlement.first(tiers, table.entries(), len(table), Order.DESC)
+
+
+def test_a_run_reads_at_most_the_entries_it_is_given_whatever_the_tiers() -> None:
+    # ranks 900..1000 win: the entries above them are read too, a run's worth at a time
+    table = table_of({f"m{i:04d}": i for i in range(1200)})
+    read = []
+
+    def reading() -> Iterator[Entry]:
+        for entry in table.entries():
+            read.append(entry.rank)
+            yield entry
+
+    settling = settlement.Settling([PrizeTier("late", ranks=(900, 1000))], reading(), len(table), Order.DESC)
+    runs = 1
+    while not settling.run(64):
+        assert len(read) == 64 * runs
+        runs += 1
+    assert [a.rank for a in settling.settlement().awards] == list(range(900, 1001))
+    assert len(read) <= 1001 + 64
 
 
 def test_a_revision_comes_only_when_an_award_changes() -> None:
