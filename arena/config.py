@@ -12,10 +12,14 @@ import zoneinfo
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import date
+from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from arena.engine.events import plain_text
 from arena.engine.periods import PeriodKind
+from arena.engine.prizes import Prizes, PrizeTier
 from arena.engine.schedule import CustomPeriod, EveryDays, EveryHours, OneOff
 from arena.engine.scoring import Aggregation, Order, Tie
 from arena.engine.spec import BoardSpec
@@ -153,7 +157,7 @@ def load_config(path: Path, *, journal_url: str | None = None, cluster_secret: s
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read config: {exc.strerror}") from exc
     try:
-        data = tomllib.loads(text)
+        data = tomllib.loads(text, parse_float=Decimal)  # a float as written: top_percent is exact
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
     try:
@@ -189,7 +193,8 @@ class _Section:
         return self.data[key]
 
     def fail(self, key: str, message: str) -> ConfigError:
-        return ConfigError(f"{self.name}.{key}: {message} (got {self.data.get(key)!r})")
+        value = self.data.get(key)
+        return ConfigError(f"{self.name}.{key}: {message} (got {str(value) if isinstance(value, Decimal) else repr(value)})")
 
     def int(self, key: str, default: object = _REQUIRED, low: int | None = None, high: int | None = None) -> int:
         value = self._get(key, default)
@@ -201,6 +206,8 @@ class _Section:
 
     def number(self, key: str, default: object, low: float) -> float:
         value = self._get(key, default)
+        if type(value) is Decimal:  # as config.toml's floats are read
+            value = float(value)
         if type(value) not in (int, float) or not math.isfinite(value) or value < low:  # type: ignore[arg-type, operator]
             raise self.fail(key, f"must be a finite number >= {low}")
         return float(value)  # type: ignore[arg-type]
@@ -362,6 +369,7 @@ def parse_board(name: str, table: object) -> BoardSpec:
             raise s.fail("periods", f"{period!r} is not one of " + ", ".join(kinds))
     if len(set(periods)) != len(periods):
         raise s.fail("periods", "lists a period twice")
+    periods = sorted(periods, key=kinds.index)
     timezone = s.str("timezone", "UTC")
     try:
         zoneinfo.ZoneInfo(timezone)
@@ -376,7 +384,7 @@ def parse_board(name: str, table: object) -> BoardSpec:
         aggregation=Aggregation(s.str("aggregation", "best", tuple(a.value for a in Aggregation))),
         order=Order(s.str("order", "desc", tuple(o.value for o in Order))),
         tie=Tie(s.str("tie", "earliest", tuple(t.value for t in Tie))),
-        periods=tuple(PeriodKind(p) for p in sorted(periods, key=kinds.index)),
+        periods=tuple(PeriodKind(p) for p in periods),
         timezone=timezone,
         min_value=min_value,
         max_value=max_value,
@@ -384,6 +392,7 @@ def parse_board(name: str, table: object) -> BoardSpec:
         max_future_skew_ms=s.int("max_future_skew_seconds", 30, 0, 86_400) * 1000,
         keep_closed=s.int("keep_closed", 3, 0, 10_000),
         custom_periods=custom,
+        prizes=_prizes(s, [*periods, *(c.name for c in custom)]),
     )
     s.done()
     return spec
@@ -440,6 +449,72 @@ def _instant(s: _Section, key: str) -> int:
     if not 0 <= ms < MAX_MS:
         raise s.fail(key, 'must be an RFC 3339 time with an offset, "YYYY-MM-DDTHH:MM:SS+01:00" (1970 or later)')
     return ms
+MAX_TIERS = 100
+MAX_REWARD_CHARS = 64
+PERCENT_DIGITS = 15
+"""Significant digits of a `top_percent`: up to 15, a double's shortest repr gives back the
+decimal as written, so a JSON parser that reads numbers as doubles keeps it exact too."""
+PERCENT_FLOOR = Decimal("1e-20")
+_RULES = ("ranks", "top_percent", "score")
+
+
+def _prizes(board: _Section, periods: list[str]) -> Prizes:
+    """``prizes``: tiers per period name of the board (not alltime, which never closes), in the
+    board's period order."""
+    s = _Section(f"{board.name}.prizes", board._get("prizes", {}))
+    for period, tiers in s.data.items():
+        if period == PeriodKind.ALLTIME.value:
+            raise ConfigError(f"{s.name}.{period}: alltime never closes, so it has no prizes")
+        if period not in periods:
+            raise ConfigError(f"{s.name}.{period}: not a period of this board (" + ", ".join(periods) + ")")
+        if not isinstance(tiers, list) or not 1 <= len(tiers) <= MAX_TIERS:
+            raise ConfigError(f"{s.name}.{period}: must be 1..{MAX_TIERS} tiers ([[{s.name}.{period}]] tables)")
+    return tuple(
+        (period, tuple(_prize_tier(f"{s.name}.{period}[{i}]", tier) for i, tier in enumerate(s.data[period])))
+        for period in periods if period in s.data
+    )
+
+
+def _prize_tier(name: str, table: object) -> PrizeTier:
+    s = _Section(name, table)
+    reward = s.str("reward")
+    if len(reward) > MAX_REWARD_CHARS or not plain_text(reward):
+        raise s.fail("reward", f"must be 1..{MAX_REWARD_CHARS} characters without control characters")
+    if s._get("tier", None) is not None:
+        raise s.fail("tier", "names a league tier, and this board has no league")
+    rules = [key for key in _RULES if key in s.data]
+    if len(rules) != 1:
+        raise ConfigError(f"{name}: needs exactly one of ranks, top_percent or score" + (f" (got {', '.join(rules)})" if rules else ""))
+    if rules == ["ranks"]:
+        ranks = s._get("ranks", _REQUIRED)
+        if not (isinstance(ranks, list) and len(ranks) == 2 and all(type(r) is int for r in ranks)
+                and 1 <= ranks[0] <= ranks[1] <= JSON_SAFE):
+            raise s.fail("ranks", "must be [A, B] with integers 1 <= A <= B")
+        tier = PrizeTier(reward, ranks=(ranks[0], ranks[1]))
+    elif rules == ["top_percent"]:
+        tier = PrizeTier(reward, top_percent=_percent(s, "top_percent"))
+    else:
+        tier = PrizeTier(reward, score=s.int("score", _REQUIRED, -JSON_SAFE, JSON_SAFE))
+    s.done()
+    return tier
+
+
+def _percent(s: _Section, key: str) -> Fraction:
+    """A percentage exactly as written: config.toml's floats arrive as their `Decimal` text; a
+    float (a JSON parser's double) is read as its shortest repr, which is the decimal written
+    whenever that has at most `PERCENT_DIGITS` significant digits. More digits are refused: a
+    double may have lost them already."""
+    value = s._get(key, _REQUIRED)
+    if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
+        raise s.fail(key, "must be a number")
+    written = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+    if not written.is_finite() or not 0 < written <= 100:
+        raise s.fail(key, "must be > 0 and <= 100")
+    if written < PERCENT_FLOOR:
+        raise s.fail(key, f"must be at least {PERCENT_FLOOR}")
+    if len(written.normalize().as_tuple().digits) > PERCENT_DIGITS:
+        raise s.fail(key, f"must be written with at most {PERCENT_DIGITS} significant digits")
+    return Fraction(written)
 
 
 def _token_hash(s: _Section) -> str:

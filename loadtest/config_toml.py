@@ -59,8 +59,11 @@ def config_toml(config: Config) -> str:
         lines += table("[[admins]]", {"id": admin.id, "token_sha256": admin.token_sha256})
     for name, spec in config.boards.items():
         lines += table(f"[boards.{name}]", _board_table(spec))
-        for period in spec.custom_periods:
-            lines += table(f"[boards.{name}.custom_periods.{period.name}]", period.definition())
+        for custom in spec.custom_periods:
+            lines += table(f"[boards.{name}.custom_periods.{custom.name}]", custom.definition())
+        for period, tiers in spec.prizes:
+            for tier in tiers:  # a float top_percent's repr is the decimal as written (arena.config)
+                lines += table(f"[[boards.{name}.prizes.{period}]]", tier.as_json())
     return "\n".join(lines)
 
 

@@ -59,6 +59,15 @@ def int_param(raw: str | None, name: str, default: int | None = None) -> int | N
         raise invalid_request(f"{name} must be an integer") from None
 
 
+def flag_param(raw: str | None, name: str) -> bool:
+    """A query parameter ``true`` or ``false`` (absent: false). Raises QueryError invalid_request."""
+    if raw is None or raw == "false":
+        return False
+    if raw == "true":
+        return True
+    raise invalid_request(f"{name} must be true or false")
+
+
 def percent_param(raw: str | None, name: str) -> Fraction:
     """A percentage parameter as an exact Fraction. Raises QueryError invalid_request."""
     if raw is None:
@@ -160,6 +169,12 @@ def _digest(arena: Arena, p: Params) -> Awaitable[Body]:
     return queries.digest(arena, *p.table)
 
 
+def _settlement(arena: Arena, p: Params) -> Awaitable[Body]:
+    limit, offset = p.int("limit", queries.MAX_LIMIT), p.int("offset", 0)
+    assert limit is not None and offset is not None
+    return queries.settlement(arena, *p.table, flag_param(p.get("preview"), "preview"), limit, offset)
+
+
 def _periods(arena: Arena, p: Params) -> Body:
     return queries.periods(arena, p.board, p.period)
 
@@ -184,7 +199,7 @@ def _stats(arena: Arena, p: Params) -> Body:
     return arena.metrics.stats.answer()
 
 
-Answer = Callable[[Arena, Params], Body | Awaitable[Body]]  # awaitable: the O(n) digest
+Answer = Callable[[Arena, Params], Body | Awaitable[Body]]  # awaitable: the O(n) digest and settlement
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +231,7 @@ QUERY_ROUTES = (
     QueryRoute(_TABLE + "score_at_percentile", "GET", "score_at_percentile", _score_at_percentile),
     QueryRoute(_TABLE + "digest", "GET", "digest", _digest),
     QueryRoute(_TABLE + "periods", "GET", "periods", _periods),
+    QueryRoute(_TABLE + "settlement", "GET", "settlement", _settlement),
 )
 """The dispatcher's table: `match` reads it, and `QueryRoutes.routes` lists it."""
 

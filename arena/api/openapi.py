@@ -136,6 +136,14 @@ _VOID_EVENT = _object(["board", "idempotency_key", "voided", "already_voided"], 
 _VOID_MEMBER = _object(["board", "member", "voided"], board=_STRING, member=_STRING,
                        voided=_int(0, description="events voided by this call (0 when none was left)"))
 
+_AWARD = _object(["rank", "member", "score", "reward"], rank=_int(1), member=_STRING, score={"type": "integer"}, reward=_STRING)
+_TIER = {"type": "object", "required": ["reward"], "description": "a prize tier as defined: reward and one of ranks, "
+         "top_percent or score", "properties": {
+             "reward": _STRING, "ranks": {"type": "array", "items": _int(1), "minItems": 2, "maxItems": 2},
+             "top_percent": {"type": "number", "exclusiveMinimum": 0, "maximum": 100}, "score": {"type": "integer"}}}
+_CHANGE = _object(["member", "before", "after"], member=_STRING, before={"type": ["string", "null"]},
+                  after={"type": ["string", "null"]})
+
 _COUNTS = {"type": "array", "items": _int(0), "description": "one value per second, oldest first"}
 _MS = {"type": "array", "items": {"type": ["number", "null"]}, "description": "milliseconds per second, null without samples"}
 _DURATIONS = _object(["count", "mean", "max"], count=_COUNTS, mean=_MS, max=_MS)
@@ -149,6 +157,19 @@ SCHEMAS: Doc = {
     "Percentile": _with("Table", entry=_ref("Entry"), top_percent={"type": "number"}),
     "ScoreAtPercentile": _with("Table", p={"type": "number"}, entry={"oneOf": [_ref("Entry"), {"type": "null"}]}),
     "Digest": _with("Table", sha256={"type": "string", "pattern": "^[0-9a-f]{64}$"}),
+    "Award": _AWARD,
+    "Settlement": {"allOf": [_with(
+        "Table",
+        revision=_int(0, description="0 at the close; each void that changes an award adds one"),
+        sha256={"type": "string", "pattern": "^[0-9a-f]{64}$", "description": "of every award, one line "
+                "rank\\tmember\\tscore\\treward\\n each in rank order"},
+        tiers={"type": "array", "items": _TIER, "description": "the prize tiers in force"},
+        awards_total=_int(0),
+        awards={"type": "array", "items": _ref("Award"), "description": "the page asked (limit, offset), in rank order"},
+    ), {"type": "object", "properties": {
+        "preview": {"const": True, "description": "an open table's awards if it closed now: not journaled"},
+        "changes": {"type": "array", "items": _CHANGE, "description": "after revision 0: members whose reward changed"},
+    }}]},
     "Periods": _object(
         ["board", "period", "periods", "seq"],
         board=_STRING,
@@ -223,6 +244,19 @@ PATHS: Doc = {
     ], "ScoreAtPercentile", invalid=True, live=True)},
     f"{TABLE}/digest": {"get": _table_query("sha256 of the canonical standings and the journal seq it reflects. O(n)", [],
                                             "Digest")},
+    f"{TABLE}/settlement": {"get": _operation("What the table's prizes award: with preview=true on an open table, what "
+                                              "it would award if it closed now (journaled settlements: not yet)", [
+        BOARD, PERIOD,
+        _param("preview", "query", {"type": "boolean", "default": False}, "true: an open table's awards as of now"),
+        _param("limit", "query", _int(1, MAX_LIMIT, MAX_LIMIT), "awards to return"),
+        _param("offset", "query", _int(0, default=0), "awards to skip; past the end gives no awards"),
+        PERIOD_ID,
+    ], _json(_ref("Settlement"), "the awards"), {
+        "400": INVALID,
+        "404": _error("no such board, period or table; a kind without prizes; a table not settled (open, without "
+                      "preview; or closed: not served yet)", *TABLE_MISSING, "no_prizes", "not_settled"),
+        "503": NOT_READY,
+    })},
     f"{TABLE}/periods": {"get": _operation("The open and retained tables, newest first", [BOARD, PERIOD],
                                            _json(_ref("Periods"), "the tables"),
                                            {"404": _error("no such board or period", "unknown_board", "unknown_period"),

@@ -15,7 +15,9 @@ from fractions import Fraction
 from arena.api import wire
 from arena.api.service import Arena
 from arena.api.wire import Body
+from arena.engine import settlement as settlements
 from arena.engine.periods import period_name
+from arena.engine.prizes import rank_bound
 from arena.engine.spec import BoardSpec
 from arena.engine.table import RankedTable
 from arena.engine.times import format_optional_ms
@@ -149,6 +151,47 @@ async def digest(arena: Arena, board: str, period: str, period_id: str | None) -
             await asyncio.sleep(0)
     body["sha256"] = h.hexdigest()
     return body
+
+
+SETTLEMENT_STEP = 256
+"""Entries a preview reads between two turns of the event loop: about 1 ms (an entry decoded,
+judged and hashed costs a few µs)."""
+
+
+def _not_settled(table: RankedTable, closed: bool) -> QueryError:
+    window = table.window
+    if closed:
+        return not_found("not_settled", f"{window.kind} {window.period_id} is closed; "
+                                         "settlements of closed tables are not served yet")
+    return not_found("not_settled", f"{window.kind} {window.period_id} is open: it settles at its close "
+                                     "(?preview=true: what it would award now)")
+
+
+async def settlement(arena: Arena, board: str, period: str, period_id: str | None, preview: bool,
+                     limit: int, offset: int) -> Body:
+    """An open table's preview: the settlement it would journal if it closed now (``awards``
+    paged, ``sha256`` over all of them), at ``seq``. Awards are made in steps from a copy of the
+    entries that can win (all of them with a `score` tier), one O(n) answer at a time per server
+    as for `digest`. Otherwise 404 ``not_settled``: journaled settlements are not served yet."""
+    check_range("limit", limit, 1, MAX_LIMIT)
+    check_range("offset", offset, 0)
+    kind = period_kind(arena.board(board).spec, period)
+    tiers = arena.board(board).spec.prize_tiers(kind)
+    if not tiers:
+        raise not_found("no_prizes", f"board {board!r} has no prizes for {kind}")
+    table, body = view(arena, board, period, period_id)  # its errors come first
+    if not preview or body["closed"]:
+        raise _not_settled(table, body["closed"])
+    async with arena.digest_turn:
+        table, body = view(arena, board, period, period_id)  # again: the copy is of this moment
+        if body["closed"]:
+            raise _not_settled(table, True)
+        size = len(table)
+        can_win = None if any(tier.score is not None for tier in tiers) else rank_bound(tiers, size)
+        settling = settlements.Settling(tiers, table.decoded(table.snapshot(can_win)), size, table.rule.order)
+        while not settling.run(SETTLEMENT_STEP):
+            await asyncio.sleep(0)
+    return settlements.body(body, settling.settlement(), limit, offset, preview=True)
 
 
 def periods(arena: Arena, board: str, period: str) -> Body:

@@ -142,6 +142,12 @@ def valid_text(text: str) -> bool:
     return text.isascii() or _SURROGATE.search(text) is None
 
 
+def plain_text(text: str) -> bool:
+    """Whether a string is Unicode scalar values without a control character (category Cc), as a
+    member's name is: no tab or newline can cut a canonical text line of it."""
+    return _CONTROL_OR_SURROGATE.search(text) is None
+
+
 def _meta_text(raw: dict[str, object]) -> str | None:
     """Compact JSON of meta that reads back as the same value, None when absent; ValueError when
     not an object, too big, or holding what JSON text cannot carry exactly (a lone surrogate, an

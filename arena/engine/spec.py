@@ -1,10 +1,11 @@
-"""A board as configured: its scoring rules, periods and bounds."""
+"""A board as configured: its scoring rules, periods, bounds and prizes."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from arena.engine.periods import PeriodKind
+from arena.engine.prizes import Prizes, PrizeTier
 from arena.engine.schedule import CustomPeriod, Schedule
 from arena.engine.scoring import Aggregation, Order, Tie
 
@@ -34,6 +35,12 @@ class BoardSpec:
     def schedule(self) -> Schedule:
         """The windows of every period of the board."""
         return Schedule(self.timezone, self.periods, self.custom_periods)
+    prizes: Prizes = ()
+    """Prize tiers by period name (never alltime); they may change: not in `definition`."""
+
+    def prize_tiers(self, period: str) -> tuple[PrizeTier, ...]:
+        """The tiers of one period kind, in order; () when it has no prizes."""
+        return next((tiers for name, tiers in self.prizes if name == period), ())
 
     def definition(self) -> dict[str, object]:
         """What the journal stores and start-up compares: changing it needs a new board name."""

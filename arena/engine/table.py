@@ -253,10 +253,15 @@ class RankedTable:
         """Every entry in rank order. O(n)."""
         return self._entries(0, self._sorted)
 
-    def snapshot(self) -> list[bytes]:
-        """Every entry in rank order, as a list the table's later changes do not touch (entries
-        are immutable): a digest of it may be taken in steps. O(n), about 30 ms at 10**6."""
-        return list(self._sorted)
+    def snapshot(self, stop: int | None = None) -> list[bytes]:
+        """Every entry in rank order (or the first ``stop``), as a list the table's later changes
+        do not touch (entries are immutable): a digest of it may be taken in steps. O(n), about
+        30 ms at 10**6."""
+        return list(self._sorted if stop is None else self._sorted.islice(0, stop))
+
+    def decoded(self, entries: Iterable[bytes]) -> Iterator[Entry]:
+        """The entries of ``entries`` (a `snapshot`: packed, in rank order from rank 1), lazily."""
+        return self._entries(0, entries)
 
     def canonical_text(self, entries: Iterable[bytes], lines: int = 4096) -> Iterator[bytes]:
         """The canonical standings text of ``entries`` (the whole table, in rank order), one

@@ -1,0 +1,90 @@
+"""A table's settlement: a revision of its awards under the tiers in force at its close, and the
+body the settlement routes answer and the webhooks carry (DESIGN.md "Seasons: settlement and
+prizes"). Pure: the board that journals a settlement, a rebuild that reads it back and a preview
+of an open table all shape it here.
+
+Revision 0 is made at the close (`first`); a void that changes any award's (rank, member, score,
+reward) makes the next one under revision 0's tiers, with the members whose reward changed
+(`revise`); a void that changes no award makes none.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import islice
+
+from arena.engine.prizes import Award, Awarding, PrizeTier, award_text, awards, changes, sha256_of
+from arena.engine.scoring import Order
+from arena.engine.table import Entry
+
+
+@dataclass(frozen=True, slots=True)
+class Settlement:
+    revision: int
+    tiers: tuple[PrizeTier, ...]
+    awards: tuple[Award, ...]
+    sha256: str
+    changes: tuple[dict[str, str | None], ...] = ()
+    """For a revision after the first: the members whose reward differs from the one before."""
+
+
+class Settling:
+    """Revision 0 of a table's settlement under ``tiers``, made a run of entries at a time, so an
+    event loop can let others run between runs: ``while not settling.run(256): await ...``.
+    ``entries`` (rank order) must not change meanwhile: a copy, or a closed table's."""
+
+    def __init__(self, tiers: Sequence[PrizeTier], entries: Iterable[Entry], size: int, order: Order) -> None:
+        self.tiers = tuple(tiers)
+        self._awarding = Awarding(self.tiers, size, order)
+        self._entries = iter(entries)
+        self._awards: list[Award] = []
+        self._hash = hashlib.sha256()
+
+    def run(self, count: int) -> bool:
+        """Read up to ``count`` more entries; True once every award is made. O(count × tiers)."""
+        read = list(islice(self._entries, count))
+        made, over = self._awarding.awards(read)
+        self._awards.extend(made)
+        self._hash.update(award_text(made))
+        return over or len(read) < count
+
+    def settlement(self) -> Settlement:
+        """The settlement, once `run` has said it is done."""
+        return Settlement(0, self.tiers, tuple(self._awards), self._hash.hexdigest())
+
+
+def first(tiers: Sequence[PrizeTier], entries: Iterable[Entry], size: int, order: Order) -> Settlement:
+    """Revision 0 of a closed table's settlement, in one go: its awards under ``tiers``."""
+    won = awards(entries, size, order, tiers)
+    return Settlement(0, tuple(tiers), tuple(won), sha256_of(won))
+
+
+def revise(before: Settlement, awards: Sequence[Award]) -> Settlement | None:
+    """The revision after ``before`` once a void made the table's awards (under ``before``'s
+    tiers) ``awards``; None when no award changed in rank, member, score or reward."""
+    if tuple(awards) == before.awards:
+        return None
+    return Settlement(before.revision + 1, before.tiers, tuple(awards), sha256_of(awards),
+                      tuple(changes(before.awards, awards)))
+
+
+def body(fields: Mapping[str, object], settlement: Settlement, limit: int, offset: int, *, preview: bool = False) -> dict[str, object]:
+    """The answer: the table's ``fields`` (with its ``seq``), the revision, its ``sha256`` over
+    every award, the tiers, ``awards_total`` and the awards at ``offset`` .. ``offset+limit``
+    (an offset past the end: none); ``changes`` after revision 0; ``preview`` on an open
+    table's would-be revision 0."""
+    answer: dict[str, object] = {**fields}
+    if preview:
+        answer["preview"] = True
+    answer.update({
+        "revision": settlement.revision,
+        "sha256": settlement.sha256,
+        "tiers": [tier.as_json() for tier in settlement.tiers],
+        "awards_total": len(settlement.awards),
+        "awards": [award._asdict() for award in settlement.awards[offset:offset + limit]],
+    })
+    if settlement.revision > 0:
+        answer["changes"] = list(settlement.changes)
+    return answer
