@@ -156,6 +156,12 @@ def _score_at_percentile(arena: Arena, p: Params) -> Body:
     return queries.score_at_percentile(arena, *p.table, percent_param(p.get("p"), "p"))
 
 
+def _search(arena: Arena, p: Params) -> Body:
+    limit = p.int("limit", 20)
+    assert limit is not None
+    return queries.search(arena, *p.table, p.get("prefix"), limit)
+
+
 def _digest(arena: Arena, p: Params) -> Awaitable[Body]:
     return queries.digest(arena, *p.table)
 
@@ -214,6 +220,7 @@ QUERY_ROUTES = (
     QueryRoute(_TABLE + "around", "GET", "around", _around),
     QueryRoute(_TABLE + "percentile/{member}", "GET", "percentile", _percentile),
     QueryRoute(_TABLE + "score_at_percentile", "GET", "score_at_percentile", _score_at_percentile),
+    QueryRoute(_TABLE + "search", "GET", "search", _search),
     QueryRoute(_TABLE + "digest", "GET", "digest", _digest),
     QueryRoute(_TABLE + "periods", "GET", "periods", _periods),
 )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from arena.api.queries import MAX_AUDIT_LIMIT, MAX_LIMIT, MAX_MEMBERS, MAX_RADIUS
+from arena.api.queries import MAX_AUDIT_LIMIT, MAX_LIMIT, MAX_MEMBER_CODE_POINTS, MAX_MEMBERS, MAX_RADIUS, MAX_SEARCH_LIMIT
 from arena.engine.periods import PeriodKind
 
 PATH = "/v1/openapi.json"
@@ -219,6 +219,12 @@ PATHS: Doc = {
     f"{TABLE}/score_at_percentile": {"get": _table_query("The entry at rank ceil(p / 100 * size), null on an empty table", [
         _param("p", "query", {"type": "number", "exclusiveMinimum": 0, "maximum": 100}, "the percentage", required=True),
     ], "ScoreAtPercentile", invalid=True, live=True)},
+    f"{TABLE}/search": {"get": _table_query(
+        "The members whose name starts with a prefix, in code point order, each with its rank. O(log n + limit log n)", [
+            _param("prefix", "query", {"type": "string", "minLength": 1, "maxLength": MAX_MEMBER_CODE_POINTS},
+                   "case-sensitive, code points as sent (no normalisation)", required=True),
+            _param("limit", "query", _int(1, MAX_SEARCH_LIMIT, 20), "members to return"),
+        ], "TableEntries", invalid=True)},
     f"{TABLE}/digest": {"get": _table_query("sha256 of the canonical standings and the journal seq it reflects. O(n)", [],
                                             "Digest")},
     f"{TABLE}/periods": {"get": _operation("The open and retained tables, newest first", [BOARD, PERIOD],
