@@ -169,6 +169,14 @@ SCHEMAS: Doc = {
         visibility_ms={**_DURATIONS, "description": "from reading an event's frame to the event being queryable"},
         query_ms={**_DURATIONS, "description": "HTTP query latency inside the server"},
     ),
+    "Audit": _object(["board", "member", "events"], board=_STRING, member=_STRING, events={"type": "array", "items": _object(
+        ["seq", "member", "value", "occurred_at", "received_at", "source", "idempotency_key", "meta", "voided"],
+        seq=_int(1), member=_STRING, value={"type": "integer"}, occurred_at=_TIME, received_at=_TIME, source=_STRING,
+        idempotency_key=_STRING, meta={"type": ["object", "null"], "description": "as sent"},
+        voided={"oneOf": [{"type": "null"}, {**_object(["seq", "reason", "admin", "at"], seq=_int(1), reason=_STRING,
+                                                       admin=_STRING, at=_TIME),
+                                            "description": "the void record: its journal seq, reason, admin id and time"}]},
+    )}),
     "Boards": _object(["boards"], boards={"type": "array", "items": _object(
         ["board", "aggregation", "order", "tie", "state", "periods"],
         board=_STRING,
@@ -261,7 +269,7 @@ PATHS: Doc = {
         _param("member", "query", _STRING, "the member", required=True),
         _param("limit", "query", _int(1, MAX_AUDIT_LIMIT, 100), "events to return"),
         _param("before_seq", "query", {"type": "integer"}, "only events before this journal seq"),
-    ], _json({"type": "object"}, "the events"), ("unknown_board",))},
+    ], _json(_ref("Audit"), "the events"), ("unknown_board",))},
     "/v1/boards/{board}/void": {"post": _admin("Void one event; its tables are recomputed", [],
                                                _json(_VOID_EVENT, "what was voided"), ("unknown_board", "unknown_event"),
                                                requestBody=_body(_object(["idempotency_key", "reason"],
