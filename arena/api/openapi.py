@@ -168,6 +168,10 @@ SCHEMAS: Doc = {
         }),
         visibility_ms={**_DURATIONS, "description": "from reading an event's frame to the event being queryable"},
         query_ms={**_DURATIONS, "description": "HTTP query latency inside the server"},
+        nodes={"type": "array", "items": _STRING, "description": "cluster only: the nodes whose figures these are "
+               "(counts summed; mean and max: the largest of any node that second)"},
+        unanswered={"type": "array", "items": _STRING, "description": "cluster only: live nodes that did not answer "
+                    "in time, left out of the figures"},
     ),
     "Audit": _object(["board", "member", "events"], board=_STRING, member=_STRING, events={"type": "array", "items": _object(
         ["seq", "member", "value", "occurred_at", "received_at", "source", "idempotency_key", "meta", "voided"],
@@ -240,8 +244,13 @@ PATHS: Doc = {
                                            {"404": _error("no such board or period", "unknown_board", "unknown_period"),
                                             "503": NOT_READY})},
     "/v1/stats": {"get": _operation(
-        "The last ten minutes per second (a ring buffer the server keeps): events by outcome, visibility lag, "
-        "query latency", [], _json(_ref("Stats"), "per-second series"), {})},
+        "The last ten minutes per second (a ring buffer each node keeps): events by outcome, visibility lag, "
+        "query latency; in a cluster, of every live node together, or of one", [
+            _param("node", "query", _STRING, "cluster only: one node's figures (a node id of GET /v1/cluster)"),
+        ], _json(_ref("Stats"), "per-second series"), {
+            "400": _error("node is not a live node of the cluster", "invalid_request"),
+            "503": _error("the node asked for did not answer in time", "unavailable"),
+        })},
     PATH: {"get": _operation("This document", [], _json({"type": "object"}, "OpenAPI 3.1"), {})},
     "/healthz": {"get": _operation("The process is up", [], _json(_object(["status"], status={"const": "ok"}), "up"), {})},
     "/readyz": {"get": _operation("Every board's current tables are loaded", [],
