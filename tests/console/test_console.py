@@ -47,8 +47,8 @@ class Console:
     screenshots: Path
     pages: list[Watched] = field(default_factory=list)
 
-    async def open(self, query: str = "", **viewport: Any) -> Page:
-        watched = await Watched.open(self.browser, f"{self.server.url}/console{query}", **viewport)
+    async def open(self, **viewport: Any) -> Page:
+        watched = await Watched.open(self.browser, f"{self.server.url}/console", **viewport)
         self.pages.append(watched)
         await expect(watched.page.locator("#live-state")).to_have_text("live")
         return watched.page
