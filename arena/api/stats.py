@@ -56,11 +56,14 @@ async def _figures(forwarding: Forwarding, nodes: dict[str, str]) -> dict[str, B
 
     found: dict[str, Body] = {}
     asked = [asyncio.ensure_future(ask(node, url)) for node, url in nodes.items()]
-    if asked:
-        await asyncio.wait(asked, timeout=STATS_SECONDS)
+    if not asked:
+        return found
+    _done, late = await asyncio.wait(asked, timeout=STATS_SECONDS)
+    for task in late:
+        task.cancel()
+    await asyncio.gather(*late, return_exceptions=True)
     for node, task in zip(nodes, asked, strict=True):
-        if not task.done():
-            task.cancel()
+        if task in late:
             log.debug("GET /v1/stats: node %s did not answer within %gs: left out", node, STATS_SECONDS)
         elif task.exception() is not None:
             log.debug("GET /v1/stats: node %s left out: %s", node, task.exception())
