@@ -229,7 +229,7 @@ async function listMatches() {
   if (!answer.ok) return replace(out, el("p", { class: "error" }, problem(answer)));
   const entries = answer.body.entries;
   const title = entries.length === 0 ? `No member of ${board} / ${period} starts with “${prefix}”.`
-    : `${entries.length === MATCHES ? `The first ${MATCHES}` : entries.length} members starting with “${prefix}”:`;
+    : `${entries.length === MATCHES ? `The first ${MATCHES}` : entries.length} member${entries.length === 1 ? "" : "s"} starting with “${prefix}”:`;
   replace(out, el("p", { class: "caption" }, title), el("ul", { class: "matches", id: "se-match-list" }, entries.map((e) => {
     const pick = el("button", { type: "button", "data-member": e.member }, e.member);
     pick.addEventListener("click", () => { $("se-member").value = e.member; showMember(e.member); });
