@@ -159,6 +159,15 @@ def bench_table(args: argparse.Namespace, results: Results) -> None:
     results.add(Row("memory: + member strings", "B/member", [with_names],
                     f"<= {TARGET_BYTES_PER_MEMBER:.0f}", with_names <= TARGET_BYTES_PER_MEMBER,
                     f"a name like {names[0]!r} is {sys.getsizeof(names[0])} B; shared by a board's tables"))
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    index = SortedList(names)
+    index_bytes = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    del index
+    results.add(Row("memory: of which the member-name index", "B/member", [index_bytes / n],
+                    note="a SortedList of the dict's own strings (prefix search)"))
     if rss0 is not None and rss1 is not None:
         rss_delta = (rss1 - rss0) / n
         results.add(Row("memory: RSS delta of the first table", "B/member", [rss_delta],
@@ -213,6 +222,15 @@ def bench_table(args: argparse.Namespace, results: Results) -> None:
     results.add(Row("top 100 (offset 0)", "µs/op", per_op_us(top_first, repeats)))
     results.add(Row("top 100 (random offset)", "µs/op", per_op_us(top_offset, repeats)))
     results.add(Row("around member, radius 10", "µs/op", per_op_us(around, repeats)))
+
+    prefixes = [m[: rnd.randint(3, len(m))] for m in lookups[:tops]]
+
+    def search() -> int:
+        for prefix in prefixes:
+            table.search(prefix, 20)
+        return tops
+
+    results.add(Row("search a prefix, limit 20", "µs/op", per_op_us(search, repeats), note="each entry with its rank"))
 
     updates = args.updates
     progress(f"table: improving updates x{updates:,} x{repeats}")

@@ -78,7 +78,8 @@ def _event(e: StoredEvent) -> Body:
         "source": e.source,
         "idempotency_key": e.idempotency_key,
         "meta": orjson.Fragment(e.meta) if e.meta is not None else None,  # the stored text, exactly
-        "voided": e.voided,
+        "voided": None if e.voided is None else {
+            "seq": e.voided.seq, "reason": e.voided.reason, "admin": e.voided.admin, "at": format_ms(e.voided.at)},
     }
 
 

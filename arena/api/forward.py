@@ -245,6 +245,15 @@ class Forwarding:
                 entries.update((name, theirs[name]) for name in names if name in theirs)
         return {**listed, "boards": [entries[entry["board"]] for entry in listed["boards"]]}
 
+    async def ask_node(self, node_id: str, url: str, path: str, query: str) -> HttpAnswer:
+        """Node ``node_id``'s own answer to a route about itself (a board-less `Http`). Raises
+        PeerGone, NotHere, TooLarge; the caller bounds the wait."""
+        assert self.peers is not None  # only a cluster has other nodes
+        answer = await self.peers.peer(node_id, url).request(Http("", "GET", path, query, (), b""))
+        if not isinstance(answer, HttpAnswer):
+            raise refused(answer)
+        return answer
+
     async def close(self) -> None:
         """Close the connections to other nodes."""
         if self.peers is not None:

@@ -26,7 +26,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
-from arena.api import live, openapi, queries, wire
+from arena.api import live, openapi, queries, stats, wire
 from arena.api.cors import Cors, Refusals, refused_answer, refused_origin
 from arena.api.forward import Forwarding, forward_request, forwarded, refused
 from arena.api.routing import Local, where
@@ -165,6 +165,12 @@ def _score_at_percentile(arena: Arena, p: Params) -> Body:
     return queries.score_at_percentile(arena, *p.table, percent_param(p.get("p"), "p"))
 
 
+def _search(arena: Arena, p: Params) -> Body:
+    limit = p.int("limit", 20)
+    assert limit is not None
+    return queries.search(arena, *p.table, p.get("prefix"), limit)
+
+
 def _digest(arena: Arena, p: Params) -> Awaitable[Body]:
     return queries.digest(arena, *p.table)
 
@@ -200,28 +206,33 @@ def _stats(arena: Arena, p: Params) -> Body:
 
 
 Answer = Callable[[Arena, Params], Body | Awaitable[Body]]  # awaitable: the O(n) digest and settlement
+InCluster = Callable[[Forwarding, Body, Params], Awaitable[Body]]
 
 
 @dataclass(frozen=True, slots=True)
 class QueryRoute:
     """A public route served by `QueryRoutes`. A GET route answers HEAD too, and OPTIONS. ``name``
     labels its latency metric. ``cors`` False: never a CORS header, a preflight included (the
-    contract's list of routes a browser page of another origin may read leaves it out)."""
+    contract's list of routes a browser page of another origin may read leaves it out).
+    ``in_cluster``: in a cluster, what makes this node's answer the cluster's (never for a
+    request a peer forwarded: that one asks about this node)."""
 
     path: str
     method: str
     name: str
     answer: Answer
     cors: bool = True
+    in_cluster: InCluster | None = None
 
 
 _TABLE = openapi.TABLE + "/"
 
 QUERY_ROUTES = (
-    QueryRoute("/v1/boards", "GET", "boards", _boards),
+    QueryRoute("/v1/boards", "GET", "boards", _boards, in_cluster=lambda forwarding, body, p: forwarding.boards(body)),
     QueryRoute(openapi.PATH, "GET", "openapi", _openapi),
     QueryRoute("/v1/cluster", "GET", "cluster", _cluster, cors=False),
-    QueryRoute("/v1/stats", "GET", "stats", _stats),
+    QueryRoute(stats.PATH, "GET", "stats", _stats,
+               in_cluster=lambda forwarding, body, p: stats.cluster_stats(forwarding, body, p.get("node"))),
     QueryRoute(_TABLE + "top", "GET", "top", _top),
     QueryRoute(_TABLE + "members/{member}", "GET", "member", _member),
     QueryRoute(_TABLE + "members", "POST", "members", _members),
@@ -229,6 +240,7 @@ QUERY_ROUTES = (
     QueryRoute(_TABLE + "around", "GET", "around", _around),
     QueryRoute(_TABLE + "percentile/{member}", "GET", "percentile", _percentile),
     QueryRoute(_TABLE + "score_at_percentile", "GET", "score_at_percentile", _score_at_percentile),
+    QueryRoute(_TABLE + "search", "GET", "search", _search),
     QueryRoute(_TABLE + "digest", "GET", "digest", _digest),
     QueryRoute(_TABLE + "periods", "GET", "periods", _periods),
     QueryRoute(_TABLE + "settlement", "GET", "settlement", _settlement),
@@ -340,11 +352,12 @@ class QueryRoutes:
             sent = await _body(receive, self._max_body) if method == "POST" else b""
             if sent is None:  # the client left
                 return
-            answered = route.answer(self.arena, Params(board, period, member, scope["query_string"], sent))
+            params = Params(board, period, member, scope["query_string"], sent)
+            answered = route.answer(self.arena, params)
             if not isinstance(answered, dict):
                 answered = await answered
-            if route.name == "boards" and self.forwarding.clustered and not forwarded(scope):
-                answered = await self.forwarding.boards(answered)
+            if route.in_cluster is not None and self.forwarding.clustered and not forwarded(scope):
+                answered = await route.in_cluster(self.forwarding, answered, params)
             body, status = wire.dumps(answered), 200
         except QueryError as exc:
             body, status = wire.dumps(wire.error(exc)), exc.status

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from arena.api.queries import MAX_AUDIT_LIMIT, MAX_LIMIT, MAX_MEMBERS, MAX_RADIUS
+from arena.api.queries import MAX_AUDIT_LIMIT, MAX_LIMIT, MAX_MEMBER_CODE_POINTS, MAX_MEMBERS, MAX_RADIUS, MAX_SEARCH_LIMIT
 from arena.engine.periods import PeriodKind
 
 PATH = "/v1/openapi.json"
@@ -191,7 +191,19 @@ SCHEMAS: Doc = {
         }),
         visibility_ms={**_DURATIONS, "description": "from reading an event's frame to the event being queryable"},
         query_ms={**_DURATIONS, "description": "HTTP query latency inside the server"},
+        nodes={"type": "array", "items": _STRING, "description": "cluster only: the nodes whose figures these are "
+               "(counts summed; mean and max: the largest of any node that second)"},
+        unanswered={"type": "array", "items": _STRING, "description": "cluster only: live nodes that did not answer "
+                    "in time, left out of the figures"},
     ),
+    "Audit": _object(["board", "member", "events"], board=_STRING, member=_STRING, events={"type": "array", "items": _object(
+        ["seq", "member", "value", "occurred_at", "received_at", "source", "idempotency_key", "meta", "voided"],
+        seq=_int(1), member=_STRING, value={"type": "integer"}, occurred_at=_TIME, received_at=_TIME, source=_STRING,
+        idempotency_key=_STRING, meta={"type": ["object", "null"], "description": "as sent"},
+        voided={"oneOf": [{"type": "null"}, {**_object(["seq", "reason", "admin", "at"], seq=_int(1), reason=_STRING,
+                                                       admin=_STRING, at=_TIME),
+                                            "description": "the void record: its journal seq, reason, admin id and time"}]},
+    )}),
     "Boards": _object(["boards"], boards={"type": "array", "items": _object(
         ["board", "aggregation", "order", "tie", "state", "periods"],
         board=_STRING,
@@ -242,6 +254,12 @@ PATHS: Doc = {
     f"{TABLE}/score_at_percentile": {"get": _table_query("The entry at rank ceil(p / 100 * size), null on an empty table", [
         _param("p", "query", {"type": "number", "exclusiveMinimum": 0, "maximum": 100}, "the percentage", required=True),
     ], "ScoreAtPercentile", invalid=True, live=True)},
+    f"{TABLE}/search": {"get": _table_query(
+        "The members whose name starts with a prefix, in code point order, each with its rank. O(log n + limit log n)", [
+            _param("prefix", "query", {"type": "string", "minLength": 1, "maxLength": MAX_MEMBER_CODE_POINTS},
+                   "case-sensitive, code points as sent (no normalisation)", required=True),
+            _param("limit", "query", _int(1, MAX_SEARCH_LIMIT, 20), "members to return"),
+        ], "TableEntries", invalid=True)},
     f"{TABLE}/digest": {"get": _table_query("sha256 of the canonical standings and the journal seq it reflects. O(n)", [],
                                             "Digest")},
     f"{TABLE}/settlement": {"get": _operation("What the table's prizes award: with preview=true on an open table, what "
@@ -262,8 +280,13 @@ PATHS: Doc = {
                                            {"404": _error("no such board or period", "unknown_board", "unknown_period"),
                                             "503": NOT_READY})},
     "/v1/stats": {"get": _operation(
-        "The last ten minutes per second (a ring buffer the server keeps): events by outcome, visibility lag, "
-        "query latency", [], _json(_ref("Stats"), "per-second series"), {})},
+        "The last ten minutes per second (a ring buffer each node keeps): events by outcome, visibility lag, "
+        "query latency; in a cluster, of every live node together, or of one", [
+            _param("node", "query", _STRING, "cluster only: one node's figures (a node id of GET /v1/cluster)"),
+        ], _json(_ref("Stats"), "per-second series"), {
+            "400": _error("node is not a live node of the cluster", "invalid_request"),
+            "503": _error("the node asked for did not answer in time", "unavailable"),
+        })},
     PATH: {"get": _operation("This document", [], _json({"type": "object"}, "OpenAPI 3.1"), {})},
     "/healthz": {"get": _operation("The process is up", [], _json(_object(["status"], status={"const": "ok"}), "up"), {})},
     "/readyz": {"get": _operation("Every board's current tables are loaded", [],
@@ -291,7 +314,7 @@ PATHS: Doc = {
         _param("member", "query", _STRING, "the member", required=True),
         _param("limit", "query", _int(1, MAX_AUDIT_LIMIT, 100), "events to return"),
         _param("before_seq", "query", {"type": "integer"}, "only events before this journal seq"),
-    ], _json({"type": "object"}, "the events"), ("unknown_board",))},
+    ], _json(_ref("Audit"), "the events"), ("unknown_board",))},
     "/v1/boards/{board}/void": {"post": _admin("Void one event; its tables are recomputed", [],
                                                _json(_VOID_EVENT, "what was voided"), ("unknown_board", "unknown_event"),
                                                requestBody=_body(_object(["idempotency_key", "reason"],

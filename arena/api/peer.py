@@ -182,6 +182,8 @@ class Watches:
 
 
 async def _answer(websocket: WebSocket, arena: Arena, request: Submit | Ask | Http) -> Answer:
+    if isinstance(request, Http) and not request.board:  # about this node, not a board
+        return await _http(websocket, request)
     place = where(arena, request.board)
     if not isinstance(place, Local) or place.handle is None:
         return Elsewhere()

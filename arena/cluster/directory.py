@@ -23,6 +23,9 @@ class Directory:
 
     def __init__(self, states: BoardStates) -> None:
         self.states = states
+        self.nodes: dict[str, str] = {}
+        """The cluster's live nodes (node id -> advertised URL), this one included, as the last
+        read of the leases said (`seen_nodes`); empty on a single node."""
         self._changed = asyncio.Event()
 
     @property
@@ -33,6 +36,10 @@ class Directory:
         """The lease renewal sent at monotonic time ``sent_at`` committed (`BoardStates.renewed`)."""
         self.states.renewed(sent_at)
         self._wake()
+
+    def seen_nodes(self, nodes: dict[str, str]) -> None:
+        """The live nodes as the journal's tables now say."""
+        self.nodes = nodes
 
     def set(self, board: str, owner: Owner | None) -> None:
         """The board's owner as the journal's tables now say (None: its owner's lease expired)."""

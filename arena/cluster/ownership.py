@@ -179,6 +179,7 @@ class Ownership:
             log.error("node %s: another process of this node id holds its lease: %s", self.backend.node_id, holder[0])
             return None
         self.directory.renewed(sent)
+        self.directory.seen_nodes({n: row.url for n, row in read.nodes.items() if row.alive})
         if self.life.state is NodeState.STARTING:  # the others hand this node its boards now, not at their next beat
             self.life.move(NodeState.JOINING)
             await hint(self.backend.store)

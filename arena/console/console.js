@@ -2,7 +2,7 @@
 // Talks only to the server that served it (HTTP JSON routes and /v1/live).
 
 import { drawLines } from "/console/charts.js";
-import { $, el, num, options, replace, row, when } from "/console/dom.js";
+import { $, el, keepLabelled, num, options, replace, row, when } from "/console/dom.js";
 import { LiveView } from "/console/live.js";
 
 const TOKEN_KEY = "arena.adminToken"; // sessionStorage only: gone with the tab, never in a URL
@@ -14,6 +14,7 @@ const listed = new Map();   // "board/period" -> GET .../periods answer's period
 let owners = {};            // board -> GET /v1/cluster's {owner, epoch, standbys}; empty off a cluster
 
 const path = (...parts) => parts.map(encodeURIComponent).join("/");
+const NODE = new URLSearchParams(location.search).get("node"); // /console?node=ID: one node's charts
 
 async function api(url, { method = "GET", body, admin = false } = {}) {
   const headers = {};
@@ -136,7 +137,7 @@ function renderStandings(update) {
   say($("st-caption"), `${update.board} / ${update.period} / ${update.period_id}: ${update.closed ? "closed" : "open"}, ` +
     `${update.size} members, seq ${update.seq}` + (update.entries.length ? `, ranks ${first}–${last}` : ""));
   replace($("st-table").tBodies[0], update.entries.length
-    ? update.entries.map((e) => row([num(e.rank), el("td", { class: "member" }, e.member), num(e.score), when(e.reached_at)]))
+    ? update.entries.map((e) => row([num(e.rank), memberCell(update.board, e.member), num(e.score), when(e.reached_at)]))
     : [row([el("td", { colspan: 4 }, offset ? "no entries on this page" : "no entries yet")])]);
   const limit = Number($("st-limit").value);
   $("st-prev").disabled = offset === 0;
@@ -165,7 +166,11 @@ function page(step) {
 
 async function search(event) {
   event.preventDefault();
-  const board = $("se-board").value, period = $("se-period").value, member = $("se-member").value;
+  await Promise.all([listMatches(), showMember($("se-member").value)]);
+}
+
+async function showMember(member) {
+  const board = $("se-board").value, period = $("se-period").value;
   const out = $("se-result");
   const found = await api(`/v1/boards/${path(board, period)}/members`, { method: "POST", body: { members: [member] } });
   if (!found.ok) return replace(out, el("p", { class: "error" }, problem(found)));
@@ -174,21 +179,20 @@ async function search(event) {
   if (!entry) {
     parts.push(el("p", {}, "Not in ", `${board} / ${period} / ${found.body.period_id}`, ": ", el("strong", {}, member)));
   } else {
-    const [percentile, around] = await Promise.all([
-      api(`/v1/boards/${path(board, period)}/percentile/${path(member)}`),
-      api(`/v1/boards/${path(board, period)}/around/${path(member)}?radius=5`),
-    ]);
-    const top = percentile.ok ? `top ${percentile.body.top_percent.toPrecision(3)} %` : "—";
+    // a rank r of n is better than (n - r) of the n members: what "percentile" means to a person
+    const better = (100 * (found.body.size - entry.rank)) / found.body.size;
+    const around = await api(`/v1/boards/${path(board, period)}/around/${path(member)}?radius=5`);
     parts.push(el("dl", { class: "facts", id: "se-facts" },
-      el("dt", {}, "Member"), el("dd", {}, member),
+      el("dt", {}, "Member"), el("dd", {}, memberLink(board, member)),
       el("dt", {}, "Rank"), el("dd", { id: "se-rank" }, `${entry.rank} of ${found.body.size}`),
       el("dt", {}, "Score"), el("dd", {}, String(entry.score)),
-      el("dt", {}, "Percentile"), el("dd", {}, top)));
+      el("dt", {}, "Percentile"), el("dd", { id: "se-better" },
+        `better than ${better.toFixed(1)} % of the ${found.body.size} members`)));
     if (around.ok) {
       parts.push(el("h3", {}, "Neighbours"), el("div", { class: "scroll" }, el("table", { id: "se-around" },
         el("thead", {}, el("tr", {}, el("th", {}, "Rank"), el("th", {}, "Member"), el("th", {}, "Score"))),
         el("tbody", {}, around.body.entries.map((e) =>
-          row([num(e.rank), el("td", { class: "member" }, e.member), num(e.score)], { class: e.member === member ? "me" : null }))))));
+          row([num(e.rank), memberCell(board, e.member), num(e.score)], { class: e.member === member ? "me" : null }))))));
     }
   }
   parts.push(el("h3", {}, "In every table of ", board), await everyTable(board, member));
@@ -210,6 +214,61 @@ async function everyTable(board, member) {
     }))));
 }
 
+// ---- prefix search and member links -----------------------------------------------------------
+
+const MATCHES = 20;
+let matching = 0; // the latest listMatches call: an older answer arriving later is dropped
+
+async function listMatches() {
+  const board = $("se-board").value, period = $("se-period").value, prefix = $("se-member").value;
+  const out = $("se-matches");
+  const asked = ++matching;
+  if (!prefix || !board || !period) return replace(out);
+  const answer = await api(`/v1/boards/${path(board, period)}/search?prefix=${encodeURIComponent(prefix)}&limit=${MATCHES}`);
+  if (asked !== matching) return;
+  if (!answer.ok) return replace(out, el("p", { class: "error" }, problem(answer)));
+  const entries = answer.body.entries;
+  const title = entries.length === 0 ? `No member of ${board} / ${period} starts with “${prefix}”.`
+    : `${entries.length === MATCHES ? `The first ${MATCHES}` : entries.length} member${entries.length === 1 ? "" : "s"} starting with “${prefix}”:`;
+  replace(out, el("p", { class: "caption" }, title), el("ul", { class: "matches", id: "se-match-list" }, entries.map((e) => {
+    const pick = el("button", { type: "button", "data-member": e.member }, e.member);
+    pick.addEventListener("click", () => { $("se-member").value = e.member; showMember(e.member); });
+    return el("li", {}, pick, el("span", { class: "caption" }, `#${e.rank}`), memberLink(board, e.member, "audit"));
+  })));
+}
+
+let typing = null;
+
+function typed() {
+  clearTimeout(typing);
+  typing = setTimeout(listMatches, 200);
+}
+
+// A member's name (or ``text``) as a link to their audit trail in the admin section.
+function memberLink(board, member, text = member) {
+  const link = el("a", { href: "#admin", class: "member-link", title: `audit trail of ${member} on ${board}` }, text);
+  link.addEventListener("click", (event) => {
+    event.preventDefault();
+    openAudit(board, member);
+  });
+  return link;
+}
+
+function memberCell(board, member) {
+  return el("td", { class: "member" }, memberLink(board, member));
+}
+
+async function openAudit(board, member) {
+  $("ad-board").value = board;
+  $("ad-member").value = member;
+  location.hash = "#admin";
+  $("admin").focus();
+  if (sessionStorage.getItem(TOKEN_KEY) === null) {
+    return say($("ad-message"), `Type an admin token above to see the audit trail of ${member}.`, true);
+  }
+  await audit();
+}
+
 // ---- charts ------------------------------------------------------------------------------------
 
 const sum = (values) => values.reduce((a, b) => a + (b ?? 0), 0);
@@ -224,8 +283,20 @@ function durations(series) {
   ];
 }
 
+// Whose figures the charts are: the whole cluster's, one node's (?node=), or this server's.
+function showScope(body) {
+  const scope = $("charts-scope");
+  if (body === null) return say(scope, `No figures: ${NODE === null ? "the server" : `node ${NODE}`} did not answer.`, true);
+  if (!body.nodes) return say(scope, "This server's figures (a single node).");
+  if (NODE !== null) return say(scope, `Node ${NODE} only. Open the console without ?node= for the whole cluster.`);
+  const missing = body.unanswered.length ? ` Left out, did not answer: ${body.unanswered.join(", ")}.` : "";
+  say(scope, `The whole cluster: ${body.nodes.length} node${body.nodes.length === 1 ? "" : "s"} (${body.nodes.join(", ")}), ` +
+    `counts summed, latencies the largest of any node.${missing}`, missing !== "");
+}
+
 async function refreshStats() {
-  const answer = await api("/v1/stats");
+  const answer = await api(NODE === null ? "/v1/stats" : `/v1/stats?node=${encodeURIComponent(NODE)}`);
+  showScope(answer.ok ? answer.body : null);
   if (!answer.ok) return;
   const { events, seconds } = answer.body;
   const lines = [
@@ -240,10 +311,31 @@ async function refreshStats() {
 
 // ---- admin -------------------------------------------------------------------------------------
 
-function showToken() {
+function showToken(admin = null) {
   const has = sessionStorage.getItem(TOKEN_KEY) !== null;
-  say($("ad-state"), has ? "Admin token set for this tab (session storage; sent as a bearer header only)."
+  say($("ad-state"), has ? `Admin token${admin === null ? "" : ` of ${admin}`} set for this tab (session storage; sent as a bearer header only).`
     : "No token: audit and voids need an admin token (kept in this tab only).");
+}
+
+// A token typed in is kept only once GET /v1/admin/whoami says it is an admin's.
+async function useToken(event) {
+  event.preventDefault();
+  const token = $("ad-token").value;
+  $("ad-token").value = "";
+  if (!token) return;
+  let answer;
+  try {
+    answer = await fetch("/v1/admin/whoami", { headers: { Authorization: `Bearer ${token}` }, cache: "no-store" });
+  } catch {
+    return say($("ad-state"), "The token could not be checked: the server did not answer. Not kept; type it again.", true);
+  }
+  if (answer.status === 401) {
+    return say($("ad-state"), "That is not an admin token (the server refused it). Not kept; check it and type it again.", true);
+  }
+  const body = await answer.json().catch(() => null);
+  if (!answer.ok || body === null) return say($("ad-state"), `The token could not be checked (HTTP ${answer.status}). Not kept.`, true);
+  sessionStorage.setItem(TOKEN_KEY, token);
+  showToken(body.admin);
 }
 
 async function audit(event) {
@@ -259,13 +351,20 @@ async function audit(event) {
   $("ban-board").value = board;
   $("ban-member").value = member;
   replace(table.tBodies[0], answer.body.events.map((e) => {
-    const voiding = el("button", { type: "button", disabled: e.voided }, "Void…");
+    const voiding = el("button", { type: "button", disabled: e.voided !== null }, "Void…");
     voiding.addEventListener("click", () => askVoid(board, e.idempotency_key));
     return row([num(e.seq), num(e.value), when(e.occurred_at), when(e.received_at), e.source, el("td", { class: "member" }, e.idempotency_key),
-      e.meta === null ? "" : JSON.stringify(e.meta), e.voided ? "voided" : "", el("td", {}, voiding)],
-    { class: e.voided ? "voided" : null, "data-key": e.idempotency_key });
+      e.meta === null ? "" : JSON.stringify(e.meta), voidedCell(e.voided), el("td", {}, voiding)],
+    { class: e.voided !== null ? "voided" : null, "data-key": e.idempotency_key });
   }));
   table.hidden = false;
+}
+
+// The void of an audited event: why, who and when (its void record).
+function voidedCell(voided) {
+  if (voided === null) return el("td", {}, "");
+  return el("td", { class: "void-detail" }, "voided",
+    el("span", { class: "voided-by" }, `by ${voided.admin} at ${when(voided.at)} (seq ${voided.seq}): ${voided.reason}`));
 }
 
 let voidTarget = null;
@@ -315,20 +414,18 @@ on("st-limit", "change", () => { offset = 0; watchStandings(); });
 on("standings-form", "submit", (event) => event.preventDefault());
 on("st-prev", "click", () => page(-1));
 on("st-next", "click", () => page(1));
-on("se-board", "change", () => fillPeriods("se-board", "se-period"));
+on("se-board", "change", () => { fillPeriods("se-board", "se-period"); listMatches(); });
 on("search-form", "submit", search);
-on("token-form", "submit", (event) => {
-  event.preventDefault();
-  if ($("ad-token").value) sessionStorage.setItem(TOKEN_KEY, $("ad-token").value);
-  $("ad-token").value = "";
-  showToken();
-});
+on("se-member", "input", typed);
+on("se-period", "change", listMatches);
+on("token-form", "submit", useToken);
 on("ad-forget", "click", () => { sessionStorage.removeItem(TOKEN_KEY); showToken(); });
 on("audit-form", "submit", audit);
 on("void-form", "submit", confirmVoid);
 on("void-cancel", "click", () => { $("void-form").hidden = true; });
 on("ban-form", "submit", ban);
 
+for (const table of document.querySelectorAll("table.cards")) keepLabelled(table);
 showToken();
 refreshBoards();
 refreshStats();

@@ -43,4 +43,23 @@ export function when(iso) {
   return iso === null || iso === undefined ? "—" : iso.replace("T", " ").replace(".000Z", "Z");
 }
 
+// Names each body cell of a `table.cards` after its column (data-label), for the phone layout. A
+// row's cells are its last columns (a cell spanning rows above stands for the first ones); a
+// column whose header is for screen readers only (a button's) gets no label.
+export function labelCells(table) {
+  const headers = [...table.tHead.rows[0].cells].map((th) => (th.querySelector(".sr-only") ? "" : th.textContent));
+  for (const tr of table.tBodies[0].rows) {
+    const offset = headers.length - tr.cells.length;
+    [...tr.cells].forEach((cell, i) => {
+      if (cell.tagName === "TD" && headers[offset + i]) cell.dataset.label = headers[offset + i];
+    });
+  }
+}
+
+// Keeps `labelCells` up to date whatever renders the table's rows.
+export function keepLabelled(table) {
+  labelCells(table);
+  new MutationObserver(() => labelCells(table)).observe(table.tBodies[0], { childList: true });
+}
+
 export const $ = (id) => document.getElementById(id);

@@ -42,6 +42,16 @@ Record = ScoreRecord | CloseRecord | VoidRecord
 
 
 @dataclass(frozen=True, slots=True)
+class Voided:
+    """The void record of a voided event, as the audit shows it (``at``: epoch ms)."""
+
+    seq: int
+    reason: str
+    admin: str
+    at: int
+
+
+@dataclass(frozen=True, slots=True)
 class StoredEvent:
     """A journaled score event as the audit route shows it."""
 
@@ -53,4 +63,4 @@ class StoredEvent:
     source: str
     idempotency_key: str
     meta: str | None
-    voided: bool
+    voided: Voided | None

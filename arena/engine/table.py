@@ -1,9 +1,11 @@
 """One ranked table: the standings of one period window of one board.
 
-Members are kept twice, sharing objects: a dict ``member -> entry`` for O(1) lookup, and a
-SortedList of those same entries for O(log n) rank and slicing. An entry is
+Members are kept three times, sharing objects: a dict ``member -> entry`` for O(1) lookup, a
+SortedList of those same entries for O(log n) rank and slicing, and a SortedList of the member
+names (the dict's own strings) for a prefix search in code point order. An entry is
 `rankkey.pack(sort_key, member)` with ``sort_key`` from `ScoringRule.sort_key`, so entry order
-is exactly rank order with the member string as the last tie-breaker.
+is exactly rank order with the member string as the last tie-breaker. The names move only when
+a member joins or leaves the table, never when its score changes.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ class Entry(NamedTuple):
 class RankedTable:
     """Standings of one window. Every query is O(log n) plus the entries it returns."""
 
-    __slots__ = ("rule", "window", "closed_at", "closed_seq", "disputes", "_items", "_sorted", "_keys", "_freeze")
+    __slots__ = ("rule", "window", "closed_at", "closed_seq", "disputes", "_items", "_sorted", "_names", "_keys", "_freeze")
 
     def __init__(self, rule: ScoringRule, window: Window) -> None:
         self.rule = rule
@@ -39,6 +41,7 @@ class RankedTable:
         self.disputes = 0
         self._items: dict[str, bytes] = {}
         self._sorted: SortedList = SortedList()  # its default load (1000) suits ~10**6 entries
+        self._names: SortedList = SortedList()  # the members, in code point order (`search`)
         # Only the latest aggregation needs each member's deciding key (ties on occurred_at).
         self._keys: dict[str, str] | None = {} if rule.aggregation is Aggregation.LATEST else None
         self._freeze: Freeze | None = None
@@ -53,6 +56,7 @@ class RankedTable:
         for member, (score, reached_at, _key) in standings.items():
             items[member] = pack(sort_key(score, reached_at), member)
         table._sorted = SortedList(items.values())
+        table._names = SortedList(items)
         if table._keys is not None:
             table._keys = {member: key for member, (_s, _r, key) in standings.items()}
         return table
@@ -69,6 +73,7 @@ class RankedTable:
         table._items = states
         # sorted() of a sorted run (the entries of ``like``) is one comparison per entry
         table._sorted = SortedList(like._sorted if like is not None else states.values())
+        table._names = SortedList(like._names if like is not None else states)
         return table
 
     def same_states(self, states: dict[str, State]) -> bool:
@@ -85,6 +90,7 @@ class RankedTable:
         members = [member_of(item) for item in entries]
         table._items = dict(zip(members, entries, strict=True))
         table._sorted = SortedList(entries)  # already in order: the sort is one pass
+        table._names = SortedList(members)
         if table._keys is not None:
             assert keys is not None, "a latest table needs its keys"
             table._keys = dict(zip(members, keys, strict=True))
@@ -139,6 +145,8 @@ class RankedTable:
                 freeze.change(member, old, entry)
             if old is not None:
                 remove(old)
+            else:
+                self._names.add(member)
             items[member] = entry
             add(entry)
         return len(pending)
@@ -154,6 +162,8 @@ class RankedTable:
             self._freeze.change(member, old, state)
         if old is not None:
             self._sorted.remove(old)
+        else:
+            self._names.add(member)
         self._items[member] = state
         self._sorted.add(state)
 
@@ -168,10 +178,13 @@ class RankedTable:
         if standing is None:
             if old is not None:
                 del self._items[member]
+                self._names.remove(member)
                 if self._keys is not None:
                     del self._keys[member]
             return
         assert item is not None
+        if old is None:
+            self._names.add(member)
         self._items[member] = item
         self._sorted.add(item)
         if self._keys is not None:
@@ -227,6 +240,19 @@ class RankedTable:
         found.sort()  # packed entries sort in rank order
         index = self._sorted.bisect_left
         return [self._entry(index(item), item) for item in found], missing
+
+    def search(self, prefix: str, limit: int) -> list[Entry]:
+        """The entries of the members whose name starts with ``prefix`` (code points as given,
+        case-sensitive), in code point order of member, at most ``limit``, each with its rank.
+        O(log n) to find the first name, then O(log n) a returned entry for its rank."""
+        found: list[Entry] = []
+        items, index = self._items, self._sorted.bisect_left
+        for name in self._names.irange(prefix):
+            if len(found) >= limit or not name.startswith(prefix):
+                break
+            item = items[name]
+            found.append(self._entry(index(item), item))
+        return found
 
     def at_rank(self, rank: int) -> Entry | None:
         """The entry at a 1-based rank, or None past the end. O(log n)."""

@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from arena.engine.events import Event, Fingerprint
 from arena.engine.periods import Window, period_name
-from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
+from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, Voided, VoidRecord
 from arena.engine.routing import ScoreRow as ScoreRow  # re-exported: the journals scan these
 from arena.engine.scoring import Aggregation, FoldRow, Order, Tie
 from arena.engine.spec import BoardSpec
@@ -268,9 +268,16 @@ def close_record(row: Sequence[Any]) -> CloseRecord:
 
 def stored_event(row: Sequence[Any]) -> StoredEvent:
     """An event read back as (seq, member, value, occurred_at, received_at, source,
-    idempotency_key, meta, voided)."""
-    seq, member, value, occurred_at, received_at, source, key, meta, voided = row
-    return StoredEvent(seq, member, value, occurred_at, received_at, source, key, meta, bool(voided))
+    idempotency_key, meta) and its void's (seq, reason, admin, voided_at), all null when it
+    was not voided (`STORED_COLUMNS`)."""
+    seq, member, value, occurred_at, received_at, source, key, meta, void_seq, reason, admin, voided_at = row
+    voided = None if void_seq is None else Voided(void_seq, reason, admin, voided_at)
+    return StoredEvent(seq, member, value, occurred_at, received_at, source, key, meta, voided)
+
+
+STORED_COLUMNS = ("e.seq, e.member, e.value, e.occurred_at, e.received_at, e.source, e.idempotency_key, e.meta,"
+                  " v.seq, v.reason, v.admin, v.voided_at")
+"""`stored_event`'s row from a score event ``e`` left-joined to its void ``v``."""
 
 
 EventRow = tuple[int, str, int, int, int, str, str, str | None]

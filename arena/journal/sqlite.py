@@ -20,6 +20,7 @@ from arena.engine.spec import BoardSpec
 from arena.errors import JournalCorrupt, JournalError, JournalWriteFailed
 from arena.journal.interface import (
     EVENT_COLUMNS,
+    STORED_COLUMNS,
     EventRow,
     MarkerRow,
     ScoreRow,
@@ -69,10 +70,7 @@ CREATE TABLE IF NOT EXISTS score_void (
 );
 """
 
-_STORED = (
-    "SELECT e.seq, e.member, e.value, e.occurred_at, e.received_at, e.source, e.idempotency_key, e.meta,"
-    " v.seq IS NOT NULL FROM score_event e LEFT JOIN score_void v ON v.target_seq = e.seq"
-)
+_STORED = f"SELECT {STORED_COLUMNS} FROM score_event e LEFT JOIN score_void v ON v.target_seq = e.seq"
 # A batch travels as one JSON parameter, so sqlite runs it in one step: executemany steps (and
 # hands the GIL back and forth with the event loop) once per row, which under load tripled the
 # journal's share of the event-to-visibility lag.

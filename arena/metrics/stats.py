@@ -4,15 +4,17 @@ A ring buffer of one slot per second: events by outcome, event→visibility lag 
 `arena.metrics.Metrics` feeds it at the same call sites that feed Prometheus, so the charts and
 `/metrics` count the same facts once each. A slot whose second has passed out of the window is
 reset when its second comes round again, so memory stays fixed whatever the traffic.
+In a cluster, `merged` makes one body of every node's.
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
-from arena.engine.times import format_ms
+from arena.engine.times import format_ms, parse_rfc3339_ms
 
 SECONDS = 600
 
@@ -103,3 +105,44 @@ def _durations(samples: list[Sample]) -> dict[str, list[int] | list[float | None
         "mean": [round(s.total / s.count, 3) if s.count else None for s in samples],
         "max": [round(s.peak, 3) if s.count else None for s in samples],
     }
+
+
+def merged(answers: Sequence[Mapping[str, Any]]) -> dict[str, object]:
+    """One body of several nodes' `Stats.answer` bodies, on the first one's seconds: counts
+    summed second by second; durations' ``count`` summed, their ``mean`` and ``max`` the largest
+    of any node that second (the slowest node is what a player waits for). Each answer's values
+    are placed by its own ``start``, so a node whose clock is a second off adds to the right
+    seconds; those outside the first answer's window are left out. O(nodes × seconds × series)."""
+    first = answers[0]
+    seconds: int = first["seconds"]
+    start = parse_rfc3339_ms(first["start"])
+    accepted, duplicate = [0] * seconds, [0] * seconds
+    rejected: dict[str, list[int]] = {}
+    durations: dict[str, dict[str, list[Any]]] = {key: {"count": [0] * seconds, "mean": [None] * seconds, "max": [None] * seconds}
+                 for key in ("visibility_ms", "query_ms")}
+    for answer in answers:
+        shift = (parse_rfc3339_ms(answer["start"]) - start) // 1000
+        events = answer["events"]
+        _fold(accepted, events["accepted"], shift, sum)
+        _fold(duplicate, events["duplicate"], shift, sum)
+        for reason, values in events["rejected"].items():
+            _fold(rejected.setdefault(reason, [0] * seconds), values, shift, sum)
+        for key, series in durations.items():
+            _fold(series["count"], answer[key]["count"], shift, sum)
+            _fold(series["mean"], answer[key]["mean"], shift, max)
+            _fold(series["max"], answer[key]["max"], shift, max)
+    return {
+        "seconds": seconds,
+        "start": first["start"],
+        "end": first["end"],
+        "events": {"accepted": accepted, "duplicate": duplicate, "rejected": dict(sorted(rejected.items()))},
+        **durations,
+    }
+
+
+def _fold(into: list[Any], values: Sequence[Any], shift: int, combine: Callable[[tuple[Any, Any]], Any]) -> None:
+    """Combine ``values`` (one a second, from ``shift`` seconds into ``into``'s window) into
+    ``into``; a null is no value."""
+    for i, value in enumerate(values, shift):
+        if 0 <= i < len(into) and value is not None:
+            into[i] = value if into[i] is None else combine((into[i], value))

@@ -249,7 +249,11 @@ async def test_audit_lists_a_members_events_newest_first_with_voided(rig: Rig) -
     body = (await rig.http.get("/v1/boards/b/events", params={"member": "a/b %"}, headers=ADMIN)).json()
     events = body["events"]
     assert [e["idempotency_key"] for e in events] == ["k4", "k3", "k2", "k1", "k0"]
-    assert [e["voided"] for e in events] == [False, False, True, False, False]
+    assert [e["voided"] is None for e in events] == [True, True, False, True, True]
+    voided = events[2]["voided"]  # the void record: its seq, reason, admin and time
+    assert (voided["seq"], voided["reason"], voided["admin"]) == (events[0]["seq"] + 1, "dispute", "ops")
+    assert parse_rfc3339_ms(voided["at"]) == H0 + 30 * MIN  # the board's clock
+    assert_documented("/v1/boards/{board}/events", "GET", body)
     assert events[0]["source"] == "gs" and events[0]["meta"] == {"i": 4} and events[0]["value"] == 4
     assert set(events[0]) == {"seq", "member", "value", "occurred_at", "received_at", "source", "idempotency_key", "meta", "voided"}
     page = (await rig.http.get("/v1/boards/b/events", params={"member": "a/b %", "limit": 2, "before_seq": events[1]["seq"]},

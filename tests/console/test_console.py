@@ -17,9 +17,9 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.async_api import Browser, Page, expect
+from playwright.async_api import Browser, Page, ViewportSize, expect
 
-from arena.config import JournalSettings
+from arena.config import ClusterSettings, JournalSettings
 from support.browser import PHONE, Watched, chromium
 from support.server import ADMIN_TOKEN, Client, InProcessServer, event, make_config, token_for
 
@@ -32,6 +32,7 @@ BOARDS: dict[str, dict[str, Any]] = {
     "speedrun": {"order": "asc"},
 }
 DOCS = Path(__file__).resolve().parents[2] / "docs"
+NARROW_PHONE = ViewportSize(width=375, height=812)
 WAIT_MS = 10_000
 
 expect.set_options(timeout=WAIT_MS)
@@ -97,18 +98,25 @@ async def test_the_overview_shows_every_board_with_its_tables(console: Console) 
     await expect(rows.nth(1).locator("td.num").first).to_have_text("3")
     await expect(page.locator('#boards-table tr[data-board="coins"]').nth(1)).to_contain_text("2026-W49")
     await expect(page.locator("#boards-table .owner")).to_have_count(0)  # sqlite: no cluster, no owner
+    await expect(page.locator("#charts-scope")).to_have_text("This server's figures (a single node).")
 
 
 async def test_on_postgresql_the_overview_names_each_boards_owner_node(tmp_path: Path, pg_journal: JournalSettings) -> None:
-    async with chromium() as browser, InProcessServer(make_config(tmp_path, BOARDS, journal=pg_journal)) as server:
+    cluster = ClusterSettings(node_id="solo", secret="a-cluster-secret-for-tests")
+    async with chromium() as browser, InProcessServer(make_config(tmp_path, BOARDS, journal=pg_journal, cluster=cluster)) as server:
         async with httpx.AsyncClient(base_url=server.url) as http:
             node = (await http.get("/v1/cluster")).json()["node"]
         assert node is not None  # a cluster of one
         watched = await Watched.open(browser, f"{server.url}/console")
         for board in BOARDS:
             await expect(watched.page.locator(f'#boards-table tr[data-board="{board}"] th')).to_contain_text(f"owner: {node}")
-        await watched.page.close()
-    assert watched.errors == [] and watched.dialogs == []
+        await expect(watched.page.locator("#charts-scope")).to_contain_text(f"The whole cluster: 1 node ({node})")
+        one = await Watched.open(browser, f"{server.url}/console?node={node}")
+        await expect(one.page.locator("#charts-scope")).to_contain_text(f"Node {node} only")
+        await expect(one.page.locator("#legend-events li").first).to_have_text("accepted: 0")
+        for page in (watched.page, one.page):
+            await page.close()
+    assert watched.errors == one.errors == [] and watched.dialogs == one.dialogs == []
 
 
 async def test_a_submit_over_the_websocket_appears_in_the_open_standings_without_a_reload(console: Console) -> None:
@@ -149,7 +157,7 @@ async def test_search_finds_a_members_rank_neighbours_percentile_and_every_table
     await page.fill("#se-member", "p20")
     await page.get_by_role("button", name="Search").click()
     await expect(page.locator("#se-rank")).to_have_text("5 of 25")
-    await expect(page.locator("#se-facts")).to_contain_text("top 20.0 %")
+    await expect(page.locator("#se-better")).to_have_text("better than 80.0 % of the 25 members")  # rank 5 of 25
     await expect(page.locator("#se-around tbody tr")).to_have_count(10)  # ranks 1..10: clipped at the top
     await expect(page.locator("#se-around tr.me")).to_contain_text("p20")
     tables = page.locator("#se-tables tbody tr")  # the open and retained tables of each period
@@ -179,7 +187,7 @@ async def test_the_charts_show_the_events_just_sent(console: Console) -> None:
 async def use_token(page: Page) -> None:
     await page.fill("#ad-token", ADMIN_TOKEN)
     await page.get_by_role("button", name="Use token").click()
-    await expect(page.locator("#ad-state")).to_contain_text("Admin token set")
+    await expect(page.locator("#ad-state")).to_contain_text("Admin token of ops set")
 
 
 async def audit(page: Page, member: str) -> None:
@@ -202,6 +210,8 @@ async def test_a_void_through_the_page_changes_the_standings_and_the_audit_shows
     await page.fill("#void-reason", "cheating")
     await page.get_by_role("button", name="Confirm void").click()
     await expect(voided).to_contain_text("voided")
+    await expect(voided.locator(".voided-by")).to_contain_text("by ops at 2026-12-02 12:00:00Z")
+    await expect(voided.locator(".voided-by")).to_contain_text(": cheating")
     await expect(voided.get_by_role("button", name="Void…")).to_be_disabled()
     await expect(standings(page).first).to_contain_text("p03")  # p04 fell from 40 to its other event, 15
     await expect(standings(page).filter(has_text="p04")).to_contain_text("15")
@@ -303,3 +313,65 @@ async def test_the_live_standings_come_back_by_themselves_after_a_server_restart
     watched = console.pages[0]
     # while the server was down, the browser said so (failed connections); nothing else
     watched.errors = [e for e in watched.errors if "ERR_CONNECTION_REFUSED" not in e and "WebSocket connection" not in e]
+
+
+async def test_a_wrong_admin_token_is_refused_at_once_and_not_kept(console: Console) -> None:
+    page = await console.open()
+    for wrong in ("not-a-token", token_for("gs")):  # a game server's token is not an admin's either
+        await page.fill("#ad-token", wrong)
+        await page.get_by_role("button", name="Use token").click()
+        await expect(page.locator("#ad-state")).to_contain_text("not an admin token")
+        await expect(page.locator("#ad-state")).to_have_class("caption error")
+        assert await page.evaluate("sessionStorage.length") == 0
+    await use_token(page)
+    watched = console.pages[0]
+    # the browser reports each refused check (a 401) in its console; nothing else
+    watched.errors = [e for e in watched.errors if "status of 401" not in e]
+
+
+async def test_a_prefix_lists_the_matching_members_and_a_name_opens_its_audit(console: Console) -> None:
+    await console.players(25)
+    await console.client.submit([event("high_score", "P1", 1, NOW, "upper")])
+    page = await console.open()
+    await use_token(page)
+    await page.fill("#se-member", "p1")  # as typed: no Search click
+    matches = page.locator("#se-match-list button")
+    await expect(matches).to_have_text([f"p{i}" for i in range(10, 20)])  # code point order; "P1" is another case
+    await expect(page.locator("#se-matches")).to_contain_text("10 members starting with “p1”")
+    await expect(page.locator("#se-match-list li").nth(2)).to_contain_text("#13")  # p12 scores 120: rank 13 of 26
+    await matches.nth(2).click()
+    await expect(page.locator("#se-rank")).to_have_text("13 of 26")
+    await page.locator("#se-facts a.member-link").click()
+    await expect(page.locator("#ad-member")).to_have_value("p12")
+    await expect(page.locator("#ad-message")).to_have_text("1 events of p12 on high_score")
+    await expect(page.locator("#audit-table tbody tr")).to_have_count(1)
+    await standings(page).first.locator("a.member-link").click()  # a name in the standings too
+    await expect(page.locator("#ad-message")).to_have_text("1 events of p24 on high_score")
+    await page.fill("#se-member", "zz")
+    await expect(page.locator("#se-matches")).to_contain_text("No member of high_score / alltime starts with “zz”.")
+
+
+async def test_at_375_px_every_control_is_within_the_screen_and_a_void_goes_through(console: Console) -> None:
+    await console.players(5)
+    page = await console.open(viewport=NARROW_PHONE)
+    await use_token(page)
+    await audit(page, "p04")
+    await page.fill("#se-member", "p0")
+    await expect(page.locator("#se-match-list button")).to_have_count(5)
+    controls = page.locator("main button:visible, main input:visible, main select:visible, main a:visible")
+    assert await controls.count() > 20
+    for i in range(await controls.count()):
+        control = controls.nth(i)
+        await control.scroll_into_view_if_needed()
+        box = await control.bounding_box()
+        assert box is not None
+        label = await control.evaluate("c => c.id || c.textContent")
+        assert 0 <= box["x"] and box["x"] + box["width"] <= NARROW_PHONE["width"], f"{label!r} is off-screen: {box}"
+    overflow = await page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+    assert overflow <= 0, f"{overflow}px of horizontal overflow"
+    row = page.locator(f'#audit-table tr[data-key="p{NOW}-4"]')
+    await row.get_by_role("button", name="Void…").click()
+    await page.fill("#void-reason", "phone")
+    await page.get_by_role("button", name="Confirm void").click()
+    await expect(row.locator(".voided-by")).to_contain_text(": phone")
+    await console.pages[-1].screenshot(console.screenshots, "console-375")

@@ -281,6 +281,45 @@ def test_entries_of_equals_picking_the_members_from_the_whole_table(
     assert table.entries_of(asked) == ([e for e in everyone if e.member in asked], expected_missing)
 
 
+# -- prefix search -------------------------------------------------------------------------------
+
+
+def test_search_lists_the_members_starting_with_a_prefix_in_code_point_order(ten: RankedTable) -> None:
+    ten.set_standing("M1", (55, 1000, ""))
+    ten.set_standing("m10", (5, 1000, ""))
+    assert [(e.member, e.rank) for e in ten.search("m1", 20)] == [("m1", 2), ("m10", 12)]
+    assert [e.member for e in ten.search("m", 3)] == ["m0", "m1", "m10"]
+    assert [e.member for e in ten.search("M", 20)] == ["M1"]  # case-sensitive
+    assert ten.search("x", 20) == []
+
+
+_NAMES = st.text(st.sampled_from("aAbé/%\U0001f600"), min_size=1, max_size=3)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from(RULES),
+    st.dictionaries(_NAMES, st.tuples(st.integers(-3, 3), st.integers(0, 3))),
+    st.lists(_NAMES, max_size=5),
+    _NAMES,
+    st.integers(1, 8),
+)
+def test_search_equals_filtering_the_sorted_members(
+    rule: ScoringRule, standings: dict[str, tuple[int, int]], removed: list[str], prefix: str, limit: int
+) -> None:
+    table = RankedTable(rule, ALLTIME_WINDOW)
+    for member, (score, reached_at) in standings.items():
+        table.set_standing(member, (score, reached_at, ""))
+    for member in removed:
+        table.set_standing(member, None)
+    everyone = {e.member: e for e in table.entries()}  # the oracle: a sorted list, filtered
+    expected = [everyone[m] for m in sorted(everyone) if m.startswith(prefix)][:limit]
+    assert table.search(prefix, limit) == expected
+    kept = {m: standing for m in everyone if (standing := table.standing(m)) is not None}
+    rebuilt = RankedTable.from_standings(rule, ALLTIME_WINDOW, kept)
+    assert rebuilt.search(prefix, limit) == expected
+
+
 # -- stress --------------------------------------------------------------------------------------
 
 
@@ -296,6 +335,9 @@ def check_invariants(table: RankedTable, model: dict[str, Standing]) -> None:
     assert all(a < b for a, b in itertools.pairwise(ordered))  # unique members make a strict order
     if table._keys is not None:
         assert set(table._keys) == set(items)
+    table._names._check()
+    assert list(table._names) == sorted(items)
+    assert all(items.get(name) is not None for name in table._names)
     rule = table.rule
     expected = sorted(model, key=lambda m: (rule.sort_key(model[m][0], model[m][1]), m))
     entries = list(table.entries())

@@ -147,7 +147,7 @@ def test_audit_lists_a_members_events_only_for_an_admin(child_server: ChildServe
     assert answer.status_code == 200
     events = answer.json()["events"]
     assert [(e["idempotency_key"], e["source"], e["value"], e["voided"]) for e in events] == [
-        ("audit-2", "gs", 40, False), ("audit-1", "scoped", 30, False)]
+        ("audit-2", "gs", 40, None), ("audit-1", "scoped", 30, None)]
     for e in events:
         assert e["member"] == "carol"
         assert e["occurred_at"].endswith("Z") and e["received_at"].endswith("Z")
@@ -159,6 +159,8 @@ def test_a_token_sent_in_a_url_is_never_logged(child_server: ChildServer, sessio
     # Some clients put credentials in the query string; the access log writes the whole path.
     session.http("GET", f"{child_server.url}/v1/boards?{name}={ADMIN_TOKEN}&limit=5")
     session.http("GET", f"{child_server.url}/v1/boards/a/alltime/top?limit=3&{name}={WRONG_TOKEN}")
+    for path in ("/v1/stats", "/v1/admin/whoami", "/console", "/v1/boards/a/alltime/search?prefix=x"):  # the console's routes
+        session.http("GET", f"{child_server.url}{path}{'&' if '?' in path else '?'}{name}={ADMIN_TOKEN}")
     with connect(f"{child_server.ws_url}?{name}={token_for('scoped')}", additional_headers={"Authorization": f"Bearer {token_for('gs')}"}):
         pass
     with pytest.raises(websockets.InvalidStatus):

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from arena.engine.events import Event
 from arena.engine.periods import ALLTIME_WINDOW, Calendar, PeriodKind
-from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
+from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, Voided, VoidRecord
 from arena.errors import JournalCorrupt, JournalWriteFailed
 from arena.journal import Journal, ScoreRow
 from arena.journal.sqlite import SqliteJournal
@@ -322,13 +322,13 @@ async def test_member_events_are_newest_first_with_before_seq_and_limit(journal:
     assert await journal.member_events("a", before_seq=1) == []
     assert await journal.member_events("nobody") == []
     by_seq = {e.seq: e for e in events}
-    assert by_seq[5] == StoredEvent(5, "a", 5, T, T + 105, "gs2", "k5", '{"n":1}', voided=False)
-    assert by_seq[7].voided and not by_seq[9].voided
+    assert by_seq[5] == StoredEvent(5, "a", 5, T, T + 105, "gs2", "k5", '{"n":1}', voided=None)
+    assert by_seq[7].voided == Voided(21, "r", "ops", T) and by_seq[9].voided is None
 
 
 async def test_event_by_key(journal: Journal) -> None:
     await journal.append([score(1, key="x", meta='{"a":[1]}')])
-    assert await journal.event_by_key("x") == StoredEvent(1, "a", 1, T, T + 5, "gs", "x", '{"a":[1]}', voided=False)
+    assert await journal.event_by_key("x") == StoredEvent(1, "a", 1, T, T + 5, "gs", "x", '{"a":[1]}', voided=None)
     assert await journal.event_by_key("y") is None
 
 

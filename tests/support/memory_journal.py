@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterable, AsyncIterator, Sequence
 
 from arena.engine.events import Fingerprint
-from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
+from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, Voided, VoidRecord
 from arena.journal import ScoreRow
 
 
@@ -18,8 +18,8 @@ class MemoryJournal:
     def _scores(self) -> list[ScoreRecord]:
         return [r for r in self.journaled if isinstance(r, ScoreRecord)]
 
-    def _voided(self) -> set[int]:
-        return {r.target_seq for r in self.journaled if isinstance(r, VoidRecord)}
+    def _voided(self) -> dict[int, Voided]:
+        return {r.target_seq: Voided(r.seq, r.reason, r.admin, r.voided_at) for r in self.journaled if isinstance(r, VoidRecord)}
 
     async def lookup(self, keys: Sequence[str]) -> dict[str, Fingerprint]:
         wanted = set(keys)
@@ -70,7 +70,7 @@ class MemoryJournal:
     def _stored(self, r: ScoreRecord) -> StoredEvent:
         e = r.event
         return StoredEvent(r.seq, e.member, e.value, e.occurred_at, r.received_at, r.source, e.idempotency_key, e.meta,
-                           r.seq in self._voided())
+                           self._voided().get(r.seq))
 
     async def event_by_key(self, key: str) -> StoredEvent | None:
         return next((self._stored(r) for r in self._scores() if r.event.idempotency_key == key), None)

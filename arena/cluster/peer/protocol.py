@@ -15,7 +15,8 @@ same ``id`` (`Reply`), in any order, so that many requests share one connection 
   ``{"error":{"code","message","status"}}``: a WebSocket query op, answered as the owner's own
   connection would.
 - `Http` ``{"op":"http","board","method","path","query","headers":[[name,value],…],"body"}`` →
-  `HttpAnswer` ``{"status","headers":[[name,value],…],"body"}``: an HTTP route (queries, admin).
+  `HttpAnswer` ``{"status","headers":[[name,value],…],"body"}``: an HTTP route (queries, admin);
+  with an empty ``board``, a route about the peer itself (its `/v1/stats`), answered by any node.
   A body travels as text when it is UTF-8 (JSON bodies are), else byte for byte as latin-1, with
   ``"latin1":true``.
 - `Watch` ``{"op":"watch","board","view":{…}}`` → `Watching` ``{"watching":true}``, then a stream
@@ -83,7 +84,8 @@ class Ask:
 
 @dataclass(frozen=True, slots=True)
 class Http:
-    """An HTTP request to run through the owner's own routes."""
+    """An HTTP request to run through the owner's own routes (``board`` empty: through the
+    peer's own routes, about that node)."""
 
     board: str
     method: str

@@ -38,6 +38,7 @@ from arena.engine.spec import BoardSpec
 from arena.errors import JournalCorrupt, JournalError, JournalUnavailable, JournalWriteFailed, OwnershipLost
 from arena.journal.interface import (
     EVENT_COLUMNS,
+    STORED_COLUMNS,
     EventRow,
     ScoreRow,
     check_definition,
@@ -86,9 +87,8 @@ _HAS_RECORDS = (
     " OR EXISTS (SELECT 1 FROM {s}.board_period WHERE board = $1)"
 )
 _STORED = (
-    "SELECT e.seq, e.member, e.value, e.occurred_at, e.received_at, e.source, e.idempotency_key, e.meta,"
-    " v.seq IS NOT NULL FROM {s}.score_event e LEFT JOIN {s}.score_void v ON v.board = e.board AND v.target_seq = e.seq"
-    " WHERE e.board = $1"
+    f"SELECT {STORED_COLUMNS} FROM {{s}}.score_event e"
+    " LEFT JOIN {s}.score_void v ON v.board = e.board AND v.target_seq = e.seq WHERE e.board = $1"
 )
 # A fold per aggregation over the bucket's rows (``{rows}``), in `FoldRow`'s columns: a sum of
 # bigint is numeric, exact at any size; an array of two bigints orders like a best standing;
