@@ -54,6 +54,8 @@ async def test_a_tournament_takes_its_window_closes_and_survives_a_restart_and_a
         client = await Client.connect(server.ws_url, token_for("gs"))
         try:
             await pin(http, start - 10_000)
+            upcoming = await get(http, "/v1/boards/cup/finals/top")  # before it: its window, open and empty
+            assert (upcoming["period_id"], upcoming["closed"], upcoming["size"]) == (period_id, False, 0)
             assert statuses(await client.submit([event("cup", "early", 1, start - 1, "k-early")])) == ["rejected:outside_window"]
             await pin(http, start + HOUR)
             sent = [event("cup", "ann", 30, start, "k1"), event("cup", "bob", 50, start + MIN, "k2"),
