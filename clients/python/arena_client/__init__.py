@@ -64,6 +64,7 @@ from arena_client.errors import (
 from arena_client.models import (
     ClientStats,
     Entry,
+    EventFields,
     Json,
     Members,
     Percentile,
@@ -99,6 +100,7 @@ __all__ = [
     "ClientStats",
     "ConnectionFailed",
     "Entry",
+    "EventFields",
     "EventRejected",
     "FrameTooLarge",
     "Json",

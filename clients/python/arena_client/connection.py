@@ -30,6 +30,7 @@ from arena_client.errors import (
 )
 from arena_client.models import (
     ClientStats,
+    EventFields,
     Json,
     Members,
     OccurredAt,
@@ -315,7 +316,7 @@ class ArenaClient:
         result = await future
         return result.raise_for_status()
 
-    async def submit_many(self, events: Iterable[ScoreEvent | Mapping[str, Any]]) -> list[SubmitResult]:
+    async def submit_many(self, events: Iterable[ScoreEvent | EventFields]) -> list[SubmitResult]:
         """Submit events (in order; ``max_batch`` per frame) and wait for all their results.
 
         Rejected events do not raise: look at each `SubmitResult` (or call its

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from enum import StrEnum
-from typing import Any, TypeAlias
+from typing import Any, NotRequired, TypeAlias, TypedDict
 
 from arena_client.errors import EventRejected
 
@@ -64,6 +64,17 @@ class ScoreEvent:
     occurred_at: OccurredAt | None = None
     idempotency_key: str | None = None
     meta: Mapping[str, Json] | None = None
+
+
+class EventFields(TypedDict):
+    """A `ScoreEvent` as a mapping, for `ArenaClient.submit_many`: the same names."""
+
+    board: str
+    member: str
+    value: int
+    occurred_at: NotRequired[OccurredAt | None]
+    idempotency_key: NotRequired[str | None]
+    meta: NotRequired[Mapping[str, Json] | None]
 
 
 @dataclass(frozen=True, slots=True)

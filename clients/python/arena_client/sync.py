@@ -11,6 +11,7 @@ from arena_client.connection import ArenaClient, ClientOptions
 from arena_client.errors import ClientClosed
 from arena_client.models import (
     ClientStats,
+    EventFields,
     Json,
     Members,
     OccurredAt,
@@ -111,7 +112,7 @@ class ArenaClientSync:
         return self._call(self._client.submit(board, member, value, occurred_at=occurred_at,
                                               idempotency_key=idempotency_key, meta=meta))
 
-    def submit_many(self, events: Iterable[ScoreEvent | Mapping[str, Any]]) -> list[SubmitResult]:
+    def submit_many(self, events: Iterable[ScoreEvent | EventFields]) -> list[SubmitResult]:
         """As `ArenaClient.submit_many` (rejections are in the results, not raised)."""
         return self._call(self._client.submit_many(list(events)))
 

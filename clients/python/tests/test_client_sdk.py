@@ -26,6 +26,7 @@ from arena_client import (
     ClientClosed,
     ConnectionFailed,
     Entry,
+    EventFields,
     EventRejected,
     FrameTooLarge,
     Members,
@@ -110,7 +111,7 @@ async def test_rejected_events_raise_event_rejected_with_reason_and_key(server: 
 
 async def test_submit_many_reports_each_result_in_order_without_raising(server: InProcessServer) -> None:
     at = now_ms()
-    events: list[ScoreEvent | dict[str, object]] = [
+    events: list[ScoreEvent | EventFields] = [
         ScoreEvent("b", "a", 1, at, "e1"),
         {"board": "b", "member": "b", "value": -5, "idempotency_key": "e2"},
         ScoreEvent("b", "c", 3, datetime.now(timezone.utc), "e3"),
