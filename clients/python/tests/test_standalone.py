@@ -7,6 +7,7 @@ server's package offers the same classes as ``arena.client``."""
 from __future__ import annotations
 
 import ast
+import inspect
 import os
 import re
 import shutil
@@ -104,3 +105,8 @@ def test_a_users_program_type_checks_strictly_with_nothing_any(installed: Path, 
     out = _run(sys.executable, "-m", "mypy", "--strict", "--disallow-any-expr", "--no-incremental",
                "--python-executable", installed, program, cwd=tmp_path, env=env)  # no config file in cwd
     assert "Success" in out
+
+
+def test_the_sync_clients_options_are_the_async_clients_keywords() -> None:
+    keywords = {name for name, p in inspect.signature(arena_client.ArenaClient).parameters.items() if p.kind is p.KEYWORD_ONLY}
+    assert set(arena_client.ClientOptions.__annotations__) == keywords
