@@ -417,15 +417,17 @@ class ArenaClient:
         `ScoreAtPercentileView`, `MembersView`): yields the view's whole answer, the dataclass
         its query returns, at once and after each change; a slow consumer skips to the newest. A
         member not in the table is a state (`Standing.entry` None, `around` no entries). After
-        a reconnect it subscribes again by itself (the next answer may repeat the last). Stop by
-        leaving the loop. Raises `QueryFailed` for a view the server refuses (and when its table
-        leaves retention), `ClientClosed`.
+        a reconnect it subscribes again by itself (the next answer may repeat the last; one
+        older than the last, in ``seq``, is never yielded). Stop by leaving the loop. Raises
+        `QueryFailed` for a view the server refuses (and when its table leaves retention),
+        `ClientClosed`.
 
         ``async for top in client.subscribe(TopView("high_score", "daily", limit=10)): ...``
         """
         frame = view.frame_fields()
         live = _Live(frame, asyncio.Event())
         self._lives.add(live)
+        shown = -1  # the seq of the last answer yielded: across reconnects (other nodes) never go back
         try:
             await self._query({"op": "subscribe", "view": frame}, live)
             while True:
@@ -433,7 +435,8 @@ class ArenaClient:
                 live.changed.clear()
                 if live.error is not None:
                     raise live.error
-                if live.latest is not None:
+                if live.latest is not None and live.latest["seq"] >= shown:
+                    shown = live.latest["seq"]
                     yield view.parse(live.latest)
         finally:
             self._lives.discard(live)

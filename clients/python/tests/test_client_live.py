@@ -20,6 +20,7 @@ from arena_client import (
     RankView,
     ScoreAtPercentile,
     ScoreAtPercentileView,
+    ScoreEvent,
     Standing,
     Table,
     TopView,
@@ -115,3 +116,27 @@ async def test_a_view_is_followed_again_after_the_server_restarts(tmp_path: Path
             await updates.aclose()
     finally:
         await server.stop()
+
+
+async def test_an_update_older_than_the_last_one_is_never_yielded(tmp_path: Path) -> None:
+    """Two servers with journals of their own stand for nodes whose answers lag: after moving from
+    one (seq 5) to the other (seq 0), the view yields nothing until the other's seq has caught up."""
+    ahead = InProcessServer(make_config(tmp_path / "ahead", BOARDS, push_interval_ms=PUSH_MS))
+    behind = InProcessServer(make_config(tmp_path / "behind", BOARDS, push_interval_ms=PUSH_MS))
+    await ahead.start()
+    await behind.start()
+    try:
+        async with ArenaClient([ahead.url, behind.url], token_for("gs"), reconnect_base=0.01) as client:
+            await client.submit_many([ScoreEvent("b", f"m{i}", i) for i in range(5)])
+            updates = client.subscribe(TopView("b", "alltime", limit=10))
+            first = await anext(updates)
+            assert first.seq == 5 and first.size == 5
+            await ahead.stop()  # the client moves on to `behind`, whose answers start at seq 0
+            await client.submit_many([ScoreEvent("b", f"n{i}", i) for i in range(6)])
+            async with asyncio.timeout(30):
+                later = await anext(updates)
+            assert later.seq >= first.seq and {e.member for e in later.entries} >= {f"n{i}" for i in range(5)}
+            await updates.aclose()
+    finally:
+        await behind.stop()
+        await ahead.stop()
