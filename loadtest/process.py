@@ -25,8 +25,9 @@ ARENA = (sys.executable, "-m", "arena")
 def arena_in(tree: Path) -> tuple[tuple[str, ...], dict[str, str]]:
     """The command line and environment that run the `arena` of the source tree ``tree`` (the
     directory holding its ``arena`` package) instead of the one this interpreter imports:
-    ``$PYTHONPATH`` names it, and ``-P`` keeps the working directory's ``arena`` from coming first."""
-    return (sys.executable, "-P", "-m", "arena"), {"PYTHONPATH": str(tree)}
+    ``$PYTHONPATH`` names it (and its ``clients/python``, where the server's `arena_client` lives),
+    and ``-P`` keeps the working directory's ``arena`` from coming first."""
+    return (sys.executable, "-P", "-m", "arena"), {"PYTHONPATH": os.pathsep.join([str(tree), str(tree / "clients" / "python")])}
 
 _LOOPBACK = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via an http_proxy
 

@@ -4,23 +4,16 @@ docs/protocol.md run as written against a real server built from the repository'
 
 from __future__ import annotations
 
-import asyncio
-import re
-import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from arena.config import load_config
-from support.server import InProcessServer
+from support.snippets import DOC_URL, ROOT, python_blocks, run_against_the_default_config
 
-ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "client.md"
-SNIPPETS = re.findall(r"^```python\n(.*?)^```$", DOC.read_text(), re.S | re.M)
-README_SNIPPETS = re.findall(r"^```python\n(.*?)^```$", (ROOT / "README.md").read_text(), re.S | re.M)
-PROTOCOL_SNIPPETS = re.findall(r"^```python\n(.*?)^```$", (ROOT / "docs" / "protocol.md").read_text(), re.S | re.M)
-DOC_URL = "http://127.0.0.1:8080"
+SNIPPETS = python_blocks(DOC)
+README_SNIPPETS = python_blocks(ROOT / "README.md")
+PROTOCOL_SNIPPETS = python_blocks(ROOT / "docs" / "protocol.md")
 
 
 def test_the_doc_has_an_async_and_a_sync_quick_start_of_15_lines_at_most() -> None:
@@ -40,28 +33,15 @@ def test_the_doc_has_an_async_and_a_sync_quick_start_of_15_lines_at_most() -> No
     ids=["async", "sync"],
 )
 async def test_the_quick_start_runs(tmp_path: Path, index: int, expected: list[str]) -> None:
-    await _run_against_the_default_config(tmp_path, SNIPPETS[index], expected)
+    await run_against_the_default_config(tmp_path, SNIPPETS[index], expected)
 
 
 async def test_the_readme_example_client_runs_twice(tmp_path: Path) -> None:
     assert len(README_SNIPPETS) == 1 and DOC_URL in README_SNIPPETS[0]
     for _ in range(2):  # a second run must not trip over the first one's keys
-        await _run_against_the_default_config(tmp_path, README_SNIPPETS[0], ["accepted 1", "1 alice 1200", "2 bob 900"])
+        await run_against_the_default_config(tmp_path, README_SNIPPETS[0], ["accepted 1", "1 alice 1200", "2 bob 900"])
 
 
 async def test_the_protocol_live_example_follows_a_view_and_reads_friends(tmp_path: Path) -> None:
     assert len(PROTOCOL_SNIPPETS) == 1 and DOC_URL in PROTOCOL_SNIPPETS[0]
-    await _run_against_the_default_config(tmp_path, PROTOCOL_SNIPPETS[0], ["[(1, 'alice')]", "('zed',)"])
-
-
-async def _run_against_the_default_config(tmp_path: Path, snippet: str, expected: list[str]) -> None:
-    config = load_config(ROOT / "config.toml")
-    config = replace(config, server=replace(config.server, data_dir=tmp_path))
-    async with InProcessServer(config) as server:
-        code = snippet.replace(DOC_URL, server.url)
-        proc = await asyncio.create_subprocess_exec(sys.executable, "-c", code, cwd=tmp_path,
-                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        out, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode == 0, err.decode()
-    for line in expected:
-        assert line in out.decode(), out.decode()
+    await run_against_the_default_config(tmp_path, PROTOCOL_SNIPPETS[0], ["[(1, 'alice')]", "('zed',)"])

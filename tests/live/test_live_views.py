@@ -486,33 +486,6 @@ async def test_while_draining_every_handshake_and_event_stream_gets_503_retry_af
             server.arena.draining = False
 
 
-# -- the Python client -----------------------------------------------------------------------------
-
-
-async def test_the_client_follows_a_view_and_subscribes_again_after_a_reconnect(tmp_path: Path) -> None:
-    from arena.client import ArenaClient
-
-    config = make_config(tmp_path / "data", BOARDS, push_interval_ms=PUSH_MS)
-    server = InProcessServer(config)
-    await server.start()
-    try:
-        async with ArenaClient(server.url, token_for("gs"), give_up_after=None) as client:
-            updates = client.subscribe("top", "b", "alltime", limit=5)
-            assert (await anext(updates))["entries"] == []
-            await client.submit("b", "ann", 5)
-            assert (await anext(updates))["entries"][0]["member"] == "ann"
-            port = server.port
-            await server.stop()  # the connection drops; the client reconnects when the server is back
-            await server.start(port=port)
-            await client.submit("b", "bob", 9)
-            answer = await anext(updates)
-            while [e["member"] for e in answer["entries"]] != ["bob", "ann"]:
-                answer = await anext(updates)
-            await updates.aclose()
-    finally:
-        await server.stop()
-
-
 # -- server-sent events ----------------------------------------------------------------------------
 
 

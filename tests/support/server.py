@@ -145,10 +145,12 @@ class ChildServer(ArenaServe):
 
     def __init__(self, config_path: Path, *, fault_injection: bool = True, env: Mapping[str, str] | None = None,
                  **options: Any) -> None:
+        # the server imports arena_client.backoff: this tree's, as pytest's pythonpath gives the tests
+        path = [str(injected.TESTS)] if fault_injection else []
+        path += [os.environ.get("PYTHONPATH", ""), str(injected.TESTS.parent / "clients" / "python")]
+        env = {**(env or {}), "PYTHONPATH": os.pathsep.join(filter(None, path))}
         if fault_injection:
-            path = os.pathsep.join(filter(None, [str(injected.TESTS), os.environ.get("PYTHONPATH")]))
             options["command"] = injected.SERVE
-            env = {**(env or {}), "PYTHONPATH": path}
         super().__init__(config_path, env=env, **options)
 
 

@@ -20,7 +20,6 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 from websockets.protocol import State
 
-from arena.backoff import Backoff
 from arena.cluster.peer.protocol import (
     PATH,
     Answer,
@@ -36,6 +35,7 @@ from arena.cluster.peer.protocol import (
     parse_answer,
     serialise,
 )
+from arena_client.backoff import Backoff
 
 log = logging.getLogger("arena.cluster")
 

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine, Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import AsyncGenerator, Coroutine, Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar, Unpack
 
-from arena.client.connection import ArenaClient
-from arena.client.errors import ClientClosed
-from arena.client.models import (
+from arena_client.connection import ArenaClient, ClientOptions
+from arena_client.errors import ClientClosed
+from arena_client.models import (
     ClientStats,
+    EventFields,
+    Json,
     Members,
     OccurredAt,
     Percentile,
@@ -20,19 +22,21 @@ from arena.client.models import (
     SubmitResult,
     Table,
 )
+from arena_client.views import View
 
 T = TypeVar("T")
 
 
 class ArenaClientSync:
     """`ArenaClient` for code without an event loop (scripts, threads): the same methods,
-    blocking. It runs a private event loop in a daemon thread; calls from several threads at once
-    are safe and share frames. Use as ``with connect_sync(url, token) as client:``; `close` flushes.
+    blocking, and `subscribe` as a plain iterator. It runs a private event loop in a daemon
+    thread; calls from several threads at once are safe and share frames. Use as
+    ``with connect_sync(url, token) as client:``; `close` flushes.
 
     Raises what the async methods raise (connect: `AuthenticationError`, `ConnectionFailed`).
     """
 
-    def __init__(self, url: str | Sequence[str], token: str, **options: Any) -> None:
+    def __init__(self, url: str | Sequence[str], token: str | None = None, **options: Unpack[ClientOptions]) -> None:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="arena-client-sync", daemon=True)
         self._thread.start()
@@ -44,7 +48,7 @@ class ArenaClientSync:
             raise
 
     @staticmethod
-    async def _open(url: str | Sequence[str], token: str, options: dict[str, Any]) -> ArenaClient:
+    async def _open(url: str | Sequence[str], token: str | None, options: ClientOptions) -> ArenaClient:
         return await ArenaClient(url, token, **options).connect()
 
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:
@@ -90,6 +94,10 @@ class ArenaClientSync:
     def connected(self) -> bool:
         return self._client.connected
 
+    @property
+    def url(self) -> str:
+        return self._client.url
+
     def submit(
         self,
         board: str,
@@ -98,13 +106,13 @@ class ArenaClientSync:
         *,
         occurred_at: OccurredAt | None = None,
         idempotency_key: str | None = None,
-        meta: Mapping[str, Any] | None = None,
+        meta: Mapping[str, Json] | None = None,
     ) -> SubmitResult:
         """As `ArenaClient.submit` (raises `EventRejected` for a rejected event)."""
         return self._call(self._client.submit(board, member, value, occurred_at=occurred_at,
                                               idempotency_key=idempotency_key, meta=meta))
 
-    def submit_many(self, events: Iterable[ScoreEvent | Mapping[str, Any]]) -> list[SubmitResult]:
+    def submit_many(self, events: Iterable[ScoreEvent | EventFields]) -> list[SubmitResult]:
         """As `ArenaClient.submit_many` (rejections are in the results, not raised)."""
         return self._call(self._client.submit_many(list(events)))
 
@@ -113,7 +121,7 @@ class ArenaClientSync:
         return self._call(self._client.top(board, period, limit=limit, offset=offset, period_id=period_id))
 
     def rank(self, board: str, period: str, member: str, *, period_id: str | None = None) -> Standing:
-        """As `ArenaClient.rank`."""
+        """As `ArenaClient.rank` (``entry`` None for a member not in the table)."""
         return self._call(self._client.rank(board, period, member, period_id=period_id))
 
     def around(self, board: str, period: str, member: str | None = None, *, rank: int | None = None, radius: int = 5,
@@ -133,13 +141,37 @@ class ArenaClientSync:
         """As `ArenaClient.members`."""
         return self._call(self._client.members(board, period, members, period_id=period_id))
 
+    def subscribe(self, view: View[T]) -> Iterator[T]:
+        """As `ArenaClient.subscribe`, as a blocking iterator: each ``next`` waits for the view's
+        next answer. Leaving the loop (or closing the iterator) unsubscribes.
+
+        ``for top in client.subscribe(TopView("high_score", "daily", limit=10)): ...``
+        """
+        updates = self._client.subscribe(view)
+        try:
+            while True:
+                try:
+                    yield self._call(_next(updates))
+                except StopAsyncIteration:
+                    return
+        finally:
+            if not self._closed:
+                self._call(_close(updates))
+
     def ping(self) -> None:
         """As `ArenaClient.ping`."""
         self._call(self._client.ping())
 
 
-def connect_sync(url: str | Sequence[str], token: str, **options: Any) -> ArenaClientSync:
+async def _next(updates: AsyncGenerator[T, None]) -> T:
+    return await anext(updates)
+
+
+async def _close(updates: AsyncGenerator[T, None]) -> None:
+    await updates.aclose()
+
+
+def connect_sync(url: str | Sequence[str], token: str | None = None, **options: Unpack[ClientOptions]) -> ArenaClientSync:
     """A connected `ArenaClientSync` (options as `ArenaClient`). Raises `AuthenticationError`,
     `ConnectionFailed`."""
     return ArenaClientSync(url, token, **options)
-

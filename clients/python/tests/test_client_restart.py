@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from arena.client import ArenaClient, AuthenticationError, ConnectionFailed, SubmitResult, SubmitStatus
 from arena.journal.sqlite import journal_path
+from arena_client import ArenaClient, AuthenticationError, ConnectionFailed, SubmitResult, SubmitStatus
 from loadtest.config_toml import write_config
 from support.server import ChildServer, make_config, now_ms, token_for, until
 

@@ -1,6 +1,6 @@
-"""`ArenaClient`: one connection to the server and the state machine around it: the queue that
-batches events into frames, the frames in flight, resends after a drop or an `unavailable` answer,
-and reconnects (the package docstring says what the caller sees)."""
+"""`ArenaClient`: one connection to the server and the state machine around it: a queue per board
+that batches its events into frames, the frames in flight, resends after a drop or an
+`unavailable` answer, live views, and reconnects (the package docstring says what the caller sees)."""
 
 from __future__ import annotations
 
@@ -12,15 +12,15 @@ from collections import deque
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-from arena.backoff import Backoff
-from arena.client.errors import (
+from arena_client.backoff import Backoff
+from arena_client.errors import (
     ArenaClientError,
     AuthenticationError,
     ClientClosed,
@@ -28,8 +28,10 @@ from arena.client.errors import (
     FrameTooLarge,
     QueryFailed,
 )
-from arena.client.models import (
+from arena_client.models import (
     ClientStats,
+    EventFields,
+    Json,
     Members,
     OccurredAt,
     Percentile,
@@ -40,9 +42,17 @@ from arena.client.models import (
     SubmitStatus,
     Table,
     new_idempotency_key,
-    parse_entry,
-    parse_info,
     to_ms,
+)
+from arena_client.views import (
+    AroundView,
+    MembersView,
+    PercentileView,
+    RankQuery,
+    RankView,
+    ScoreAtPercentileView,
+    TopView,
+    View,
 )
 
 log = logging.getLogger("arena.client")
@@ -54,13 +64,14 @@ STABLE_SECONDS = 5.0  # a connection that lasted this long resets the reconnect 
 _FRAME_OVERHEAD = 64  # bytes of a submit frame around its events: {"op":"submit","id":N,"events":[...]}
 
 
-def ws_url(url: str) -> str:
-    """``http://host:port`` (or ``ws://``) to the ingest endpoint ``ws://host:port/v1/ws``."""
+def ws_url(url: str, live: bool = False) -> str:
+    """``http://host:port`` (or ``ws://``) to the ingest endpoint ``ws://host:port/v1/ws``, or
+    with ``live`` to the public read-only ``/v1/live``; a URL with a path is kept as it is."""
     parts = urlsplit(url)
     scheme = {"http": "ws", "https": "wss"}.get(parts.scheme, parts.scheme)
     if scheme not in ("ws", "wss"):
         raise ValueError(f"not an http(s) or ws(s) URL: {url!r}")
-    path = parts.path if parts.path not in ("", "/") else "/v1/ws"
+    path = parts.path if parts.path not in ("", "/") else "/v1/live" if live else "/v1/ws"
     return urlunsplit((scheme, parts.netloc, path, parts.query, ""))
 
 
@@ -68,6 +79,7 @@ def ws_url(url: str) -> str:
 class _Pending:
     """An event on its way: serialised once, so every resend is byte-identical."""
 
+    board: str
     key: str
     data: bytes
     future: asyncio.Future[SubmitResult]
@@ -76,10 +88,21 @@ class _Pending:
 
 
 @dataclass(slots=True, eq=False)
+class _Batch:
+    """One board's events waiting for a frame, and its frames in flight. Boards never share a
+    frame: the server acks a frame when its last event is durable, so a board whose owner is away
+    holds up only its own acks."""
+
+    pending: deque[_Pending]
+    since: float = 0.0  # loop time the oldest waiting event was queued (-inf: send at once)
+    in_flight: int = 0  # frames sent and not answered
+
+
+@dataclass(slots=True, eq=False)
 class _Live:
     """A view the client follows: its fields, its id on the current connection, its newest answer."""
 
-    view: dict[str, Any]
+    view: dict[str, object]
     changed: asyncio.Event
     sub: str | None = None
     latest: dict[str, Any] | None = None
@@ -105,8 +128,23 @@ class _Counters:
     peak_in_flight: int = 0
 
 
+class ClientOptions(TypedDict, total=False):
+    """`ArenaClient`'s keyword options, for `connect_sync` and `ArenaClientSync` (one name and
+    type each; the defaults and meanings are `ArenaClient`'s)."""
+
+    linger: float
+    max_batch: int
+    max_frame_bytes: int
+    max_in_flight: int
+    reconnect_base: float
+    reconnect_max: float
+    give_up_after: float | None
+    retry_unavailable_for: float
+    open_timeout: float
+
+
 class ArenaClient:
-    """One game server's connection to Arena (the `arena.client` docstring tells how it batches
+    """One game server's connection to Arena (the `arena_client` docstring tells how it batches
     and retries; `ArenaClientError` draws the errors). Use it as
     ``async with ArenaClient(url, token) as client:``, or call `connect` and `close` yourself. Not
     thread-safe: use it from one event loop (or use `ArenaClientSync`).
@@ -114,13 +152,17 @@ class ArenaClient:
     ``url`` is the server's base URL (``http://host:port``) or its WebSocket URL
     (``ws://host:port/v1/ws``), or a list of them: the nodes of a cluster. The client uses one
     at a time and moves on to the next when its node cannot be reached or goes away (a resend
-    through another node is safe: the same keys). Options:
+    through another node is safe: the same keys). ``token`` is a game server's token; without
+    one the client reads the public ``/v1/live`` (queries and live views; `submit` needs a
+    token). Options:
 
-    - ``linger`` (s, default 0.002): how long a submitted event may wait for others to share its frame.
+    - ``linger`` (s, default 0.002): how long a submitted event may wait for others of its board
+      to share its frame.
     - ``max_batch`` (default 500) and ``max_frame_bytes`` (default 1 MiB, the server's default limit):
       the most events and bytes in one frame. If the server answers batch_too_large the client
       halves ``max_batch`` and resends.
-    - ``max_in_flight`` (default 16): frames sent and not yet answered.
+    - ``max_in_flight`` (default 16): frames of one board sent and not yet answered (and as many
+      queries).
     - ``reconnect_base`` / ``reconnect_max`` (s, 0.05 / 2.0): the backoff between connection attempts.
     - ``give_up_after`` (s, default 30; None = never): after this long without a connection every
       waiting call fails with `ConnectionFailed`; the client keeps trying when new calls arrive.
@@ -132,7 +174,7 @@ class ArenaClient:
     def __init__(
         self,
         url: str | Sequence[str],
-        token: str,
+        token: str | None = None,
         *,
         linger: float = 0.002,
         max_batch: int = 500,
@@ -146,7 +188,8 @@ class ArenaClient:
     ) -> None:
         if max_batch < 1 or max_in_flight < 1 or max_frame_bytes < 1024:
             raise ValueError("max_batch and max_in_flight must be >= 1, max_frame_bytes >= 1024")
-        self.urls = [ws_url(url)] if isinstance(url, str) else [ws_url(u) for u in url]
+        live = token is None
+        self.urls = [ws_url(url, live)] if isinstance(url, str) else [ws_url(u, live) for u in url]
         if not self.urls:
             raise ValueError("give at least one URL")
         self._node = 0
@@ -161,9 +204,9 @@ class ArenaClient:
         self._reconnect = Backoff(reconnect_base, reconnect_max)
         self._retry = Backoff(reconnect_base, reconnect_max)
         self._ids = itertools.count(1)
-        self._queue: deque[_Pending] = deque()
-        self._queued_since: float | None = None  # loop time the queue became non-empty
+        self._batches: dict[str, _Batch] = {}  # board -> its events waiting and in flight
         self._queries: deque[_Query] = deque()
+        self._queries_in_flight = 0
         self._in_flight: dict[int, list[_Pending] | _Query] = {}
         self._delayed: set[_Pending | _Query] = set()  # waiting out an `unavailable` / `not_ready` backoff
         self._waiters: set[asyncio.Future[Any]] = set()
@@ -260,19 +303,20 @@ class ArenaClient:
         *,
         occurred_at: OccurredAt | None = None,
         idempotency_key: str | None = None,
-        meta: Mapping[str, Any] | None = None,
+        meta: Mapping[str, Json] | None = None,
     ) -> SubmitResult:
-        """Submit one event and wait until it is journaled. Concurrent calls share frames.
+        """Submit one event and wait until it is journaled. Concurrent calls for one board share
+        frames.
 
         Returns the result (``accepted``, or ``duplicate`` when this key was journaled before).
         Raises `EventRejected` (reason, key), `ConnectionFailed`, `AuthenticationError`,
         `ClientClosed`; TypeError/ValueError at once for a value that cannot be sent (a naive
-        datetime, an object orjson cannot serialise)."""
+        datetime, an object orjson cannot serialise) or without a token."""
         [future] = self._enqueue([ScoreEvent(board, member, value, occurred_at, idempotency_key, meta)])
         result = await future
         return result.raise_for_status()
 
-    async def submit_many(self, events: Iterable[ScoreEvent | Mapping[str, Any]]) -> list[SubmitResult]:
+    async def submit_many(self, events: Iterable[ScoreEvent | EventFields]) -> list[SubmitResult]:
         """Submit events (in order; ``max_batch`` per frame) and wait for all their results.
 
         Rejected events do not raise: look at each `SubmitResult` (or call its
@@ -283,30 +327,33 @@ class ArenaClient:
         return list(await asyncio.gather(*futures))
 
     def _enqueue(self, events: list[ScoreEvent]) -> list[asyncio.Future[SubmitResult]]:
-        """Serialise every event first (so a bad one queues none), then queue them all."""
+        """Serialise every event first (so a bad one queues none), then queue each on its board."""
         self._check_open()
+        if self._token is None:
+            raise ValueError("submit needs a game server's token: ArenaClient(url, token)")
         prepared = [self._serialise(e) for e in events]
         loop = asyncio.get_running_loop()
         futures: list[asyncio.Future[SubmitResult]] = []
-        for key, data in prepared:
+        for board, key, data in prepared:
             future: asyncio.Future[SubmitResult] = loop.create_future()
             self._track(future)
-            if not self._queue:
-                self._queued_since = loop.time()
-            self._queue.append(_Pending(key, data, future))
+            batch = self._batch(board)
+            if not batch.pending:
+                batch.since = loop.time()
+            batch.pending.append(_Pending(board, key, data, future))
             futures.append(future)
-            if len(self._queue) == 1 or len(self._queue) >= self.max_batch:
+            if len(batch.pending) == 1 or len(batch.pending) >= self.max_batch:
                 self._wake()  # the first event starts the writer's linger timer; a full batch ends it
         return futures
 
-    def _serialise(self, event: ScoreEvent) -> tuple[str, bytes]:
+    def _serialise(self, event: ScoreEvent) -> tuple[str, str, bytes]:
         key = event.idempotency_key if event.idempotency_key is not None else new_idempotency_key()
         occurred_at = event.occurred_at
         if occurred_at is None:
             occurred_at = time.time_ns() // 1_000_000
         elif isinstance(occurred_at, datetime):
             occurred_at = to_ms(occurred_at)
-        wire: dict[str, Any] = {
+        wire: dict[str, object] = {
             "board": event.board,
             "member": event.member,
             "value": event.value,
@@ -318,20 +365,19 @@ class ArenaClient:
         data = orjson.dumps(wire)
         if len(data) + _FRAME_OVERHEAD > self.max_frame_bytes:
             raise ValueError(f"event {key!r} is larger than one frame ({len(data)} bytes)")
-        return key, data
+        return event.board, key, data
 
     # -- queries ----------------------------------------------------------------------------------
 
     async def top(self, board: str, period: str, *, limit: int = 10, offset: int = 0, period_id: str | None = None) -> Table:
         """Ranks offset+1 .. offset+limit (limit 1..1000). Raises `QueryFailed` (unknown_board,
         unknown_period, period_not_retained, invalid_request, not_ready...)."""
-        body = await self._query("top", board=board, period=period, limit=limit, offset=offset, period_id=period_id)
-        return Table(**parse_info(body), entries=tuple(parse_entry(e) for e in body["entries"]))
+        return await self._ask(TopView(board, period, limit, offset, period_id))
 
     async def rank(self, board: str, period: str, member: str, *, period_id: str | None = None) -> Standing:
-        """A member's rank, score and reached_at. Raises `QueryFailed` (member_not_found, ...)."""
-        body = await self._query("rank", board=board, period=period, member=member, period_id=period_id)
-        return Standing(**parse_info(body), entry=parse_entry(body["entry"]))
+        """A member's rank, score and reached_at; ``entry`` is None while the member is not in
+        the table (as in a live view). Raises `QueryFailed` (unknown_board, unknown_period...)."""
+        return await self._ask(RankQuery(RankView(board, period, member, period_id)))
 
     async def around(
         self,
@@ -344,58 +390,54 @@ class ArenaClient:
         period_id: str | None = None,
     ) -> Table:
         """The entries within ``radius`` (0..100) ranks of a member, or of ``rank``; clipped at
-        both ends. Give exactly one of member and rank. Raises `QueryFailed`."""
-        if (member is None) == (rank is None):
-            raise ValueError("give exactly one of member or rank")
-        body = await self._query("around", board=board, period=period, member=member, rank=rank, radius=radius,
-                                 period_id=period_id)
-        return Table(**parse_info(body), entries=tuple(parse_entry(e) for e in body["entries"]))
+        both ends. Give exactly one of member and rank. Raises `QueryFailed` (member_not_found...)."""
+        return await self._ask(AroundView(board, period, member, rank, radius, period_id))
 
     async def percentile(self, board: str, period: str, member: str, *, period_id: str | None = None) -> Percentile:
-        """A member's entry and top_percent (100 * rank / size). Raises `QueryFailed`."""
-        body = await self._query("percentile", board=board, period=period, member=member, period_id=period_id)
-        return Percentile(**parse_info(body), entry=parse_entry(body["entry"]), top_percent=body["top_percent"])
+        """A member's entry and top_percent (100 * rank / size). Raises `QueryFailed`
+        (member_not_found for a member not in the table, ...)."""
+        return await self._ask(PercentileView(board, period, member, period_id))
 
     async def score_at_percentile(self, board: str, period: str, p: float, *, period_id: str | None = None) -> ScoreAtPercentile:
         """The entry at rank ceil(p / 100 * size), 0 < p <= 100 (None on an empty table).
         Raises `QueryFailed` (invalid_request for p out of range, ...)."""
-        body = await self._query("score_at_percentile", board=board, period=period, p=p, period_id=period_id)
-        found = body["entry"]
-        return ScoreAtPercentile(**parse_info(body), p=body["p"], entry=parse_entry(found) if found is not None else None)
+        return await self._ask(ScoreAtPercentileView(board, period, p, period_id))
 
     async def members(self, board: str, period: str, members: Iterable[str], *, period_id: str | None = None) -> Members:
         """Friends' standings: which of ``members`` (1..1000) are in the table, in rank order with
         their global rank, and which are not (`Members.missing`). O(k log n) on the server for k
         members. Raises `QueryFailed` (invalid_request, unknown_board...)."""
-        body = await self._query("members", board=board, period=period, members=list(members), period_id=period_id)
-        return Members(**parse_info(body), entries=tuple(parse_entry(e) for e in body["entries"]),
-                       missing=tuple(body["missing"]))
+        return await self._ask(MembersView(board, period, tuple(members), period_id))
 
-    async def subscribe(
-        self, op: str, board: str, period: str, *, period_id: str | None = None, **fields: Any
-    ) -> AsyncGenerator[dict[str, Any], None]:
-        """Follow a live view: ``op`` is a query (top, rank, around, percentile,
-        score_at_percentile, members) with its fields (``limit=10``, ``member="ann"``,
-        ``members=[...]``...). Yields the
-        view's whole answer (the query's body, plus ``seq``) at once and after each change; a
-        slow consumer skips to the newest. After a reconnect it subscribes again by itself (the
-        next answer may repeat the last). Stop by leaving the loop. Raises `QueryFailed` for a
-        view the server refuses (and when its table leaves retention), `ClientClosed`.
+    async def _ask(self, view: View[T]) -> T:
+        return view.parse(await self._query(view.frame_fields()))
 
-        ``async for standings in client.subscribe("top", "high_score", "daily", limit=10): ...``
+    async def subscribe(self, view: View[T]) -> AsyncGenerator[T, None]:
+        """Follow a live view (`TopView`, `RankView`, `AroundView`, `PercentileView`,
+        `ScoreAtPercentileView`, `MembersView`): yields the view's whole answer, the dataclass
+        its query returns, at once and after each change; a slow consumer skips to the newest. A
+        member not in the table is a state (`Standing.entry` None, `around` no entries). After
+        a reconnect it subscribes again by itself (the next answer may repeat the last; one
+        older than the last, in ``seq``, is never yielded). Stop by leaving the loop. Raises
+        `QueryFailed` for a view the server refuses (and when its table leaves retention),
+        `ClientClosed`.
+
+        ``async for top in client.subscribe(TopView("high_score", "daily", limit=10)): ...``
         """
-        view = {"op": op, "board": board, "period": period, **({"period_id": period_id} if period_id else {}), **fields}
-        live = _Live(view, asyncio.Event())
+        frame = view.frame_fields()
+        live = _Live(frame, asyncio.Event())
         self._lives.add(live)
+        shown = -1  # the seq of the last answer yielded: across reconnects (other nodes) never go back
         try:
-            await self._query("subscribe", view=view, live=live)
+            await self._query({"op": "subscribe", "view": frame}, live)
             while True:
                 await live.changed.wait()
                 live.changed.clear()
                 if live.error is not None:
                     raise live.error
-                if live.latest is not None:
-                    yield live.latest
+                if live.latest is not None and live.latest["seq"] >= shown:
+                    shown = live.latest["seq"]
+                    yield view.parse(live.latest)
         finally:
             self._lives.discard(live)
             if live.sub is not None and self._by_sub.pop(live.sub, None) is live and not self._closing:
@@ -409,11 +451,10 @@ class ArenaClient:
 
     async def ping(self) -> None:
         """A round trip to the server (waits for a connection). Raises `ConnectionFailed`, `ClientClosed`."""
-        await self._query("ping")
+        await self._query({"op": "ping"})
 
-    async def _query(self, op: str, live: _Live | None = None, **fields: Any) -> dict[str, Any]:
+    async def _query(self, frame: dict[str, Any], live: _Live | None = None) -> dict[str, Any]:
         self._check_open()
-        frame = {"op": op, **{k: v for k, v in fields.items() if v is not None}}
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._track(future)
         self._queries.append(_Query(frame, future, live=live))
@@ -458,7 +499,7 @@ class ArenaClient:
             try:
                 ws = await connect(
                     self.url,
-                    additional_headers={"Authorization": f"Bearer {self._token}"},
+                    additional_headers={} if self._token is None else {"Authorization": f"Bearer {self._token}"},
                     open_timeout=self.open_timeout,
                     max_size=MAX_ANSWER_BYTES,
                     compression=None,
@@ -530,7 +571,7 @@ class ArenaClient:
 
     async def _wait_for_work(self) -> None:
         assert self._wakeup is not None
-        while not (self._queue or self._queries or self._delayed or self._closing):
+        while not (any(b.pending for b in self._batches.values()) or self._queries or self._delayed or self._closing):
             self._wakeup.clear()
             await self._wakeup.wait()
 
@@ -555,25 +596,28 @@ class ArenaClient:
             await ws.send(text)
 
     async def _next_frame(self) -> str:
-        """The next frame to send: a query, or a batch once it is full, has lingered, or the
-        client is flushing. Waits for an in-flight slot."""
+        """The next frame to send: a query, or one board's batch once it is full, has lingered,
+        or the client is flushing (the board that waited longest first). Waits for an in-flight
+        slot of its kind: a board's frames in flight never keep another board's from going out."""
         wakeup = self._wakeup
         assert wakeup is not None
         loop = asyncio.get_running_loop()
         while True:
             timeout: float | None = None
-            if len(self._in_flight) < self.max_in_flight:
-                if self._queries:
-                    return self._query_frame(self._queries.popleft())
-                if self._queue:
-                    since = self._queued_since if self._queued_since is not None else loop.time()
-                    due = since + self.linger
-                    if len(self._queue) >= self.max_batch or self._flushing or loop.time() >= due:
-                        frame = self._submit_frame()
-                        if frame is not None:
-                            return frame
-                        continue  # every queued event was cancelled by its caller
-                    timeout = due - loop.time()
+            if self._queries and self._queries_in_flight < self.max_in_flight:
+                return self._query_frame(self._queries.popleft())
+            open_batches = [b for b in self._batches.values() if b.pending and b.in_flight < self.max_in_flight]
+            if open_batches:
+                now = loop.time()
+                oldest = min(open_batches, key=lambda b: b.since)
+                ready = oldest if self._flushing or now >= oldest.since + self.linger else next(
+                    (b for b in open_batches if len(b.pending) >= self.max_batch), None)
+                if ready is not None:
+                    frame = self._submit_frame(ready)
+                    if frame is not None:
+                        return frame
+                    continue  # every queued event of that board was cancelled by its caller
+                timeout = oldest.since + self.linger - now
             wakeup.clear()
             if timeout is None:
                 await wakeup.wait()
@@ -587,12 +631,13 @@ class ArenaClient:
     def _query_frame(self, query: _Query) -> str:
         frame_id = next(self._ids)
         self._in_flight[frame_id] = query
+        self._queries_in_flight += 1
         self._counters.queries_sent += 1
         self._counters.peak_in_flight = max(self._counters.peak_in_flight, len(self._in_flight))
         return orjson.dumps({**query.frame, "id": frame_id}).decode()
 
-    def _submit_frame(self) -> str | None:
-        queue = self._queue
+    def _submit_frame(self, batch: _Batch) -> str | None:
+        queue = batch.pending
         items: list[_Pending] = []
         parts: list[bytes] = []
         size = _FRAME_OVERHEAD
@@ -607,12 +652,11 @@ class ArenaClient:
             items.append(pending)
             parts.append(pending.data)
             size += len(pending.data) + 1
-        if not queue:
-            self._queued_since = None
         if not items:
             return None
         frame_id = next(self._ids)
         self._in_flight[frame_id] = items
+        batch.in_flight += 1
         self._counters.frames_sent += 1
         self._counters.peak_in_flight = max(self._counters.peak_in_flight, len(self._in_flight))
         self._counters.events_sent += len(items)
@@ -636,6 +680,7 @@ class ArenaClient:
                     log.warning("arena client: server error %s: %s", frame.get("code"), frame.get("message"))
                 continue
             self._wake()  # a slot is free
+            self._answered(waiting)
             if isinstance(waiting, _Query) and waiting.live is not None and frame.get("op") == "subscribed":
                 # now, before the update that follows it is read
                 waiting.live.sub = str(frame.get("sub"))
@@ -737,20 +782,37 @@ class ArenaClient:
         for pending in items:
             _settle(pending.future, exception=error)
 
+    def _batch(self, board: str) -> _Batch:
+        batch = self._batches.get(board)
+        if batch is None:
+            batch = self._batches[board] = _Batch(deque())
+        return batch
+
+    def _answered(self, frame: list[_Pending] | _Query) -> None:
+        """Free the in-flight slot of an answered (or dropped) frame."""
+        if isinstance(frame, _Query):
+            self._queries_in_flight -= 1
+        else:
+            self._batches[frame[0].board].in_flight -= 1
+
     def _requeue(self, items: list[_Pending], resent: bool = True) -> None:
-        """Put events back at the head of the queue, to go out at once."""
+        """Put events back at the head of their boards' queues, to go out at once."""
         items = [p for p in items if not p.future.done()]
         if not items:
             return
         if resent:
             self._counters.events_resent += len(items)
-        self._queue.extendleft(reversed(items))
-        self._queued_since = -float("inf")
+        for pending in reversed(items):
+            batch = self._batch(pending.board)
+            batch.pending.appendleft(pending)
+            batch.since = -float("inf")
         self._wake()
 
     def _requeue_in_flight(self) -> None:
         """After a drop: every unanswered frame goes back, oldest first, keys unchanged."""
         frames = [self._in_flight[i] for i in sorted(self._in_flight)]
+        for frame in frames:
+            self._answered(frame)
         self._in_flight.clear()
         events = [p for f in frames if isinstance(f, list) for p in f]
         queries = [f for f in frames if isinstance(f, _Query) and not f.future.done()]
@@ -759,16 +821,16 @@ class ArenaClient:
 
     def _fail_all(self, error: ArenaClientError) -> None:
         """Fail every waiting call (queued, in flight, delayed) with ``error``."""
-        events = [*self._queue, *(d for d in self._delayed if isinstance(d, _Pending))]
+        events = [*(p for b in self._batches.values() for p in b.pending), *(d for d in self._delayed if isinstance(d, _Pending))]
         queries = [*self._queries, *(d for d in self._delayed if isinstance(d, _Query))]
         for waiting in self._in_flight.values():
             if isinstance(waiting, _Query):
                 queries.append(waiting)
             else:
                 events.extend(waiting)
-        self._queue.clear()
-        self._queued_since = None
+        self._batches.clear()
         self._queries.clear()
+        self._queries_in_flight = 0
         self._in_flight.clear()
         self._delayed.clear()
         keys = tuple(p.key for p in events if not p.future.done())

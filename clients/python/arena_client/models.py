@@ -6,16 +6,19 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from enum import StrEnum
-from typing import Any
+from typing import Any, NotRequired, TypeAlias, TypedDict
 
-from arena.client.errors import EventRejected
+from arena_client.errors import EventRejected
 
-OccurredAt = int | str | datetime
+OccurredAt: TypeAlias = int | str | datetime
 """Epoch milliseconds, an RFC 3339 string with an offset, or an aware `datetime`."""
+
+Json: TypeAlias = None | bool | int | float | str | Sequence["Json"] | Mapping[str, "Json"]
+"""A JSON value, such as an event's ``meta``."""
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MS = timedelta(milliseconds=1)
@@ -60,7 +63,18 @@ class ScoreEvent:
     value: int
     occurred_at: OccurredAt | None = None
     idempotency_key: str | None = None
-    meta: Mapping[str, Any] | None = None
+    meta: Mapping[str, Json] | None = None
+
+
+class EventFields(TypedDict):
+    """A `ScoreEvent` as a mapping, for `ArenaClient.submit_many`: the same names."""
+
+    board: str
+    member: str
+    value: int
+    occurred_at: NotRequired[OccurredAt | None]
+    idempotency_key: NotRequired[str | None]
+    meta: NotRequired[Mapping[str, Json] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,17 +126,20 @@ class Members(TableInfo):
 
 @dataclass(frozen=True, slots=True)
 class Standing(TableInfo):
-    """One member's row (`ArenaClient.rank`)."""
+    """One member's row (`ArenaClient.rank`); ``entry`` is None while the member is not in the
+    table (no event of it counts there yet): a state, not an error."""
 
-    entry: Entry
+    entry: Entry | None
 
 
 @dataclass(frozen=True, slots=True)
 class Percentile(TableInfo):
-    """One member's row and ``top_percent`` = 100 * rank / size (rank 1 of 1000: 0.1)."""
+    """One member's row and ``top_percent`` = 100 * rank / size (rank 1 of 1000: 0.1). Both are
+    None in a live update while the member is not in the table (`ArenaClient.percentile` raises
+    `QueryFailed` member_not_found instead)."""
 
-    entry: Entry
-    top_percent: float
+    entry: Entry | None
+    top_percent: float | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
-"""A schedule of waits between attempts, shared by the game-server SDK (reconnects, resending an
-event answered ``unavailable`` or a query answered ``not_ready``) and the server's connections to
-its peer nodes (reconnects). Imports nothing of Arena, so that both may import it."""
+"""A schedule of waits between attempts, shared by the client (reconnects, resending an event
+answered ``unavailable`` or a query answered ``not_ready``) and the server's connections to its
+peer nodes (reconnects), which import it from here: it imports nothing but the standard library."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""arena.client against a real in-process server: submitting, batching, pipelining, retries,
+"""The client against a real in-process server: submitting, batching, pipelining, retries,
 errors, typed query answers and the synchronous wrapper."""
 
 from __future__ import annotations
@@ -11,31 +11,35 @@ import sqlite3
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+from unittest.mock import ANY
 
 import httpx
 import pytest
 
 import arena.board.actor
 from arena.board.load import load
-from arena.client import (
+from arena.journal.sqlite import journal_path
+from arena_client import (
     ArenaClient,
     AuthenticationError,
     Backoff,
     ClientClosed,
     ConnectionFailed,
     Entry,
+    EventFields,
     EventRejected,
     FrameTooLarge,
     Members,
+    MembersView,
     QueryFailed,
     ScoreEvent,
+    Standing,
     SubmitStatus,
     Table,
     connect_sync,
     new_idempotency_key,
     ws_url,
 )
-from arena.journal.sqlite import journal_path
 from loadtest.process import free_socket
 from support.server import ADMIN_TOKEN, InProcessServer, make_config, now_ms, token_for, until
 
@@ -61,7 +65,7 @@ async def test_submit_returns_accepted_and_the_event_is_visible_at_once(server: 
         result = await client.submit("b", "alice", 1200, meta={"match": 7})
         assert result.status is SubmitStatus.ACCEPTED and result.recorded and result.reason is None
         standing = await client.rank("b", "daily", "alice")
-    assert standing.entry.rank == 1 and standing.entry.score == 1200 and standing.size == 1
+    assert standing.entry is not None and standing.entry.rank == 1 and standing.entry.score == 1200 and standing.size == 1
 
 
 async def test_generated_keys_are_unique_uuid7_and_stable_across_a_retry(server: InProcessServer) -> None:
@@ -107,7 +111,7 @@ async def test_rejected_events_raise_event_rejected_with_reason_and_key(server: 
 
 async def test_submit_many_reports_each_result_in_order_without_raising(server: InProcessServer) -> None:
     at = now_ms()
-    events: list[ScoreEvent | dict[str, object]] = [
+    events: list[ScoreEvent | EventFields] = [
         ScoreEvent("b", "a", 1, at, "e1"),
         {"board": "b", "member": "b", "value": -5, "idempotency_key": "e2"},
         ScoreEvent("b", "c", 3, datetime.now(timezone.utc), "e3"),
@@ -211,7 +215,7 @@ async def test_unavailable_is_retried_with_the_same_key_until_accepted(server: I
         result = await client.submit("b", "phoenix", 9, idempotency_key="retry-me")
         assert result.status is SubmitStatus.ACCEPTED
         assert client.stats.events_resent >= 1
-        assert (await client.rank("b", "alltime", "phoenix")).entry.score == 9
+        assert (await client.rank("b", "alltime", "phoenix")).entry == Entry(1, "phoenix", 9, ANY)
     assert journal_keys(server.config.server.data_dir, "b").count("retry-me") == 1
 
 
@@ -271,8 +275,10 @@ async def test_queries_return_typed_frozen_answers(server: InProcessServer) -> N
         percentile = await client.percentile("b", "daily", "p9")
         at_p = await client.score_at_percentile("b", "daily", 50)
         await client.ping()
-        with pytest.raises(QueryFailed) as missing:
-            await client.rank("b", "daily", "nobody")
+        missing = await client.rank("b", "daily", "nobody")
+        present = await client.rank("b", "daily", "p3", period_id=top.period_id)
+        with pytest.raises(QueryFailed) as no_percentile:
+            await client.percentile("b", "daily", "nobody")
         with pytest.raises(QueryFailed) as bad_period:
             await client.top("b", "hourly")
         with pytest.raises(QueryFailed) as bad_p:
@@ -285,9 +291,13 @@ async def test_queries_return_typed_frozen_answers(server: InProcessServer) -> N
     assert page.start is None and page.end is None and [e.rank for e in page.entries] == [9, 10]
     assert [e.member for e in around.entries] == ["p6", "p5", "p4"]
     assert [e.rank for e in around_rank.entries] == [1, 2]
-    assert percentile.entry.rank == 2 and percentile.top_percent == 20.0
+    assert percentile.entry is not None and percentile.entry.rank == 2 and percentile.top_percent == 20.0
     assert at_p.entry is not None and at_p.entry.rank == 5 and at_p.p == 50.0
-    assert missing.value.code == "member_not_found"
+    assert isinstance(missing, Standing) and missing.entry is None  # a state, as in a live view
+    assert (missing.board, missing.period, missing.period_id, missing.size) == ("b", "daily", top.period_id, 10)
+    assert missing.seq >= top.seq
+    assert present.entry == Entry(8, "p3", 30, ANY)
+    assert no_percentile.value.code == "member_not_found"
     assert bad_period.value.code == "unknown_period"
     assert bad_p.value.code == "invalid_request"
     with pytest.raises(AttributeError):
@@ -299,10 +309,10 @@ async def test_members_returns_the_friends_in_rank_order_and_the_missing_in_requ
     async with ArenaClient(server.url, token_for("gs")) as client:
         await client.submit_many(ScoreEvent("b", f"p{i}", i * 10, at) for i in range(1, 6))
         friends = await client.members("b", "daily", ["p2", "zed", "p4", "p2", "amy"])
-        live = client.subscribe("members", "b", "daily", members=["p1", "new"])
-        assert (await anext(live))["missing"] == ["new"]
+        live = client.subscribe(MembersView("b", "daily", ("p1", "new")))
+        assert (await anext(live)).missing == ("new",)
         await client.submit("b", "new", 1000)
-        assert [e["member"] for e in (await anext(live))["entries"]] == ["new", "p1"]
+        assert [e.member for e in (await anext(live)).entries] == ["new", "p1"]
         await live.aclose()
         with pytest.raises(QueryFailed) as empty:
             await client.members("b", "daily", [])
@@ -347,7 +357,7 @@ async def test_a_value_that_cannot_be_sent_fails_at_the_call(server: InProcessSe
         with pytest.raises(ValueError):
             await client.submit("b", "m", 1, occurred_at=datetime(2026, 1, 1))  # naive
         with pytest.raises(TypeError):
-            await client.submit("b", "m", 1, meta={"x": object()})
+            await client.submit("b", "m", 1, meta={"x": object()})  # type: ignore[dict-item]
         with pytest.raises(ValueError):
             await client.submit("b", "m", 1, meta={"blob": "x" * 2_000_000})
         assert (await client.submit("b", "m", 1)).recorded  # the client still works
@@ -362,7 +372,7 @@ def test_urls_map_to_the_ingest_endpoint() -> None:
 
 
 async def test_the_sync_wrapper_has_the_same_methods_and_batches_threads(server: InProcessServer) -> None:
-    def script() -> tuple[list[str], int, int]:
+    def script() -> tuple[list[str], int | None, int]:
         with connect_sync(server.url, token_for("gs"), linger=0.02) as client:
             assert client.submit("b", "s0", 1).status is SubmitStatus.ACCEPTED
             results = client.submit_many([ScoreEvent("b", f"s{i}", i) for i in range(1, 100)])
@@ -379,13 +389,12 @@ async def test_the_sync_wrapper_has_the_same_methods_and_batches_threads(server:
             client.score_at_percentile("b", "daily", 100)
             assert client.members("b", "daily", ["s50", "nobody"]).missing == ("nobody",)
             client.ping()
-            with pytest.raises(QueryFailed):
-                client.rank("b", "daily", "nobody")
+            assert client.rank("b", "daily", "nobody").entry is None
             assert all(r.recorded for r in results + threaded)
             frames = client.stats.frames_sent
         with pytest.raises(ClientClosed):
             client.submit("b", "late", 1)
-        return [e.member for e in top.entries], rank.entry.score, frames
+        return [e.member for e in top.entries], rank.entry.score if rank.entry else None, frames
 
     members, score, frames = await asyncio.to_thread(script)
     assert members == ["t199", "t198"] and score == 50
@@ -403,7 +412,7 @@ async def test_the_sync_wrapper_raises_authentication_error_at_connect(server: I
 async def test_submit_many_with_one_unsendable_event_sends_none(server: InProcessServer) -> None:
     async with ArenaClient(server.url, token_for("gs")) as client:
         with pytest.raises(TypeError):
-            await client.submit_many([ScoreEvent("b", "ok", 1), ScoreEvent("b", "bad", 1, meta={"x": object()})])
+            await client.submit_many([ScoreEvent("b", "ok", 1), ScoreEvent("b", "bad", 1, meta={"x": object()})])  # type: ignore[dict-item]
         await client.ping()
         assert client.stats.events_sent == 0
     assert journal_keys(server.config.server.data_dir, "b") == []

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from arena.client import ArenaClient, SubmitStatus
+from arena_client import ArenaClient, SubmitStatus
 from loadtest.process import free_port
 from support.server import InProcessServer, make_config, token_for
 
@@ -33,6 +33,7 @@ async def test_the_client_moves_on_when_its_node_goes_away(tmp_path: Path) -> No
             results = await asyncio.gather(*(client.submit("b", "m", 1, idempotency_key=f"on-b-{i}") for i in range(20)))
             assert {r.status for r in results} == {SubmitStatus.ACCEPTED}
             assert client.url.endswith(f":{b.url.rsplit(':', 1)[1]}/v1/ws")
-            assert (await client.rank("b", "alltime", "m")).entry.score == 20
+            standing = await client.rank("b", "alltime", "m")
+            assert standing.entry is not None and standing.entry.score == 20
     finally:
         await b.stop()
