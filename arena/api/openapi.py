@@ -284,10 +284,11 @@ FRAME_SCHEMAS: Doc = {
     "PongFrame": _frame("pong", ["id"], id=_ECHOED_ID),
     "SubscribedFrame": _frame("subscribed", ["id", "sub"], id=_ECHOED_ID, sub=_SUB),
     "UnsubscribedFrame": _frame("unsubscribed", ["id", "sub"], id=_ECHOED_ID, sub=_SUB),
-    "Update": _with("Table", entry=_NULLABLE_ENTRY, entries=_ENTRIES, missing={"type": "array", "items": _STRING},
-                    top_percent={"type": ["number", "null"]}, p={"type": "number"}) | {
-        "description": "a live view's whole answer: the query's body, where a member not in the table is entry null "
-                       "(top_percent null) or entries []; seq never decreases on a subscription"},
+    "Update": {"allOf": [_ref("Table"), _object([], entry=_NULLABLE_ENTRY, entries=_ENTRIES,
+                                                missing={"type": "array", "items": _STRING},
+                                                top_percent={"type": ["number", "null"]}, p={"type": "number"})],
+               "description": "a live view's whole answer: the query's body (the fields of its op's answer), where a "
+                              "member not in the table is entry null (top_percent null) or entries []"},
     "UpdateFrame": {"allOf": [_frame("update", ["sub", "seq"], sub=_SUB, seq=SEQ), _ref("Update")]},
     "ErrorFrame": _frame("error", ["id", "code", "message"], id=_ECHOED_ID, code={"type": "string", "description": (
         "bad_frame, unknown_op, batch_too_large, invalid_request, forbidden, too_many_subscriptions, or a query "
