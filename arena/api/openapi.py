@@ -279,7 +279,7 @@ FRAME_SCHEMAS: Doc = {
     ),
     "AckFrame": _frame("ack", ["id", "results"], id=_ECHOED_ID, results={
         "type": "array", "items": _ref("SubmitResult"), "description": "one per event, in the submitted order"}),
-    "ResultFrame": {"allOf": [_frame("result", ["id"], id=_ECHOED_ID), {"oneOf": [_ref(a) for a in _ANSWERS]}],
+    "ResultFrame": {"allOf": [_frame("result", ["id"], id=_ECHOED_ID), {"anyOf": [_ref(a) for a in _ANSWERS]}],
                     "description": "a query's answer: the HTTP route's body"},
     "PongFrame": _frame("pong", ["id"], id=_ECHOED_ID),
     "SubscribedFrame": _frame("subscribed", ["id", "sub"], id=_ECHOED_ID, sub=_SUB),

@@ -1895,14 +1895,14 @@ export interface components {
             /** @description a subscription, unique on its connection */
             sub: string;
         };
-        /** @description a live view's whole answer: the query's body, where a member not in the table is entry null (top_percent null) or entries []; seq never decreases on a subscription */
+        /** @description a live view's whole answer: the query's body (the fields of its op's answer), where a member not in the table is entry null (top_percent null) or entries [] */
         Update: components["schemas"]["Table"] & {
             /** @description null: the member is not (yet) in the table */
-            entry: components["schemas"]["Entry"] | null;
-            entries: components["schemas"]["Entry"][];
-            missing: string[];
-            top_percent: number | null;
-            p: number;
+            entry?: components["schemas"]["Entry"] | null;
+            entries?: components["schemas"]["Entry"][];
+            missing?: string[];
+            top_percent?: number | null;
+            p?: number;
         };
         UpdateFrame: {
             /** @constant */

@@ -14,14 +14,10 @@ export class Queries {
     return this.get(board, period, "top", { limit: opts.limit, offset: opts.offset, ...table(opts) });
   }
 
-  /** A member's entry; `entry: null` (and the table's fields) for a member not in the table. */
+  /** A member's entry; `entry: null` (and the table's fields) for a member not in the table. Asked
+   * as a set of one (POST members), which names the absent instead of answering 404: a new
+   * player's "my rank" is never an error, in a browser's console either. */
   async rank(board: string, period: string, member: string, opts: TableOptions = {}): Promise<Rank> {
-    try {
-      return await this.get<Rank>(board, period, `members/${encodeURIComponent(member)}`, table(opts));
-    } catch (error) {
-      if (!(error instanceof ArenaError) || error.code !== "member_not_found") throw error;
-    }
-    // The table's fields as they are now, from the set query, which names the missing instead of refusing.
     const { entries, missing: _missing, ...fields } = await this.members(board, period, [member], opts);
     return { ...fields, entry: entries[0] ?? null };
   }
