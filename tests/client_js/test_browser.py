@@ -15,7 +15,7 @@ from pathlib import Path
 from playwright.async_api import expect
 
 from support.browser import Watched, chromium
-from support.node import PACKAGE, npm_run
+from support.node import PACKAGE, in_package
 from support.server import Client, InProcessServer, event, make_config, now_ms, token_for
 
 BOARDS = {"high_score": {"periods": ["alltime"]}}
@@ -72,7 +72,7 @@ def page_server(root: Path) -> Iterator[str]:
 
 
 async def test_a_page_from_another_origin_shows_a_live_top_10_and_my_rank(tmp_path: Path) -> None:
-    build = npm_run("run", "build")
+    build = in_package("npm", "run", "build")
     assert build.returncode == 0, build.stdout + build.stderr
     root = tmp_path / "site"
     shutil.copytree(PACKAGE / "dist", root / "arena-client")

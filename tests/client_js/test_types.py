@@ -9,7 +9,7 @@ import json
 import httpx
 import pytest
 
-from support.node import PACKAGE, npm_run
+from support.node import PACKAGE, in_package
 from support.server import InProcessServer
 
 pytestmark = pytest.mark.server({"b": {}}, fault_injection=False)
@@ -25,5 +25,5 @@ async def test_the_checked_in_document_is_the_served_one(server: InProcessServer
 
 
 def test_the_checked_in_types_are_generated_from_the_checked_in_document() -> None:
-    run = npm_run("run", "generate", "--", "--check")
+    run = in_package("npm", "run", "generate", "--", "--check")
     assert run.returncode == 0, f"{run.stdout}{run.stderr}\nsrc/openapi.ts drifted: {REGENERATE}"

@@ -1,5 +1,6 @@
-"""clients/js (the JavaScript client) from the tests: where it is, and running its npm scripts (Node.js and npm on PATH,
-its packages installed by `npm ci`). Without them the test fails under CI and is skipped elsewhere."""
+"""clients/js (the JavaScript client) from the tests: where it is, and running Node.js and its npm
+scripts there (Node.js and npm on PATH, its packages installed by `npm ci`). Without them the test
+fails under CI and is skipped elsewhere."""
 
 from __future__ import annotations
 
@@ -14,11 +15,10 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "clients" / "js"
 
 
-def need_node() -> str:
-    """The npm executable, once clients/js has its packages. Fails under CI, skips elsewhere."""
-    npm = shutil.which("npm")
+def need_node() -> None:
+    """Fail under CI, skip elsewhere, unless Node.js, npm and clients/js's packages are there."""
     reason = None
-    if npm is None or shutil.which("node") is None:
+    if shutil.which("npm") is None or shutil.which("node") is None:
         reason = "Node.js and npm are not on PATH (Node.js 20 or later)"
     elif not (PACKAGE / "node_modules").is_dir():
         reason = "clients/js has no node_modules: run `npm ci` in clients/js"
@@ -26,11 +26,11 @@ def need_node() -> str:
         if os.environ.get("CI"):
             pytest.fail(f"required under CI: {reason}", pytrace=False)
         pytest.skip(reason)
-    assert npm is not None
-    return npm
 
 
-def npm_run(*args: str, env: Mapping[str, str] | None = None, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    """``npm ARGS`` in clients/js, its output captured (text)."""
-    return subprocess.run([need_node(), *args], cwd=PACKAGE, env={**os.environ, **(env or {})}, capture_output=True,
+def in_package(program: str, *args: str, env: Mapping[str, str] | None = None,
+               timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    """``program ARGS`` (``npm`` or ``node``) in clients/js, its output captured (text)."""
+    need_node()
+    return subprocess.run([program, *args], cwd=PACKAGE, env={**os.environ, **(env or {})}, capture_output=True,
                           text=True, timeout=timeout, check=False)

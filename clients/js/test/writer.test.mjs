@@ -2,7 +2,7 @@
 // another port: every event is answered, nothing is lost, nothing is counted twice.
 import assert from "node:assert/strict";
 import { afterEach, test } from "node:test";
-import { ArenaClient, newIdempotencyKey } from "../dist/index.js";
+import { ArenaClient, AuthenticationError, newIdempotencyKey } from "../dist/index.js";
 import { freePort, startServer, TOKEN, until } from "./support/server.mjs";
 
 // One server at a time on the config's data dir: each test's servers are killed after it.
@@ -48,7 +48,7 @@ test("one frame per board: events of two boards never share a frame", async () =
   await client.close();
 });
 
-test("SIGKILL under load, restart on another node URL: nothing lost, nothing doubled", async () => {
+test("SIGKILL under load, restart on another node URL: nothing lost, nothing doubled", async (t) => {
   const dead = `http://127.0.0.1:${await freePort()}`; // a node that is down: skipped
   const secondPort = await freePort();
   let server = await startServer();
@@ -77,6 +77,7 @@ test("SIGKILL under load, restart on another node URL: nothing lost, nothing dou
   const results = await Promise.all(pending);
   const statuses = new Map(); // "duplicate" for the events journaled before the kill but not acked
   for (const r of results) statuses.set(r.status, (statuses.get(r.status) ?? 0) + 1);
+  t.diagnostic(`statuses ${JSON.stringify([...statuses])}; writer ${JSON.stringify(client.stats)}`);
   assert.deepEqual([...statuses.keys()].filter((s) => s !== "accepted" && s !== "duplicate"), [], JSON.stringify([...statuses]));
   assert.equal(new Set(results.map((r) => r.idempotency_key)).size, 4000, "every event answered under its own key");
 
@@ -84,5 +85,15 @@ test("SIGKILL under load, restart on another node URL: nothing lost, nothing dou
   const total = friends.entries.reduce((sum, e) => sum + e.score, 0);
   assert.equal(total, expected, "the sum of every value once: nothing lost, nothing doubled");
   assert.ok(client.stats.connections >= 2);
+  await client.close();
+});
+
+test("a refused token rejects the calls with AuthenticationError", async () => {
+  const server = await startServer();
+  servers.push(server);
+  const client = new ArenaClient({ urls: [server.url], token: "not-a-token" });
+  await assert.rejects(client.submit({ board: "points", member: "x", value: 1 }),
+    (error) => error instanceof AuthenticationError && error.status === 403);
+  assert.throws(() => client.submit({ board: "points", member: "x", value: 1 }), AuthenticationError);
   await client.close();
 });

@@ -3,8 +3,10 @@
 // token), $ARENA_PYTHON (the interpreter that runs the server). Every wait has a deadline.
 import { spawn } from "node:child_process";
 import { openSync, closeSync } from "node:fs";
-import { createServer } from "node:net";
 import { dirname, join } from "node:path";
+import { freePort, until } from "./wait.mjs";
+
+export { freePort, until };
 
 export const CONFIG = need("ARENA_CONFIG");
 export const TOKEN = need("ARENA_TOKEN");
@@ -17,28 +19,6 @@ function need(name) {
       + "which writes the server's config and sets $ARENA_CONFIG, $ARENA_TOKEN and $ARENA_PYTHON");
   }
   return value;
-}
-
-/** A loopback port that was free a moment ago. */
-export function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-/** Poll `condition` until it holds; throws after `timeout` ms. */
-export async function until(condition, what, timeout = 30000) {
-  const deadline = Date.now() + timeout;
-  for (;;) {
-    if (await condition()) return;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeout} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
 }
 
 async function ready(url) {
