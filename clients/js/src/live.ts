@@ -3,7 +3,8 @@
 // again, and an update delivered only when its seq is not older than the last one delivered.
 import { Backoff } from "./backoff.js";
 import { ArenaError } from "./errors.js";
-import { OPEN, openSocket, wsUrl, type Socket } from "./socket.js";
+import { Heartbeat } from "./heartbeat.js";
+import { OPEN, openSocket, parse, wsUrl, type Socket } from "./socket.js";
 import type { ServerFrame, Update, View } from "./types.js";
 
 export interface LiveOptions {
@@ -38,8 +39,8 @@ export class LiveConnection {
   private readonly byId = new Map<number, Follower>();
   private readonly reconnect: Backoff;
   private readonly pingInterval: number;
-  private timer: ReturnType<typeof setTimeout> | undefined;
-  private heard = 0; // Date.now() of the last frame read
+  private timer: ReturnType<typeof setTimeout> | undefined; // the next reconnect
+  private heartbeat: Heartbeat | undefined;
 
   constructor(private readonly urls: readonly string[], options: LiveOptions = {}) {
     this.reconnect = new Backoff(options.reconnectBase ?? 100, options.reconnectMax ?? 5000);
@@ -59,6 +60,7 @@ export class LiveConnection {
     this.closed = true;
     this.followers.clear();
     clearTimeout(this.timer);
+    this.heartbeat?.stop();
     this.socket?.close(1000);
     this.socket = undefined;
   }
@@ -71,6 +73,7 @@ export class LiveConnection {
     }
     if (this.followers.size === 0) {
       clearTimeout(this.timer);
+      this.heartbeat?.stop();
       this.socket?.close(1000);
       this.socket = undefined;
     }
@@ -97,18 +100,21 @@ export class LiveConnection {
     }
     this.socket = socket;
     socket.onopen = () => {
-      this.heard = Date.now();
       this.bySub.clear();
       this.byId.clear();
       for (const follower of this.followers) {
         follower.sub = undefined;
         this.send(follower);
       }
-      this.keepAlive(socket);
+      this.heartbeat = new Heartbeat(socket, this.pingInterval, () => {
+        socket.close(4000, "no answer to ping");
+        this.dropped(socket); // at once: a half-open connection's close event may come late
+      });
     };
     socket.onmessage = (event) => {
-      this.heard = Date.now();
-      if (typeof event.data === "string") this.read(JSON.parse(event.data) as ServerFrame);
+      this.heartbeat?.heardFrom();
+      const frame = parse(event.data);
+      if (frame !== undefined) this.read(frame);
     };
     socket.onerror = () => {}; // a close event follows
     socket.onclose = () => this.dropped(socket);
@@ -118,23 +124,11 @@ export class LiveConnection {
     this.connecting = false;
     if (socket !== undefined && socket !== this.socket) return;
     this.socket = undefined;
-    clearTimeout(this.timer);
+    this.heartbeat?.stop();
+    this.heartbeat = undefined;
     if (this.closed || this.followers.size === 0) return;
     this.node = (this.node + 1) % this.urls.length;
     this.timer = setTimeout(() => this.connect(), this.reconnect.next());
-  }
-
-  private keepAlive(socket: Socket): void {
-    this.timer = setTimeout(() => {
-      if (socket !== this.socket) return;
-      if (Date.now() - this.heard >= 2 * this.pingInterval) {
-        socket.close(4000, "no answer to ping"); // half-open: the close event reconnects
-        this.dropped(socket);
-        return;
-      }
-      socket.send(JSON.stringify({ op: "ping", id: ++this.ids }));
-      this.keepAlive(socket);
-    }, this.pingInterval);
   }
 
   private read(frame: ServerFrame): void {

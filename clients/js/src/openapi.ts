@@ -1748,9 +1748,9 @@ export interface components {
             /** @description a past table (default: the current one) */
             period_id?: string | null;
             /** @default 10 */
-            limit: number;
+            limit?: number;
             /** @default 0 */
-            offset: number;
+            offset?: number;
         };
         /** @description exactly these fields: another one is invalid_request */
         RankView: {
@@ -1776,7 +1776,7 @@ export interface components {
             /** @description around: the rank at the centre, instead of member */
             rank?: number;
             /** @default 5 */
-            radius: number;
+            radius?: number;
         } & (unknown | unknown);
         /** @description exactly these fields: another one is invalid_request */
         PercentileView: {

@@ -1,5 +1,6 @@
 // Table queries over HTTP (fetch): public routes, readable from a browser through CORS. Each
 // query goes to the node in use; a node that cannot be reached, or answers 503, sends it to the next.
+import { Backoff } from "./backoff.js";
 import { ArenaError } from "./errors.js";
 import type { Members, Rank, TableEntries, TableOptions } from "./types.js";
 
@@ -43,27 +44,32 @@ export class Queries {
     return this.request(tablePath(board, period, route, params), { method: "GET" });
   }
 
+  /** Ask the node in use; a node that cannot be reached or answers 503 (not_ready while it loads
+   * after a restart, unavailable, draining) sends the query to the next one, after a backoff
+   * once every node was tried, until `timeoutMs` has passed. */
   private async request<T>(path: string, init: RequestInit): Promise<T> {
+    const deadline = Date.now() + this.timeoutMs;
+    const backoff = new Backoff(50, 1000);
     let failure: unknown;
-    for (let tried = 0; tried < this.urls.length; tried += 1) {
-      const base = this.urls[this.node]!;
-      let answer: Response;
-      try {
-        answer = await fetch(new URL(path, base), { ...init, signal: AbortSignal.timeout(this.timeoutMs) });
-      } catch (error) {
-        failure = error;
-        this.node = (this.node + 1) % this.urls.length;
-        continue;
+    for (let tried = 1; ; tried += 1) {
+      const url = new URL(path, this.urls[this.node]!);
+      const signal = AbortSignal.timeout(Math.max(1, deadline - Date.now()));
+      const answer = await fetch(url, { ...init, signal }).catch((error: unknown) => error);
+      if (!(answer instanceof Response)) {
+        failure = answer; // unreachable, or timed out
+      } else {
+        const body = (await answer.json().catch(() => null)) as { error?: { code: string; message: string } } | null;
+        if (answer.ok) return body as T;
+        failure = new ArenaError(body?.error?.code ?? `http_${answer.status}`, body?.error?.message ?? answer.statusText, answer.status);
+        if (answer.status !== 503) throw failure;
       }
-      const body = (await answer.json().catch(() => null)) as { error?: { code: string; message: string } } | null;
-      if (answer.ok) return body as T;
-      const refused = new ArenaError(body?.error?.code ?? `http_${answer.status}`, body?.error?.message ?? answer.statusText, answer.status);
-      if (answer.status !== 503 || this.urls.length === 1) throw refused;
-      failure = refused;
       this.node = (this.node + 1) % this.urls.length;
+      const wait = tried % this.urls.length === 0 ? backoff.next() : 0;
+      if (Date.now() + wait >= deadline) break;
+      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
     }
     if (failure instanceof ArenaError) throw failure;
-    throw new ArenaError("connection_failed", `no node answered: ${String(failure)}`);
+    throw new ArenaError("connection_failed", `no node answered within ${this.timeoutMs} ms: ${String(failure)}`);
   }
 }
 

@@ -1,5 +1,6 @@
 // The WebSocket of the platform: the global one in browsers (and Node.js >= 22), the `ws` package
 // under Node.js 20 or when headers (a token) must go with the handshake, which browsers cannot send.
+import type { ServerFrame } from "./types.js";
 
 /** What the client uses of a WebSocket: the browser API, which `ws` implements too. */
 export interface Socket {
@@ -13,6 +14,18 @@ export interface Socket {
 }
 
 export const OPEN = 1;
+
+/** A server frame, or undefined (logged) for a text that is not a JSON object. */
+export function parse(data: unknown): ServerFrame | undefined {
+  try {
+    const frame: unknown = JSON.parse(String(data));
+    if (frame !== null && typeof frame === "object") return frame as ServerFrame;
+  } catch {
+    // reported below
+  }
+  console.warn("arena-client: the server sent a frame that is not a JSON object");
+  return undefined;
+}
 
 type SocketConstructor = new (url: string, options?: unknown) => Socket;
 

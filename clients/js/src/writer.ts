@@ -5,7 +5,8 @@
 // or another, is byte-identical and the server answers it `duplicate` if it was journaled.
 import { Backoff } from "./backoff.js";
 import { ArenaError, AuthenticationError, ClientClosed, ConnectionFailed } from "./errors.js";
-import { OPEN, openSocket, wsUrl, type Socket } from "./socket.js";
+import { Heartbeat } from "./heartbeat.js";
+import { OPEN, openSocket, parse, wsUrl, type Socket } from "./socket.js";
 import type { NewEvent, ServerFrame, SubmitResult } from "./types.js";
 import { newIdempotencyKey } from "./uuid7.js";
 
@@ -25,6 +26,8 @@ export interface WriterOptions {
   giveUpAfter?: number;
   /** ms an event answered `unavailable` is resent, with backoff, before that result is returned (default 30000). */
   retryUnavailableFor?: number;
+  /** ms of silence before a ping; twice that without an answer drops the connection and resends (default 15000). */
+  pingInterval?: number;
 }
 
 interface Pending {
@@ -62,6 +65,8 @@ export class Writer {
   private readonly maxInFlight: number;
   private readonly giveUpAfter: number;
   private readonly retryUnavailableFor: number;
+  private readonly pingInterval: number;
+  private heartbeat: Heartbeat | undefined;
   /** Counters, for tests and dashboards. */
   readonly stats = { frames: 0, events: 0, resent: 0, connections: 0 };
 
@@ -72,6 +77,7 @@ export class Writer {
     this.maxInFlight = options.maxInFlight ?? 16;
     this.giveUpAfter = options.giveUpAfter ?? 30000;
     this.retryUnavailableFor = options.retryUnavailableFor ?? 30000;
+    this.pingInterval = options.pingInterval ?? 15000;
     this.reconnect = new Backoff(options.reconnectBase ?? 50, options.reconnectMax ?? 2000);
   }
 
@@ -96,6 +102,7 @@ export class Writer {
     this.pump();
     if (this.waiting() > 0) await new Promise<void>((resolve) => this.drained.push(resolve));
     clearTimeout(this.reconnectTimer);
+    this.heartbeat?.stop();
     this.socket?.close(1000);
     this.socket = undefined;
   }
@@ -204,30 +211,39 @@ export class Writer {
       this.connecting = false;
       this.downSince = undefined;
       this.stats.connections += 1;
+      this.heartbeat = new Heartbeat(socket, this.pingInterval, () => {
+        socket.close(4000, "no answer to ping");
+        this.dropped(socket, undefined, 4000); // at once: a half-open connection's close event may come late
+      });
       this.pump();
     };
     socket.onmessage = (event) => {
-      this.read(JSON.parse(String(event.data)) as ServerFrame);
+      this.heartbeat?.heardFrom();
+      const frame = parse(event.data);
+      if (frame !== undefined) this.read(frame);
     };
     socket.onerror = (event) => {
       const status = /Unexpected server response: (\d+)/.exec(event.message ?? String(event.error ?? ""));
       if (status) refused = Number(status[1]);
     };
-    socket.onclose = (event) => {
-      this.connecting = false;
-      if (socket !== this.socket) return;
-      this.socket = undefined;
-      this.requeueInFlight();
-      if (refused === 401 || refused === 403) {
-        this.failAll((this.fatal = new AuthenticationError(refused)));
-        return;
-      }
-      if (event.code === 1009) { // resending the same frames would loop forever
-        this.failAll((this.fatal = new ArenaError("frame_too_large", `the server refused a frame over its limit (${this.maxFrameBytes} bytes)`)));
-        return;
-      }
+    socket.onclose = (event) => this.dropped(socket, refused, event.code);
+  }
+
+  /** The connection ended (`refused`: the handshake's HTTP status): put back what it did not answer. */
+  private dropped(socket: Socket, refused: number | undefined, code: number): void {
+    this.connecting = false;
+    if (socket !== this.socket) return;
+    this.socket = undefined;
+    this.heartbeat?.stop();
+    this.heartbeat = undefined;
+    this.requeueInFlight();
+    if (refused === 401 || refused === 403) {
+      this.failAll((this.fatal = new AuthenticationError(refused)));
+    } else if (code === 1009) { // resending the same frames would loop forever
+      this.failAll((this.fatal = new ArenaError("frame_too_large", `the server refused a frame over its limit (${this.maxFrameBytes} bytes)`)));
+    } else {
       this.retryLater();
-    };
+    }
   }
 
   private retryLater(): void {

@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { ArenaClient, ArenaError } from "../dist/index.js";
-import { startServer, TOKEN } from "./support/server.mjs";
+import { freePort, startServer, TOKEN } from "./support/server.mjs";
 
 let server;
 let client;
@@ -68,4 +68,12 @@ test("a rejected event resolves with its reason; submitting without a token is r
   const reader = new ArenaClient({ urls: [server.url] });
   assert.throws(() => reader.submit({ board: "score", member: "m", value: 1 }), (error) => error.code === "unauthorized");
   await reader.close();
+});
+
+test("a node that cannot be reached is skipped; with none, the query fails after queryTimeout", async () => {
+  const dead = `http://127.0.0.1:${await freePort()}`;
+  const skipping = new ArenaClient({ urls: [dead, server.url] });
+  assert.equal((await skipping.top("score", "alltime", { limit: 1 })).entries[0].member, "q-eve");
+  const nowhere = new ArenaClient({ urls: [dead], queryTimeout: 500 });
+  await assert.rejects(nowhere.top("score", "alltime"), (error) => error.code === "connection_failed");
 });
