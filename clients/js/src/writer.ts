@@ -175,14 +175,15 @@ export class Writer {
   }
 
   private frame(queue: Pending[]): string {
-    const items: Pending[] = [];
+    let count = 0;
     let size = FRAME_OVERHEAD;
-    while (queue.length > 0 && items.length < this.maxBatch) {
-      const next = queue[0]!;
-      if (items.length > 0 && size + next.bytes + 1 > this.maxFrameBytes) break;
-      items.push(queue.shift()!);
+    while (count < queue.length && count < this.maxBatch) {
+      const next = queue[count]!;
+      if (count > 0 && size + next.bytes + 1 > this.maxFrameBytes) break;
       size += next.bytes + 1;
+      count += 1;
     }
+    const items = queue.splice(0, count);
     const id = ++this.ids;
     this.inFlight.set(id, items);
     this.stats.frames += 1;
@@ -320,11 +321,16 @@ export class Writer {
   /** Events back at the head of their boards' queues, to go out first, keys and bytes unchanged. */
   private requeue(items: Pending[]): void {
     this.stats.resent += items.length;
-    for (let i = items.length - 1; i >= 0; i -= 1) {
-      const p = items[i]!;
-      let queue = this.queues.get(p.board);
-      if (queue === undefined) this.queues.set(p.board, (queue = []));
-      queue.unshift(p);
+    const byBoard = new Map<string, Pending[]>();
+    for (const p of items) {
+      const group = byBoard.get(p.board);
+      if (group === undefined) byBoard.set(p.board, [p]);
+      else group.push(p);
+    }
+    for (const [board, group] of byBoard) {
+      const queue = this.queues.get(board);
+      if (queue === undefined) this.queues.set(board, group);
+      else queue.unshift(...group);
     }
   }
 
