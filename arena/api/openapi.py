@@ -254,7 +254,6 @@ _EVENT = _object(
     idempotency_key={"type": "string", "minLength": 1, "maxLength": MAX_KEY_CHARS,
                      "description": "unique per board, forever; a resend with the same key is `duplicate`"},
     meta={"type": ["object", "null"], "description": f"at most {MAX_META_BYTES} bytes as compact JSON; stored for audit"},
-    region={"type": "string", "description": "one of the board's regions"},
 )
 
 FRAME_SCHEMAS: Doc = {

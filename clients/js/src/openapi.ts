@@ -1735,8 +1735,6 @@ export interface components {
             idempotency_key: string;
             /** @description at most 1024 bytes as compact JSON; stored for audit */
             meta?: Record<string, never> | null;
-            /** @description one of the board's regions */
-            region?: string;
         };
         /** @description exactly these fields: another one is invalid_request */
         TopView: {
