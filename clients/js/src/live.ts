@@ -89,7 +89,20 @@ export class LiveConnection {
     if (this.connecting || this.closed || this.socket) return;
     this.connecting = true;
     const url = wsUrl(this.urls[this.node]!, "/v1/live");
-    openSocket(url).then((socket) => this.attach(socket), () => this.dropped(undefined));
+    openSocket(url).then((socket) => this.attach(socket), (error: Error) => this.failed(error));
+  }
+
+  /** No WebSocket can be made here (Node.js 20 without the `ws` package): every view ends. */
+  private failed(error: Error): void {
+    this.connecting = false;
+    const followers = [...this.followers];
+    this.followers.clear();
+    for (const follower of followers) this.end(follower, new ArenaError("client_failed", error.message));
+  }
+
+  private end(follower: Follower, error: ArenaError): void {
+    if (follower.onError) follower.onError(error);
+    else console.error(`arena-client: a live view ended: ${error.message}`);
   }
 
   private attach(socket: Socket): void {
@@ -120,9 +133,9 @@ export class LiveConnection {
     socket.onclose = () => this.dropped(socket);
   }
 
-  private dropped(socket: Socket | undefined): void {
+  private dropped(socket: Socket): void {
     this.connecting = false;
-    if (socket !== undefined && socket !== this.socket) return;
+    if (socket !== this.socket) return;
     this.socket = undefined;
     this.heartbeat?.stop();
     this.heartbeat = undefined;
@@ -157,9 +170,7 @@ export class LiveConnection {
       if (frame.code === "not_ready" || frame.code === "unavailable") return;
       this.followers.delete(follower);
       if (follower.sub !== undefined) this.bySub.delete(follower.sub);
-      const error = new ArenaError(frame.code, frame.message);
-      if (follower.onError) follower.onError(error);
-      else console.error(`arena-client: a live view ended: ${error.message}`);
+      this.end(follower, new ArenaError(frame.code, frame.message));
     }
   }
 }
