@@ -3,14 +3,20 @@
 Each operation lists its parameters, body and the error codes of the contract it can answer
 (`{"error":{"code","message"}}`). `tests/api/test_openapi.py` holds it against the app's own
 route table both ways, so a route served without a document here (or documented and not
-served) fails the tests. WebSocket routes (`/v1/ws`) are outside OpenAPI; docs/protocol.md has them.
+served) fails the tests. WebSocket routes (`/v1/ws`, `/v1/live`) are outside OpenAPI's paths;
+their frames are schemas of `components.schemas` (`ClientFrame`, `ServerFrame` and their parts),
+from which clients generate their types (clients/js); docs/protocol.md tells the protocol.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from arena.api.live import TABLE_FIELDS as VIEW_TABLE_FIELDS
+from arena.api.live import VIEW_FIELDS
 from arena.api.queries import MAX_AUDIT_LIMIT, MAX_LIMIT, MAX_MEMBER_CODE_POINTS, MAX_MEMBERS, MAX_RADIUS, MAX_SEARCH_LIMIT
+from arena.api.ws import MAX_ECHOED_CHARS
+from arena.engine.events import MAX_KEY_CHARS, MAX_MEMBER_CHARS, MAX_META_BYTES, Reason, Status
 from arena.engine.periods import PeriodKind
 
 PATH = "/v1/openapi.json"
@@ -226,6 +232,108 @@ SCHEMAS: Doc = {
         )},
     ),
 }
+
+
+# -- WebSocket frames (`/v1/ws`, and `/v1/live` without submit) ------------------------------------
+
+_ID = {"type": ["string", "integer"], "maxLength": MAX_ECHOED_CHARS,
+       "description": "chosen by the client, echoed in the answer: a string of at most 128 code points or an integer"}
+_ECHOED_ID = {"type": ["string", "integer", "null"], "description": "the frame's id; null when it had none or a bad one"}
+_SUB = {"type": "string", "maxLength": MAX_ECHOED_CHARS, "description": "a subscription, unique on its connection"}
+_VIEW_FIELD_SCHEMAS: Doc = {
+    "limit": _int(1, MAX_LIMIT, 10),
+    "offset": _int(0, default=0),
+    "member": {"type": "string", "minLength": 1, "maxLength": MAX_MEMBER_CHARS},
+    "rank": _int(1, description="around: the rank at the centre, instead of member"),
+    "radius": _int(0, MAX_RADIUS, 5),
+    "p": {"type": "number", "exclusiveMinimum": 0, "maximum": 100},
+    "members": {"type": "array", "items": _STRING, "minItems": 1, "maxItems": MAX_MEMBERS},
+}
+_VIEW_ANSWERS = {"top": "TableEntries", "rank": "TableEntry", "around": "TableEntries", "percentile": "Percentile",
+                 "score_at_percentile": "ScoreAtPercentile", "members": "TableMembers"}
+"""Each query op's answer: its HTTP route's body."""
+
+
+def _view_name(op: str) -> str:
+    return "".join(part.title() for part in op.split("_")) + "View"
+
+
+def _view(op: str) -> Doc:
+    """A query op's fields (a WS query frame without its id, or a subscription's view)."""
+    own = VIEW_FIELDS[op]
+    either = op == "around"  # member or rank
+    required = ["op", "board", "period", *(name for name, default in own.items() if default is None and not either)]
+    schema = _object(required, op={"const": op}, board=_STRING, period=PERIOD["schema"],
+                     period_id={"type": ["string", "null"], "description": "a past table (default: the current one)"},
+                     **{name: _VIEW_FIELD_SCHEMAS[name] for name in own})
+    schema["description"] = "exactly these fields: another one is invalid_request"
+    if either:
+        schema["oneOf"] = [{"required": ["member"]}, {"required": ["rank"]}]
+    assert set(schema["properties"]) == {"op", *VIEW_TABLE_FIELDS, *own}
+    return schema
+
+
+def _frame(op: str, required: list[str], **properties: Doc) -> Doc:
+    return _object(["op", *required], op={"const": op}, **properties)
+
+
+_VIEWS = [_view_name(op) for op in VIEW_FIELDS]
+_ANSWERS = sorted(set(_VIEW_ANSWERS.values()))
+_NULLABLE_ENTRY = {"oneOf": [_ref("Entry"), {"type": "null"}], "description": "null: the member is not (yet) in the table"}
+_EVENT = _object(
+    ["board", "member", "value", "occurred_at", "idempotency_key"],
+    board=_STRING,
+    member={"type": "string", "minLength": 1, "maxLength": MAX_MEMBER_CHARS, "description": "no control characters"},
+    value={"type": "integer", "description": "within the board's min_value..max_value"},
+    occurred_at={"type": ["integer", "string"], "description": "epoch milliseconds, or RFC 3339 with an offset"},
+    idempotency_key={"type": "string", "minLength": 1, "maxLength": MAX_KEY_CHARS,
+                     "description": "unique per board, forever; a resend with the same key is `duplicate`"},
+    meta={"type": ["object", "null"], "description": f"at most {MAX_META_BYTES} bytes as compact JSON; stored for audit"},
+)
+
+FRAME_SCHEMAS: Doc = {
+    "ScoreEvent": _EVENT,
+    **{_view_name(op): _view(op) for op in VIEW_FIELDS},
+    "View": {"oneOf": [_ref(name) for name in _VIEWS], "description": "a table query op with exactly its fields"},
+    "SubmitFrame": _frame("submit", ["id", "events"], id=_ID, events={
+        "type": "array", "items": _ref("ScoreEvent"), "minItems": 1, "description": "1..max_batch (default 1000)"}),
+    "QueryFrame": {"allOf": [_ref("View"), _object([], id=_ID)], "description": "answered by a ResultFrame or an ErrorFrame"},
+    "PingFrame": _frame("ping", [], id=_ID),
+    "SubscribeFrame": _frame("subscribe", ["view"], id=_ID, view=_ref("View")),
+    "UnsubscribeFrame": _frame("unsubscribe", ["sub"], id=_ID, sub=_SUB),
+    "ClientFrame": {"oneOf": [_ref(n) for n in ("SubmitFrame", "QueryFrame", "PingFrame", "SubscribeFrame", "UnsubscribeFrame")],
+                    "description": "a text frame a client sends (submit only on /v1/ws, with a game server's token)"},
+    "SubmitResult": _object(
+        ["idempotency_key", "status"],
+        idempotency_key={"type": ["string", "null"]},
+        status={"enum": [s.value for s in Status]},
+        reason={"type": "string", "description": "rejected only: " + ", ".join(r.value for r in Reason)
+                + " (and any reason of docs/protocol.md); unavailable: resend later with the same key"},
+        message={"type": "string", "description": "rejected only: one line for a person; match on reason"},
+    ),
+    "AckFrame": _frame("ack", ["id", "results"], id=_ECHOED_ID, results={
+        "type": "array", "items": _ref("SubmitResult"), "description": "one per event, in the submitted order"}),
+    "ResultFrame": {"allOf": [_frame("result", ["id"], id=_ECHOED_ID), {"anyOf": [_ref(a) for a in _ANSWERS]}],
+                    "description": "a query's answer: the HTTP route's body"},
+    "PongFrame": _frame("pong", ["id"], id=_ECHOED_ID),
+    "SubscribedFrame": _frame("subscribed", ["id", "sub"], id=_ECHOED_ID, sub=_SUB),
+    "UnsubscribedFrame": _frame("unsubscribed", ["id", "sub"], id=_ECHOED_ID, sub=_SUB),
+    "Update": {"allOf": [_ref("Table"), _object([], entry=_NULLABLE_ENTRY, entries=_ENTRIES,
+                                                missing={"type": "array", "items": _STRING},
+                                                top_percent={"type": ["number", "null"]}, p={"type": "number"})],
+               "description": "a live view's whole answer: the query's body (the fields of its op's answer), where a "
+                              "member not in the table is entry null (top_percent null) or entries []"},
+    "UpdateFrame": {"allOf": [_frame("update", ["sub", "seq"], sub=_SUB, seq=SEQ), _ref("Update")]},
+    "ErrorFrame": _frame("error", ["id", "code", "message"], id=_ECHOED_ID, code={"type": "string", "description": (
+        "bad_frame, unknown_op, batch_too_large, invalid_request, forbidden, too_many_subscriptions, or a query "
+        "error of the HTTP API (unknown_board, unknown_period, period_not_retained, member_not_found, not_ready, "
+        "unavailable)")}, message=_STRING, sub={**_SUB, "description": "the subscription this error ends"}),
+    "ServerFrame": {"oneOf": [_ref(n) for n in ("AckFrame", "ResultFrame", "PongFrame", "SubscribedFrame",
+                                                "UnsubscribedFrame", "UpdateFrame", "ErrorFrame")],
+                    "description": "a text frame the server sends"},
+}
+"""The WebSocket frames, both ways."""
+SCHEMAS.update(FRAME_SCHEMAS)
 
 PATHS: Doc = {
     "/v1/boards": {"get": _operation("Boards and their current tables", [], _json(_ref("Boards"), "every board"), {})},

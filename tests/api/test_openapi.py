@@ -4,16 +4,20 @@ is the reference, so a route added without documentation, or documented and not 
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any
 
 import httpx
+import orjson
 import pytest
+import websockets
+from jsonschema import Draft202012Validator
 from openapi_spec_validator import validate
 
 from arena.api import openapi
 from arena.api.app import create_app
-from support.server import InProcessServer
+from support.server import InProcessServer, event, now_ms, token_for
 
 BOARDS = {"b": {"periods": ["alltime", "daily"]}}
 
@@ -78,3 +82,46 @@ async def test_each_operation_documents_the_error_codes_it_answers(server: InPro
             documented = openapi.PATHS[template][method]["responses"][str(answer.status_code)]
             codes = documented["content"]["application/json"]["schema"]["properties"]["error"]["properties"]["code"]["enum"]
             assert answer.json()["error"]["code"] in codes, (url, answer.status_code, answer.text)
+
+
+def frame_validator(name: str) -> Draft202012Validator:
+    """A validator of one of the document's WebSocket frame schemas (ClientFrame, ServerFrame)."""
+    return Draft202012Validator({"$ref": f"#/components/schemas/{name}", "components": openapi.DOCUMENT["components"]})
+
+
+async def test_the_frame_schemas_describe_what_is_sent_both_ways(server: InProcessServer) -> None:
+    """Each frame a client sends here is a ClientFrame, and each frame the server answers (ack,
+    result, pong, subscribed, update, unsubscribed, errors) is a ServerFrame."""
+    now = now_ms()
+    sent = [
+        {"op": "submit", "id": 1, "events": [event("b", "ann", 5, now, "k1"), event("b", "bob", 1, now + 86_400_000, "k2")]},
+        {"op": "top", "id": 2, "board": "b", "period": "alltime", "limit": 3},
+        {"op": "rank", "id": "three", "board": "b", "period": "alltime", "member": "nobody"},
+        {"op": "around", "id": 4, "board": "b", "period": "alltime", "rank": 1, "radius": 2},
+        {"op": "members", "id": 5, "board": "b", "period": "alltime", "members": ["ann", "zed"]},
+        {"op": "percentile", "id": 6, "board": "b", "period": "alltime", "member": "ann"},
+        {"op": "score_at_percentile", "id": 7, "board": "b", "period": "alltime", "p": 50},
+        {"op": "ping", "id": 8},
+        {"op": "subscribe", "id": 9, "view": {"op": "rank", "board": "b", "period": "alltime", "member": "cid"}},
+        {"op": "unsubscribe", "id": 10, "sub": "not-mine"},
+        {"op": "nope", "id": 11},
+    ]
+    client_frame, server_frame = frame_validator("ClientFrame"), frame_validator("ServerFrame")
+    for frame in sent[:-1]:
+        client_frame.validate(frame)
+    assert not client_frame.is_valid(sent[-1])
+    received: list[dict[str, Any]] = []
+    url = server.url.replace("http", "ws", 1)
+    async with websockets.connect(f"{url}/v1/ws", additional_headers={"Authorization": f"Bearer {token_for('gs')}"}) as ws:
+        for frame in sent:
+            await ws.send(orjson.dumps(frame).decode())
+        while not (any(f.get("id") == 11 for f in received) and {"ack", "update"} <= {f["op"] for f in received}):
+            received.append(orjson.loads(await asyncio.wait_for(ws.recv(), 10)))
+    async with websockets.connect(f"{url}/v1/live") as live:
+        await live.send(orjson.dumps(sent[0]).decode())
+        received.append(orjson.loads(await asyncio.wait_for(live.recv(), 10)))
+    ops = {f["op"] for f in received}
+    assert ops == {"ack", "result", "error", "pong", "subscribed", "update", "unsubscribed"}, received
+    for frame in received:
+        errors = [e.message for e in server_frame.iter_errors(frame)]
+        assert errors == [], (frame, errors)
