@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from arena.config import JournalSettings
+from loadtest.process import arena_in
 from support.cluster import NodeFactory, start_cluster
 from support.faults import write_config
 from support.node import PACKAGE, in_package
@@ -38,7 +39,7 @@ def test_npm_test_passes_against_a_real_server(backend: str, tmp_path: Path, req
         "ARENA_CONFIG": str(config),
         "ARENA_TOKEN": token_for("gs"),
         "ARENA_PYTHON": sys.executable,
-        "PYTHONPATH": str(PACKAGE.parents[1]),
+        **arena_in(PACKAGE.parents[1])[1],  # PYTHONPATH: this tree's server and its arena_client
     })
     passed(run, sorted(tmp_path.glob("serve-*.log")))
 
