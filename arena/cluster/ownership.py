@@ -105,6 +105,9 @@ class Ownership:
         )
         self.followed_seq = Gauge("arena_standby_seq", "The journal seq up to which this node's standby copy of a"
                                   " board is loaded", ["board"], registry=metrics.registry)
+        Gauge("arena_lease_fresh", "1 while this node's lease is fresh on its own clock (it answers for its boards),"
+              " 0 once it could not renew it in time", registry=metrics.registry
+              ).set_function(lambda: 1.0 if self.states.lease_fresh else 0.0)
 
     async def run(self) -> None:
         """Beat every ``lease_seconds`` / 3 until cancelled; then stop what it started."""
