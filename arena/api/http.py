@@ -310,7 +310,9 @@ class QueryRoutes:
                 body, allow = _NOT_ALLOWED[route.method]
                 await _send(send, 405, body, [*allow, *allowed] if allowed else allow, method)
             return
-        place = await settled(self.arena, board, QUERY_SECONDS)
+        place = where(self.arena, board)
+        if isinstance(place, Local):  # a board just handed off to this node: once loaded (elsewhere: `Forwarding.ask`)
+            place = await settled(self.arena, board, QUERY_SECONDS)
         if not forwarded(scope) and not isinstance(place, Local):
             if not (route.name in _VIEWS and _wants_events(scope)):
                 here = await self._forward(board, scope, receive, send, allowed)

@@ -84,6 +84,7 @@ async def settled(arena: Arena, board: object, seconds: float) -> Place:
     if isinstance(place, Local) and place.handle is not None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(place.handle.loaded.wait(), max(deadline - time.monotonic(), 0))
+        return where(arena, board)
     return place
 
 

@@ -419,11 +419,8 @@ class Connection:
 
     async def _handed_over(self, frame_id: object, board: str, frame: dict[str, Any]) -> None:
         """A query op for a board handed off to this node, answered once its tables are loaded
-        here (`settled`), or by its owner if it moved on meanwhile."""
-        place = await settled(self.arena, board, QUERY_SECONDS)
-        if not isinstance(place, Local):
-            await self._forwarded(frame_id, board, frame)
-            return
+        here (`settled`: at most `QUERY_SECONDS`)."""
+        await settled(self.arena, board, QUERY_SECONDS)
         try:
             self._reply(self._result(frame_id, QUERY_OPS[frame["op"]](self.arena, frame)))
         except QueryError as exc:
