@@ -311,7 +311,7 @@ class QueryRoutes:
                 await _send(send, 405, body, [*allow, *allowed] if allowed else allow, method)
             return
         place = where(self.arena, board)
-        if isinstance(place, Local):  # a board just handed off to this node: once loaded (elsewhere: `Forwarding.ask`)
+        if isinstance(place, Local) and self.arena.states.handed_over(board):  # answered once loaded here
             place = await settled(self.arena, board, QUERY_SECONDS)
         if not forwarded(scope) and not isinstance(place, Local):
             if not (route.name in _VIEWS and _wants_events(scope)):
