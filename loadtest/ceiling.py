@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from loadtest.process import Child, free_port, http_ok
+from loadtest.process import Child, http_ok
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -76,15 +76,18 @@ class CeilingServer(Child):
 
     def start(self, timeout: float = 30.0) -> str:
         """Start it and wait until it answers; returns its base URL. Raises ServerFailed."""
-        self.port = free_port()
         root = str(Path(__file__).resolve().parent.parent)
         env = {"LOADTEST_CEILING_BYTES": str(self.body_bytes),
                "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        argv = [sys.executable, "-m", "uvicorn", "loadtest.ceiling:app", "--host", "127.0.0.1",
-                "--port", str(self.port), "--loop", "uvloop", "--http", "httptools",
-                "--no-access-log", "--log-level", "warning", "--lifespan", "off"]
-        self._spawn(argv, Path(self._tmp.name) / "ceiling.log", lambda: http_ok(self.base_url + "/"),
-                    timeout=timeout, env=env)
+
+        def spawn(port: int) -> None:
+            argv = [sys.executable, "-m", "uvicorn", "loadtest.ceiling:app", "--host", "127.0.0.1",
+                    "--port", str(port), "--loop", "uvloop", "--http", "httptools",
+                    "--no-access-log", "--log-level", "warning", "--lifespan", "off"]
+            self._spawn(argv, Path(self._tmp.name) / "ceiling.log", lambda: http_ok(self.base_url + "/"),
+                        timeout=timeout, env=env)
+
+        self._spawn_on(None, spawn)
         return self.base_url
 
     def cleanup(self) -> None:

@@ -31,6 +31,9 @@ def arena_in(tree: Path) -> tuple[tuple[str, ...], dict[str, str]]:
 
 _LOOPBACK = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via an http_proxy
 
+BIND_ATTEMPTS = 5
+"""Free ports a child is started on before its bind failures fail the start (`Child._spawn_on`)."""
+
 
 class ServerFailed(RuntimeError):
     """A server under test did not start (it exited, or did not answer in time) or refused us;
@@ -103,6 +106,21 @@ class Child:
             self.kill()
             raise ServerFailed(f"{exc}.\ncommand: {' '.join(argv)}\nlog:\n{self.log_tail()}") from exc
 
+    def _spawn_on(self, port: int | None, spawn: Callable[[int], None]) -> None:
+        """``spawn(port)``, or on a free port when ``port`` is None. A free port is only free
+        when `free_port` looks: another process (a parallel test run, an outgoing connection) may
+        bind it before the child does. So a child that exits because its address is in use is
+        started again on another free port, up to `BIND_ATTEMPTS` times. A given ``port`` (a
+        restart on the same address) is never moved."""
+        for attempt in range(1, BIND_ATTEMPTS + 1):
+            self.port = free_port() if port is None else port
+            try:
+                spawn(self.port)
+                return
+            except ServerFailed:
+                if port is not None or attempt == BIND_ATTEMPTS or "address already in use" not in self.log().lower():
+                    raise
+
     @property
     def pid(self) -> int:
         assert self.proc is not None, "not started"
@@ -171,13 +189,15 @@ class ArenaServe(Child):
         """Start on ``port`` (default: a free one; give the old port to restart on the same
         address) and wait until ``/readyz`` answers 200, or only ``/healthz`` when not ``ready``
         (boards may be failed or loading). Raises ServerFailed."""
-        self.port = free_port() if port is None else port
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.ws_url = f"ws://127.0.0.1:{self.port}/v1/ws"
+        self._spawn_on(port, lambda chosen: self._serve_on(chosen, timeout, ready))
+
+    def _serve_on(self, port: int, timeout: float, ready: bool) -> None:
+        self.url = f"http://127.0.0.1:{port}"
+        self.ws_url = f"ws://127.0.0.1:{port}/v1/ws"
         argv = [*self.prefix, *self.command]
         if self.log_level is not None:
             argv += ["--log-level", self.log_level]
-        argv += ["serve", "--config", str(self.config_path), "--port", str(self.port), *self.serve_args]
+        argv += ["serve", "--config", str(self.config_path), "--port", str(port), *self.serve_args]
         probe = f"{self.url}/readyz" if ready else f"{self.url}/healthz"
-        self._spawn(argv, self.config_path.parent / f"serve-{self.port}.log", lambda: http_ok(probe),
+        self._spawn(argv, self.config_path.parent / f"serve-{port}.log", lambda: http_ok(probe),
                     timeout=timeout, env=self.env)

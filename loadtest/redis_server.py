@@ -10,7 +10,7 @@ import socket
 import tempfile
 from pathlib import Path
 
-from loadtest.process import Child, free_port
+from loadtest.process import Child
 
 REDIS_SERVER = "/usr/bin/redis-server"
 INSTALL_HINT = "install it with: sudo apt-get install redis-server"
@@ -45,11 +45,13 @@ class RedisServer(Child):
 
     def start(self, timeout: float = 20.0) -> None:
         """Start it and wait until it answers PING. Raises ServerFailed."""
-        self.port = free_port()
-        argv = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
-                "--save", "", "--appendonly", "yes", "--appendfsync", "always", "--daemonize", "no",
-                "--protected-mode", "yes"]
-        self._spawn(argv, self.dir / "redis.log", lambda: answers_ping(self.port), timeout=timeout)
+        def spawn(port: int) -> None:
+            argv = [self.binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(self.dir),
+                    "--save", "", "--appendonly", "yes", "--appendfsync", "always", "--daemonize", "no",
+                    "--protected-mode", "yes"]
+            self._spawn(argv, self.dir / "redis.log", lambda: answers_ping(port), timeout=timeout)
+
+        self._spawn_on(None, spawn)
 
     def cleanup(self) -> None:
         self.stop()

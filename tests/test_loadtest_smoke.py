@@ -11,8 +11,10 @@ import asyncio
 import copy
 import json
 import os
+import socket
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -311,3 +313,27 @@ def test_the_cluster_benchmark_runs_end_to_end(postgres: str, tmp_path: Path) ->
     assert [r["node"] for r in handoff["restarts"]] == ["node-1", "node-2", "node-3"]
     assert handoff["events_acked"] > 0 and handoff["lost"] == 0 and handoff["ok"] is True
     assert "arena_bench_" not in run_sql(postgres, "SELECT string_agg(nspname, ',') FROM pg_namespace")
+
+
+def test_a_child_whose_free_port_was_taken_meanwhile_starts_on_another(tmp_path: Path, monkeypatch: Any) -> None:
+    """`free_port` then the child's bind is a race with every other process: a child that exits
+    because its port is in use is started again on another free port."""
+    from loadtest import process
+    from loadtest.process import ArenaServe
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    ports = iter([taken.getsockname()[1]])
+    free = process.free_port
+    monkeypatch.setattr(process, "free_port", lambda: next(ports, None) or free())
+    config = load_config(Path(__file__).resolve().parents[1] / "config.toml")
+    server = ArenaServe(write_config(replace(config, server=replace(config.server, data_dir=tmp_path / "data")),
+                                     tmp_path / "config.toml"))
+    try:
+        server.start()
+        assert server.port != taken.getsockname()[1]
+        assert "address already in use" in (tmp_path / f"serve-{taken.getsockname()[1]}.log").read_text()
+    finally:
+        server.stop()
+        taken.close()

@@ -5,7 +5,8 @@ A part for an ownerless board waits up to `OWNERLESS_WAIT_SECONDS` from the fram
 the next owner, then is answered `unavailable` (clients resend with the same keys); a part in
 flight to an owner whose connection dropped is resent to the next owner, which answers the events
 already committed `duplicate`. A query for an ownerless board, or one whose owner cannot be
-reached, answers 503 `unavailable` at once; one whose owner does not answer within
+reached, answers 503 `unavailable` at once (a board being handed off: once the next owner serves,
+or after `QUERY_SECONDS`); one whose owner does not answer within
 `QUERY_SECONDS` (a cut link: nothing fails, nothing comes back) answers 503 `unavailable` then,
 and one whose board gets another owner while it waits goes on to that owner. On a single node
 every board is served here and nothing of this runs.
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from arena.api.routing import Local, Ownerless, Remote, moved, where
+from arena.api.routing import Local, Ownerless, Remote, moved, settled, where
 from arena.api.service import Arena
 from arena.api.wire import Body
 from arena.board.actor import unavailable_results
@@ -172,7 +173,7 @@ class Forwarding:
         for _ in range(QUERY_TRIES):
             if failed is not None:
                 await self.directory.owner_within(board, min(RETRY_SECONDS, deadline - time.monotonic()), not_node=failed)
-            place = where(self.arena, board)
+            place = await settled(self.arena, board, deadline - time.monotonic())
             if isinstance(place, Local):
                 return None
             if isinstance(place, Ownerless) or place.owner.node_id == failed:

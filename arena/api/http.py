@@ -28,8 +28,8 @@ from starlette.types import Message, Receive, Scope, Send
 
 from arena.api import live, openapi, queries, stats, wire
 from arena.api.cors import Cors, Refusals, refused_answer, refused_origin
-from arena.api.forward import Forwarding, forward_request, forwarded, refused
-from arena.api.routing import Local, where
+from arena.api.forward import QUERY_SECONDS, Forwarding, forward_request, forwarded, refused
+from arena.api.routing import Local, settled, where
 from arena.api.service import Arena
 from arena.api.wire import RETRY_AFTER, Body
 from arena.cluster.peer.protocol import HttpAnswer
@@ -338,7 +338,10 @@ class QueryRoutes:
                 body, allow = _NOT_ALLOWED[route.method]
                 await _send(send, 405, body, [*allow, *allowed] if allowed else allow, method)
             return
-        if not forwarded(scope) and not isinstance(where(self.arena, board), Local):
+        place = where(self.arena, board)
+        if isinstance(place, Local) and self.arena.states.handed_over(board):  # answered once loaded here
+            place = await settled(self.arena, board, QUERY_SECONDS)
+        if not forwarded(scope) and not isinstance(place, Local):
             if not (route.name in _VIEWS and _wants_events(scope)):
                 here = await self._forward(board, scope, receive, send, allowed)
                 if here is None:

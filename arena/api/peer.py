@@ -17,9 +17,9 @@ from starlette.types import Message, Scope
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from arena.api import wire
-from arena.api.forward import FORWARDED
+from arena.api.forward import FORWARDED, QUERY_SECONDS
 from arena.api.live import view_spec
-from arena.api.routing import Local, moved, where
+from arena.api.routing import Local, moved, settled, where
 from arena.api.service import Arena
 from arena.api.wire import Body
 from arena.api.ws import QUERY_OPS
@@ -184,7 +184,7 @@ class Watches:
 async def _answer(websocket: WebSocket, arena: Arena, request: Submit | Ask | Http) -> Answer:
     if isinstance(request, Http) and not request.board:  # about this node, not a board
         return await _http(websocket, request)
-    place = where(arena, request.board)
+    place = where(arena, request.board) if isinstance(request, Submit) else await settled(arena, request.board, QUERY_SECONDS)
     if not isinstance(place, Local) or place.handle is None:
         return Elsewhere()
     if isinstance(request, Submit):

@@ -4,11 +4,15 @@ answers `Elsewhere` for what `where` does not place here).
 
 On a single node every board is `Local`. In a cluster the answer reads who owns the board now,
 including whether this node's lease is fresh enough to answer for its own boards (a stale owner
-is `Ownerless`, never `Local`: it never serves stale standings).
+is `Ownerless`, never `Local`: it never serves stale standings). A query asks `settled` instead:
+during a hand-off it waits for the next owner to serve.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -38,7 +42,7 @@ class Remote:
 @dataclass(frozen=True, slots=True)
 class Ownerless:
     """Served by no node now (its owner's lease expired, or its owner cannot be reached): frames
-    wait for the next owner, queries answer `error` at once."""
+    wait for the next owner, queries answer `error` at once (but during a hand-off: `settled`)."""
 
     board: str
 
@@ -64,6 +68,24 @@ def where(arena: Arena, board: object) -> Place:
     if owner.node_id == states.node_id:
         return Local(handle)
     return Remote(handle.name, owner)
+
+
+async def settled(arena: Arena, board: object, seconds: float) -> Place:
+    """`where` a query about ``board`` is answered, once a hand-off of the board under way is
+    over: it waits (at most ``seconds``) for the next owner to be named and, when that is this
+    node, for the board's tables to be loaded here. Without a hand-off it is `where`, at once."""
+    place = where(arena, board)
+    if not isinstance(board, str) or not arena.states.handed_over(board):
+        return place
+    deadline = time.monotonic() + seconds
+    if isinstance(place, Ownerless):
+        await arena.directory.owner_within(board, seconds)
+        place = where(arena, board)
+    if isinstance(place, Local) and place.handle is not None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(place.handle.loaded.wait(), max(deadline - time.monotonic(), 0))
+        return where(arena, board)
+    return place
 
 
 def moved(arena: Arena, board: str, results: Sequence[Result]) -> bool:

@@ -25,9 +25,9 @@ from starlette.websockets import WebSocket
 
 from arena.api import queries, wire
 from arena.api.cors import refused_answer, refused_origin
-from arena.api.forward import Forwarding, refused
+from arena.api.forward import QUERY_SECONDS, Forwarding, refused
 from arena.api.live import REFUSED, VIEW_FIELDS, Subscriptions, view_spec
-from arena.api.routing import Local, where
+from arena.api.routing import Local, settled, where
 from arena.api.service import Arena
 from arena.api.transport import abort
 from arena.api.wire import Body
@@ -343,6 +343,9 @@ class Connection:
             if not isinstance(place, Local):
                 self._spawn(self._forwarded(frame_id, place.board, frame))
                 return
+            if place.handle is not None and self.arena.states.handed_over(place.handle.name):
+                self._spawn(self._handed_over(frame_id, place.handle.name, frame))
+                return
             self._reply(self._result(frame_id, answer(self.arena, frame)))
         except FrameError as exc:
             self._reply(_error(frame_id, exc.code, exc.message))
@@ -411,6 +414,15 @@ class Connection:
             if error is not None and error.code in REFUSED:
                 raise error
             self._subscribe(frame_id, frame)
+        except QueryError as exc:
+            self._reply(_error(frame_id, exc.code, exc.message))
+
+    async def _handed_over(self, frame_id: object, board: str, frame: dict[str, Any]) -> None:
+        """A query op for a board handed off to this node, answered once its tables are loaded
+        here (`settled`: at most `QUERY_SECONDS`)."""
+        await settled(self.arena, board, QUERY_SECONDS)
+        try:
+            self._reply(self._result(frame_id, QUERY_OPS[frame["op"]](self.arena, frame)))
         except QueryError as exc:
             self._reply(_error(frame_id, exc.code, exc.message))
 

@@ -134,6 +134,7 @@ class BoardStates:
         self.monotonic = monotonic
         self._moved_at: dict[str, float] = {}
         self._fresh_until = float("-inf")
+        self._handed_over: set[str] = set()
 
     # -- the state machine -------------------------------------------------------------------
 
@@ -156,6 +157,8 @@ class BoardStates:
             raise IllegalBoardMove(board, state, event)
         self._states[board] = to
         self._moved_at[board] = self.monotonic()
+        if to in (BoardState.SERVING, BoardState.FAILED):  # a hand-off to this node is over
+            self._handed_over.discard(board)
         return to
 
     def __iter__(self) -> Iterator[str]:
@@ -200,9 +203,14 @@ class BoardStates:
     def lease_fresh(self) -> bool:
         return not self.clustered or self.monotonic() < self._fresh_until
 
-    def seen(self, board: str, owner: Owner | None) -> bool:
+    def seen(self, board: str, owner: Owner | None, *, released: bool = False) -> bool:
         """The board's owner as the journal's tables now say (None: ownerless, or moving from
-        this node); whether that changed what was known."""
+        this node); ``released``: its owner handed it off and no node has taken it yet. Whether
+        that changed what was known."""
+        if released:
+            self._handed_over.add(board)
+        elif owner is None or owner.node_id != self.node_id:  # its lease expired, or another node serves it
+            self._handed_over.discard(board)
         if self._owners.get(board) == owner:
             return False
         self._owners[board] = owner
@@ -215,6 +223,12 @@ class BoardStates:
         if owner is not None and owner.node_id == self.node_id and not self.lease_fresh:
             return None
         return owner
+
+    def handed_over(self, board: str) -> bool:
+        """Whether ``board`` is being handed off (a planned move): released by its owner and not
+        taken yet, or taken by this node and still loading. Queries wait for it (unlike for a board
+        whose owner's lease expired). O(1)."""
+        return board in self._handed_over
 
     def local(self, board: str) -> bool:
         """Whether this node answers for ``board`` itself now (the routing decision's "here")."""

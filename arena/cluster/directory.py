@@ -41,9 +41,10 @@ class Directory:
         """The live nodes as the journal's tables now say."""
         self.nodes = nodes
 
-    def set(self, board: str, owner: Owner | None) -> None:
-        """The board's owner as the journal's tables now say (None: its owner's lease expired)."""
-        if self.states.seen(board, owner):
+    def set(self, board: str, owner: Owner | None, *, released: bool = False) -> None:
+        """The board's owner as the journal's tables now say (None: its owner's lease expired,
+        or with ``released`` its owner handed it off: `BoardStates.handed_over`)."""
+        if self.states.seen(board, owner, released=released):
             self._wake()
 
     async def owner_within(self, board: str, seconds: float, *, not_node: str | None = None) -> Owner | None:

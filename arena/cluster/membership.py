@@ -73,6 +73,11 @@ class ClusterRead:
             return None
         return Owner(row.node_id, self.nodes[row.node_id].url, row.epoch)
 
+    def released(self, board: str) -> bool:
+        """Whether the board's owner row was released (a hand-off) and no node took it since."""
+        row = self.owners.get(board)
+        return row is not None and row.instance == ""
+
     def next_expiry(self, node_id: str) -> float | None:
         """Seconds until the first lease of another live node expires (None: there is none)."""
         return min((-n.expired_for for n in self.nodes.values() if n.alive and n.node_id != node_id), default=None)

@@ -105,6 +105,9 @@ class Ownership:
         )
         self.followed_seq = Gauge("arena_standby_seq", "The journal seq up to which this node's standby copy of a"
                                   " board is loaded", ["board"], registry=metrics.registry)
+        Gauge("arena_lease_fresh", "1 while this node's lease is fresh on its own clock (it answers for its boards),"
+              " 0 once it could not renew it in time", registry=metrics.registry
+              ).set_function(lambda: 1.0 if self.states.lease_fresh else 0.0)
 
     async def run(self) -> None:
         """Beat every ``lease_seconds`` / 3 until cancelled; then stop what it started."""
@@ -140,8 +143,7 @@ class Ownership:
         for board in served:
             # moving while it goes: the beats leave its directory entry alone; then they name the
             # next owner (its grant hints them), to whom this node forwards until it stops
-            self.states.move(board, BoardEvent.HAND_OFF)
-            self._start(board, self.hand_off(board))
+            self._hand_off(board)
         handing_off = self.states.boards(BoardState.HANDING_OFF, BoardState.RELEASING)
         await asyncio.gather(*(task for board, task in self._moves.items() if board in handing_off), return_exceptions=True)
 
@@ -189,7 +191,7 @@ class Ownership:
         moving = self.states.boards(*MOVING) | self.states.moved_since(sent)
         for board in boards:
             if board not in moving:
-                self.directory.set(board, read.owner(board))
+                self.directory.set(board, read.owner(board), released=read.released(board))
         if self.life.state is NodeState.LEAVING:
             return None
         held = Held(self.states.epochs, self.states.boards(*RUNNING), moving | self.states.boards(BoardState.FAILED),
@@ -200,8 +202,7 @@ class Ownership:
             self.states.move(board, BoardEvent.DISOWN)
             self._start(board, self._disown(board))
         for board in todo.hand_off:
-            self.states.move(board, BoardEvent.HAND_OFF)
-            self._start(board, self.hand_off(board))
+            self._hand_off(board)
         for board, epoch in todo.release:
             if self.states.state(board) is BoardState.FOLLOWING:  # a grant given back that could not be
                 self._unfollow(board)
@@ -307,11 +308,17 @@ class Ownership:
             if await self.supervisor.until_loaded(board):
                 self.takeover.observe(ownerless_for + time.monotonic() - read_at)
 
+    def _hand_off(self, board: str) -> None:
+        """Start handing ``board`` off (HANDING_OFF). From this moment the directory names no
+        owner, released: the edges hold its frames and queries for the next one (no request
+        reaches the actor that stops taking new work)."""
+        self.states.move(board, BoardEvent.HAND_OFF)
+        self.directory.set(board, None, released=True)
+        self._start(board, self.hand_off(board))
+
     async def hand_off(self, board: str) -> None:
-        """Stop serving ``board`` (HANDING_OFF) gracefully and release it (`Supervisor.hand_off`):
-        meanwhile the directory names no owner, so the edges hold its frames for the next one."""
+        """Stop serving ``board`` gracefully and release it (`Supervisor.hand_off`)."""
         log.info("board %s: handing it off to the next node in its placement", board)
-        self.directory.set(board, None)
         epoch = self.states.epoch(board)
         await self.supervisor.hand_off(board)
         if epoch is not None:

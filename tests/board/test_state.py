@@ -115,6 +115,28 @@ def test_a_cluster_node_answers_only_for_what_it_serves_and_owns_while_its_lease
     assert states.local("x") and not states.answering("x")  # its actor takes nothing new
 
 
+def test_a_board_handed_off_is_handed_over_until_its_next_owner_serves_it() -> None:
+    """What queries wait for (`arena.api.routing.settled`): a hand-off, from the release until
+    the next owner has loaded the board; never a board whose owner's lease expired."""
+    states = BoardStates(["x"], node_id="a", lease_seconds=3)
+    mine, theirs = Owner("a", "http://a", 2), Owner("b", "http://b", 2)
+    assert not states.handed_over("x")
+    states.seen("x", None, released=True)  # released by its owner, not taken yet
+    assert states.handed_over("x") and states.owner_of("x") is None
+    states.seen("x", theirs)  # taken by another node: it serves it
+    assert not states.handed_over("x")
+    states.seen("x", None, released=True)
+    for event in (E.TAKE, E.GRANTED):
+        states.move("x", event)
+    states.seen("x", mine)  # taken here, its tables still loading
+    assert states.handed_over("x")
+    states.move("x", E.LOADED)
+    assert not states.handed_over("x")
+    states.seen("x", None, released=True)
+    states.seen("x", None)  # ownerless: its owner's lease expired
+    assert not states.handed_over("x")
+
+
 def test_the_epochs_granted_to_this_process() -> None:
     states = BoardStates(["x"], node_id="a")
     states.granted("x", 3)

@@ -57,6 +57,13 @@ def test_a_board_of_a_dead_owner_or_of_a_dead_instance_is_taken() -> None:
     assert {read.ownerless_for(b) for b in mine} == {1.5, 0.0}
 
 
+def test_a_released_row_is_a_hand_off_under_way_and_names_no_owner() -> None:
+    nodes = {"a": NODES["a"], "b": NODES["b"], "c": dead("c", 1.5)}
+    read = ClusterRead(nodes, {"x": OwnerRow("b", "", 3), "y": OwnerRow("b", "ib", 3), "z": OwnerRow("c", "ic", 2)})
+    assert [read.released(b) for b in ("x", "y", "z", "w")] == [True, False, False, False]
+    assert read.owner("x") is None and read.owner("z") is None  # released; expired (not a hand-off)
+
+
 def test_a_served_board_granted_to_another_epoch_is_disowned() -> None:
     board = placed_on("a", list(NODES))[0]
     read = ClusterRead(dict(NODES), {board: OwnerRow("b", "ib", 8)})

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from arena.config import JournalSettings
+from arena.config import ClusterSettings, JournalSettings
+from support.cluster import SECRET
 from support.faults import Ledger, assert_standings_match_rebuild, random_writers, seed, write_config
 from support.postgres import EmbeddedPostgres, journaled
 from support.server import ChildServer, Client, token_for, until
@@ -87,4 +90,29 @@ async def test_postgresql_stopped_and_started_under_ingest_loses_no_acked_event(
         assert await asyncio.to_thread(server.stop) == 0
     finally:
         stop.set()
+        server.kill()
+
+
+async def test_a_cluster_node_without_postgresql_reports_its_lease_stale_then_fresh_again(
+    tmp_path: Path, own_postgres: EmbeddedPostgres, monkeypatch: Any
+) -> None:
+    """`arena_lease_fresh` (what the `ArenaLeaseLost` alert reads): 0 once the node could not
+    renew its lease within `lease_seconds`, 1 again once PostgreSQL is back."""
+    monkeypatch.setenv("ARENA_CLUSTER_SECRET", SECRET)
+    config = write_config(tmp_path, BOARDS, journal=JournalSettings("postgresql", own_postgres.url, "arena"),
+                          cluster=ClusterSettings(node_id="node-a", lease_seconds=1))
+    server = ChildServer(config)
+    await asyncio.to_thread(server.start)
+    try:
+        async with httpx.AsyncClient(base_url=server.url) as http:
+            async def lease_fresh(value: str) -> bool:
+                text = (await http.get("/metrics")).text
+                return re.search(rf"^arena_lease_fresh {value}$", text, re.MULTILINE) is not None
+
+            assert await lease_fresh("1.0")
+            await asyncio.to_thread(own_postgres.stop)
+            await until(partial(lease_fresh, "0.0"), "arena_lease_fresh 0 without PostgreSQL", 30)
+            await asyncio.to_thread(own_postgres.start)
+            await until(partial(lease_fresh, "1.0"), "arena_lease_fresh 1 once PostgreSQL is back", 60)
+    finally:
         server.kill()

@@ -9,8 +9,9 @@ was acked; `standings` and `journaled` read back what the nodes and the tables h
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -31,16 +32,18 @@ NodeFactory = Callable[..., ChildServer]
 
 @pytest.fixture
 async def cluster_nodes(tmp_path: Path, pg_journal: JournalSettings, monkeypatch: Any) -> AsyncIterator[NodeFactory]:
-    """``make(node_id, boards, **cluster)``: an `arena serve` child (not started) on the test's
-    schema, a node of the cluster with ``ClusterSettings(node_id=..., **cluster)``; every one is
-    killed at the end."""
+    """``make(node_id, boards, settings=None, **cluster)``: an `arena serve` child (not started)
+    on the test's schema, a node of the cluster with ``ClusterSettings(node_id=..., **cluster)``
+    and the `[server]` ``settings`` (e.g. ``{"drain_seconds": 2}``); every one is killed at the end."""
     monkeypatch.setenv("ARENA_CLUSTER_SECRET", SECRET)
     made: list[ChildServer] = []
 
-    def make(node_id: str, boards: dict[str, dict[str, Any]], **cluster: Any) -> ChildServer:
+    def make(node_id: str, boards: dict[str, dict[str, Any]], settings: Mapping[str, Any] | None = None,
+             **cluster: Any) -> ChildServer:
         directory = tmp_path / node_id
         directory.mkdir(exist_ok=True)
-        config = write_config(directory, boards, journal=pg_journal, cluster=ClusterSettings(node_id=node_id, **cluster))
+        config = write_config(directory, boards, journal=pg_journal, cluster=ClusterSettings(node_id=node_id, **cluster),
+                              **(settings or {}))
         made.append(ChildServer(config))
         return made[-1]
 
@@ -50,11 +53,13 @@ async def cluster_nodes(tmp_path: Path, pg_journal: JournalSettings, monkeypatch
 
 
 @asynccontextmanager
-async def ingesting(servers: list[ChildServer], boards: Iterable[str], under_way: int = 100) -> AsyncIterator[OwnerWriter]:
-    """An `OwnerWriter` writing each of ``boards`` through ``servers`` while the block runs,
-    entered once each board has ``under_way`` acked events; stopped and closed after it."""
+async def ingesting(servers: list[ChildServer], boards: Iterable[str], under_way: int = 100,
+                    **options: Any) -> AsyncIterator[OwnerWriter]:
+    """An `OwnerWriter` writing each of ``boards`` through ``servers`` (its ``options``: `via`,
+    `tls`) while the block runs, entered once each board has ``under_way`` acked events; stopped
+    and closed after it."""
     boards = list(boards)
-    writer = OwnerWriter(servers)
+    writer = OwnerWriter(servers, **options)
     stop = asyncio.Event()
     writers = [asyncio.create_task(writer.run(b, stop)) for b in boards]
     try:
@@ -87,14 +92,20 @@ async def owner_urls(http: httpx.AsyncClient, nodes: list[ChildServer]) -> dict[
 class OwnerWriter:
     """Per board, frames of ``frame_events`` sum events sent one after another to the board's
     owner; a frame answered `unavailable`, or lost with its connection, is sent again (same keys)
-    to whoever owns the board then, until it is acked. ``acked``: board -> key -> (member, value)."""
+    to whoever owns the board then, until it is acked. ``acked``: board -> key -> (member, value).
 
-    def __init__(self, nodes: list[ChildServer], frame_events: int = 20) -> None:
+    With ``via`` (a load balancer's URL) every frame goes there instead, over one connection per
+    board, made again when it is lost (``tls``: the context for a ``https`` URL)."""
+
+    def __init__(self, nodes: list[ChildServer], frame_events: int = 20, *, via: str | None = None,
+                 tls: ssl.SSLContext | None = None) -> None:
         self.nodes = nodes
         self.frame_events = frame_events
+        self.via = via
+        self.tls = tls
         self.acked: dict[str, dict[str, tuple[str, int]]] = {}
         self.resends = 0
-        self._clients: dict[str, Client] = {}
+        self._clients: dict[tuple[str, str], Client] = {}
         self._http = httpx.AsyncClient()
 
     async def run(self, board: str, stop: asyncio.Event) -> None:
@@ -117,14 +128,15 @@ class OwnerWriter:
         """Send until every event is accepted or duplicate; fail after ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            url = (await owner_urls(self._http, self.nodes)).get(board)
+            url = self.via or (await owner_urls(self._http, self.nodes)).get(board)
             if url is not None:
                 try:
-                    client = self._clients.get(url) or await Client.connect(url.replace("http", "ws", 1) + "/v1/ws", token_for("gs"))
-                    self._clients[url] = client
+                    client = self._clients.get((url, board)) or await Client.connect(
+                        url.replace("http", "ws", 1) + "/v1/ws", token_for("gs"), ssl=self.tls)
+                    self._clients[(url, board)] = client
                     results = await client.submit(events, timeout=5)
                 except (OSError, TimeoutError, AssertionError, websockets.WebSocketException):  # gone: ask again
-                    self._clients.pop(url, None)
+                    self._clients.pop((url, board), None)
                     results = []
                 if results and all(r["status"] in ("accepted", "duplicate") for r in results):
                     return
