@@ -324,6 +324,8 @@ class QueryRoutes:
             sent = await _body(receive, self._max_body) if method == "POST" else b""
             if sent is None:  # the client left
                 return
+            if board:
+                await self.arena.activated(board)
             answered = route.answer(self.arena, Params(board, period, member, scope["query_string"], sent))
             if not isinstance(answered, dict):
                 answered = await answered
@@ -375,6 +377,7 @@ class QueryRoutes:
         refusal = None
         if isinstance(where(self.arena, params.board), Local):
             try:
+                await self.arena.activated(params.board)
                 route.answer(self.arena, params)
             except QueryError as exc:
                 refusal = exc

@@ -31,6 +31,7 @@ from arena.api.routing import Local, where
 from arena.api.service import Arena
 from arena.api.transport import abort
 from arena.api.wire import Body
+from arena.board.state import DORMANT, BoardState
 from arena.cluster.peer.protocol import Answered, Ask
 from arena.cluster.split import Part, Split, merge, split
 from arena.config import GameServer
@@ -343,6 +344,9 @@ class Connection:
             if not isinstance(place, Local):
                 self._spawn(self._forwarded(frame_id, place.board, frame))
                 return
+            if place.handle is not None and place.handle.state in DORMANT | {BoardState.ACTIVATING}:
+                self._spawn(self._activated(frame_id, place.handle.name, answer, frame))
+                return
             self._reply(self._result(frame_id, answer(self.arena, frame)))
         except FrameError as exc:
             self._reply(_error(frame_id, exc.code, exc.message))
@@ -411,6 +415,15 @@ class Connection:
             if error is not None and error.code in REFUSED:
                 raise error
             self._subscribe(frame_id, frame)
+        except QueryError as exc:
+            self._reply(_error(frame_id, exc.code, exc.message))
+
+    async def _activated(self, frame_id: object, board: str, answer: Callable[[Arena, dict[str, Any]], Body],
+                         frame: dict[str, Any]) -> None:
+        """A query op for a board activated on demand: answered once it serves (or 503 `not_ready`)."""
+        try:
+            await self.arena.activated(board)
+            self._reply(self._result(frame_id, answer(self.arena, frame)))
         except QueryError as exc:
             self._reply(_error(frame_id, exc.code, exc.message))
 
