@@ -330,6 +330,8 @@ class Connection:
                 place = where(self.arena, view.get("board") if isinstance(view, dict) else None)
                 if not isinstance(place, Local):
                     self._spawn(self._subscribe_elsewhere(frame_id, frame, place.board))
+                elif place.handle is not None and place.handle.state in DORMANT | {BoardState.ACTIVATING}:
+                    self._spawn(self._subscribe_activated(frame_id, frame, place.handle.name))
                 else:
                     self._subscribe(frame_id, frame)
                 return
@@ -405,6 +407,18 @@ class Connection:
             self._reply(refused)
         else:  # `subscribed` is owed through the outbox already
             self.slots.release()
+
+    async def _subscribe_activated(self, frame_id: object, frame: dict[str, Any], board: str) -> None:
+        """A subscription to a view of a board activated on demand: taken once the board serves,
+        so that its first update goes at once (or after 5 s, when it then follows the board)."""
+        try:
+            await self.arena.activated(board)
+        except QueryError:
+            pass  # not loaded yet: a state of the subscription, which resumes once it is
+        try:
+            self._subscribe(frame_id, frame)
+        except QueryError as exc:
+            self._reply(_error(frame_id, exc.code, exc.message))
 
     async def _subscribe_elsewhere(self, frame_id: object, frame: dict[str, Any], board: str) -> None:
         """A subscription to a view of a board served elsewhere: refused if its owner's query

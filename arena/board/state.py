@@ -111,6 +111,7 @@ MOVING = frozenset({_S.TAKING, _S.HANDING_OFF, _S.DISOWNING, _S.RELEASING})
 _ANSWERING = frozenset({_S.LOADING, _S.SERVING, _S.INACTIVE, _S.ACTIVATING, _S.UNLOADING})
 _ACTIVE = frozenset({_S.LOADING, _S.SERVING, _S.ACTIVATING, _S.HANDING_OFF, _S.DISOWNING})
 _NOT_READY = frozenset({_S.LOADING, _S.FAILED})
+_ON_DEMAND = frozenset({_S.SERVING, _S.INACTIVE, _S.ACTIVATING, _S.UNLOADING})
 _SHOWN = {_S.LOADING: "loading", _S.SERVING: "ready", _S.FAILED: "failed", _S.HANDING_OFF: "ready", _S.DISOWNING: "ready",
           _S.INACTIVE: "inactive", _S.ACTIVATING: "activating", _S.UNLOADING: "unloading"}
 
@@ -209,9 +210,10 @@ class BoardStates:
         return self._states[board] in _ACTIVE
 
     def readiness(self, board: str) -> int:
-        """``arena_board_ready``: 1 while the board serves here, -1 once failed, 0 otherwise."""
+        """``arena_board_ready``: 1 while the board serves here (an inactive one: on demand), -1
+        once failed, 0 otherwise."""
         state = self._states[board]
-        return 1 if state is BoardState.SERVING else -1 if state is BoardState.FAILED else 0
+        return 1 if state in _ON_DEMAND else -1 if state is BoardState.FAILED else 0
 
     # -- owners and this node's lease --------------------------------------------------------
 

@@ -156,5 +156,5 @@ def test_a_node_activating_on_demand_starts_inactive_and_ready() -> None:
     assert states.state("a") is S.SERVING and states.readiness("a") == 1
     states.move("a", E.UNLOAD)
     assert not states.active("a") and states.shown("a") == "unloading"
-    assert states.move("a", E.STOPPED) is S.INACTIVE and states.readiness("a") == 0
+    assert states.move("a", E.STOPPED) is S.INACTIVE and states.readiness("a") == 1  # answers on demand
     assert BoardStates(["a"], node_id="n1", on_demand=True).state("a") is S.ELSEWHERE  # a cluster node does not
