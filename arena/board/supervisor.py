@@ -173,6 +173,7 @@ class Supervisor:
         handle.loaded.clear()
         handle.move(BoardEvent.STOPPED)
         self.metrics.unloads.labels(reason).inc()
+        self.metrics.unloaded(name)
         log.info("board %s unloaded (%s) at seq %d", name, reason, unloaded.seq if unloaded else 0)
         if len(handle.mailbox) and self.activations is not None:  # came after its actor's last look
             self.activations.used(name)

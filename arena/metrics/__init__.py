@@ -86,6 +86,16 @@ class Metrics:
         """What a query route calls with the seconds it took."""
         return _observer(self.queries.labels(route), self.stats.query)
 
+    def unloaded(self, board: str) -> None:
+        """Drop the series of a board's last load and commits (the gauges of its replay, its
+        visibility histogram) when it is unloaded: an idle board keeps no label children but its
+        counters. They come back at its next activation."""
+        for series in (self.visibility, self.rebuild, self.replayed, self.snapshot_start):
+            try:
+                series.remove(board)
+            except KeyError:
+                pass
+
     def watch_activations(self, active: Callable[[], float]) -> None:
         self.active_boards.set_function(active)
 
