@@ -241,6 +241,10 @@ class Activations:
                 self._then(board, self._markers)
 
     async def close(self) -> None:
-        """Wait for the transitions under way (the server stops)."""
-        if self._moves:
-            await asyncio.gather(*self._moves.values(), return_exceptions=True)
+        """Stop the transitions under way (the server stops; the actors have stopped): an
+        activation still opening its journal is abandoned (its board is shut)."""
+        for board in self._activating:
+            move = self._moves.get(board)
+            if move is not None:
+                move.cancel()
+        await asyncio.gather(*self._moves.values(), return_exceptions=True)

@@ -137,23 +137,22 @@ class Supervisor:
             return
         handle.move(BoardEvent.ACTIVATE)
         self.metrics.activations.inc()
+        refusing = asyncio.create_task(_refuse_while_activating(handle))
         try:
-            journal = await self.backend.open(handle.spec)
-        except JournalError as exc:
-            log.error("board %s failed to activate: %s", name, exc)
-            handle.fail(str(exc))
-            return
-        task = self._supervising[name] = asyncio.create_task(self._supervise(handle, journal), name=f"board:{name}")
-        loaded = asyncio.ensure_future(handle.loaded.wait())
-        try:
-            await asyncio.wait([loaded, task], timeout=ACTIVATION_WAIT_SECONDS, return_when=asyncio.FIRST_COMPLETED)
-            if not handle.loaded.is_set() and not task.done():
-                log.warning("board %s: not loaded after %gs; what waits for it is answered unavailable",
-                            name, ACTIVATION_WAIT_SECONDS)
-                handle.refuse_queued()
+            try:
+                journal = await self.backend.open(handle.spec)
+            except JournalError as exc:
+                log.error("board %s failed to activate: %s", name, exc)
+                handle.fail(str(exc))
+                return
+            task = self._supervising[name] = asyncio.create_task(self._supervise(handle, journal), name=f"board:{name}")
+            loaded = asyncio.ensure_future(handle.loaded.wait())
+            try:
                 await asyncio.wait([loaded, task], return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                loaded.cancel()
         finally:
-            loaded.cancel()
+            refusing.cancel()
 
     async def unload(self, name: str, reason: str) -> Unloaded | None:
         handle = self.handles[name]
@@ -355,3 +354,16 @@ class Supervisor:
         for handle in self.handles.values():
             if handle.state is not BoardState.FAILED:
                 handle.fail("server stopped", BoardEvent.SHUT)
+
+
+async def _refuse_while_activating(handle: BoardHandle) -> None:
+    """Every `ACTIVATION_WAIT_SECONDS` while ``handle``'s board activates, answer what waits for
+    it: events `unavailable` (nothing was journaled), commands failed. No event waits longer."""
+    while True:
+        await asyncio.sleep(ACTIVATION_WAIT_SECONDS)
+        if handle.state is not BoardState.ACTIVATING:
+            return
+        if len(handle.mailbox):
+            log.warning("board %s: still activating after %gs; what waits for it is answered unavailable",
+                        handle.name, ACTIVATION_WAIT_SECONDS)
+            handle.refuse_queued()

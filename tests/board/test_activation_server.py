@@ -178,3 +178,25 @@ async def test_an_inactive_board_s_close_marker_is_journaled_at_the_close_moment
     periods = (await http.get("/v1/boards/c/daily/periods")).json()["periods"]
     closed = next(p for p in periods if p["period_id"] == "2027-01-04")
     assert closed["closed_at"] == "2027-01-05T00:01:00.000Z"
+
+
+async def test_past_five_seconds_of_activation_events_are_unavailable_and_queries_not_ready(rig: Any) -> None:
+    """A slow activation (its journal's open held): after 5 s the frame that woke the board is
+    answered `unavailable` and the query 503 `not_ready` with Retry-After; the same frame resent
+    once the board serves is accepted, once."""
+    server, http, client = rig
+    assert (await http.post("/v1/_test/boards/a/open", json={"held": True})).status_code == 200
+    frame = [event("a", f"m{i}", i, NOW - 1, f"slow-{i}") for i in range(5)]
+    try:
+        pending = client.submit(frame, timeout=30)
+        answer = await http.get("/v1/boards/a/alltime/top", timeout=30)
+        assert answer.status_code == 503 and answer.json()["error"]["code"] == "not_ready"
+        assert answer.headers["retry-after"] == "1"
+        assert {r["status"] + ":" + r.get("reason", "") for r in await pending} == {"rejected:unavailable"}
+        assert (await listed(http))["a"]["state"] == "activating"
+    finally:
+        assert (await http.post("/v1/_test/boards/a/open", json={"held": False})).status_code == 200
+    assert {r["status"] for r in await client.submit(frame)} == {"accepted"}
+    assert {r["status"] for r in await client.submit(frame)} == {"duplicate"}
+    top = (await http.get("/v1/boards/a/alltime/top")).json()
+    assert top["size"] == 5 and top["seq"] == 5
