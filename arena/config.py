@@ -67,6 +67,12 @@ class ServerSettings:
     cors_origins: tuple[str, ...] = ()
     snapshot_every_events: int = 1_000_000
     """Journaled records between two snapshots of a board; 0: never."""
+    idle_unload_seconds: float = 600.0
+    """A board with no event, query or subscription for this long is snapshotted and unloaded
+    (activated again on demand); 0: boards stay loaded, and a start loads every board."""
+    max_active_boards: int = 1000
+    """Boards loaded on this node at most: past it the least recently used one without
+    subscriptions is unloaded."""
     drain_seconds: float = 5.0
     """After SIGTERM, how long /readyz answers 503 `draining` (everything else still served)
     before the node hands its boards off and stops: a load balancer's health checks move new
@@ -295,6 +301,8 @@ def _server(s: _Section) -> ServerSettings:
         max_view_entries=s.int("max_view_entries", d.max_view_entries, 0),
         cors_origins=_cors_origins(s),
         snapshot_every_events=s.int("snapshot_every_events", d.snapshot_every_events, 0),
+        idle_unload_seconds=s.number("idle_unload_seconds", d.idle_unload_seconds, 0),
+        max_active_boards=s.int("max_active_boards", d.max_active_boards, 1),
         drain_seconds=s.number("drain_seconds", d.drain_seconds, 0),
     )
     s.done()

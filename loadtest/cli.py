@@ -206,6 +206,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--postgres-url", default=None, help="a PostgreSQL server to use (default: a throwaway one)")
     p.add_argument("--json", type=Path, default=None, help="write results as JSON here")
 
+    p = sub.add_parser("boards", formatter_class=fmt, epilog=EPILOG, help="many boards activated on demand",
+                       description="Journal --boards boards of --members members and one of --big-members, then\n"
+                                   "`arena serve` them with idle_unload_seconds = --idle: time to /readyz, RSS per\n"
+                                   "idle board, and the first answer of the unloaded big board (--repeats times).")
+    p.add_argument("--boards", type=int, default=10_000, help="boards (default 10,000)")
+    p.add_argument("--members", type=int, default=100, help="members per board (default 100)")
+    p.add_argument("--big-members", type=int, default=10_000, help="members of the big board (default 10,000)")
+    p.add_argument("--repeats", type=int, default=9, help="first answers of the big board measured (default 9)")
+    p.add_argument("--idle", type=float, default=1.0, help="idle_unload_seconds of the server (default 1)")
+    p.add_argument("--json", type=Path, default=None, help="write results as JSON here")
+
     p = sub.add_parser("cluster", formatter_class=fmt, epilog=EPILOG, help="a cluster of nodes against one node",
                        description="On one PostgreSQL: ingest over --boards boards (one connection each) through one\n"
                                    "node, then through --nodes nodes (any node takes any board and forwards it to the\n"
@@ -484,6 +495,14 @@ def cmd_start(a: argparse.Namespace) -> int:
     return _finish(a, out, out["ok"])
 
 
+def cmd_boards(a: argparse.Namespace) -> int:
+    from loadtest.boards import print_boards, run
+
+    out = run(a.boards, a.members, a.big_members, a.repeats, a.idle)
+    print_boards(out)
+    return _finish(a, out, out["ok"])
+
+
 def _int_list(text: str) -> list[int]:
     return [int(part) for part in text.split(",") if part]
 
@@ -529,7 +548,7 @@ def cmd_live(a: argparse.Namespace) -> int:
 
 
 COMMANDS = {"compare": cmd_compare, "ingest": cmd_ingest, "query": cmd_query, "lag": cmd_lag,
-            "redis": cmd_redis, "ceiling": cmd_ceiling, "rebuild": cmd_rebuild, "start": cmd_start, "live": cmd_live,
+            "redis": cmd_redis, "ceiling": cmd_ceiling, "rebuild": cmd_rebuild, "start": cmd_start, "boards": cmd_boards, "live": cmd_live,
             "cluster": cmd_cluster}
 
 

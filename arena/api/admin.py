@@ -105,6 +105,7 @@ async def _audit(arena: Arena, admin: Admin, request: Request) -> Body:
     assert limit is not None
     if not 1 <= limit <= MAX_AUDIT_LIMIT:
         raise invalid_request(f"limit must be between 1 and {MAX_AUDIT_LIMIT}")
+    await arena.activated(board)
     if handle.journal is None:
         raise unavailable(board)
     events = await handle.journal.member_events(member, limit, before)

@@ -39,6 +39,8 @@ def create_app(arena: Arena, extra_routes: Sequence[BaseRoute] = ()) -> http.Que
     cluster = arena.config.cluster
     peers = Peers(cluster.secret, cluster.lease_seconds, arena.settings.max_frame_bytes) if cluster else None
     app.state.forwarding = forwarding = Forwarding(arena, peers)
-    arena.live = live.live_views(arena, ws.QUERY_OPS, forwarding)
+    arena.live = views = live.live_views(arena, ws.QUERY_OPS, forwarding)
+    if arena.supervisor.activations is not None:  # a subscription keeps its board active
+        arena.supervisor.activations.subscribed = lambda: {view.spec.fields["board"] for view in views.views.values()}
     app.state.routes = query_routes = http.QueryRoutes(arena, app)  # what a forwarded HTTP request goes through
     return query_routes

@@ -356,6 +356,8 @@ class QueryRoutes:
             if sent is None:  # the client left
                 return
             params = Params(board, period, member, scope["query_string"], sent)
+            if board:
+                await self.arena.activated(board)
             answered = route.answer(self.arena, params)
             if not isinstance(answered, dict):
                 answered = await answered
@@ -407,6 +409,7 @@ class QueryRoutes:
         refusal = None
         if isinstance(where(self.arena, params.board), Local):
             try:
+                await self.arena.activated(params.board)
                 route.answer(self.arena, params)
             except QueryError as exc:
                 refusal = exc

@@ -90,6 +90,8 @@ class QuerySource:
             self.upstreams.release(spec)  # served here now
         handle = place.handle
         engine = handle.engine if handle is not None else None
+        if handle is not None and handle.demand is not None:
+            handle.demand(handle.name)  # a subscription keeps its board active, and activates it
         if handle is None or handle.state is not BoardState.SERVING or engine is None:
             return None
         current = None

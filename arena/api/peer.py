@@ -190,6 +190,10 @@ async def _answer(websocket: WebSocket, arena: Arena, request: Submit | Ask | Ht
     if isinstance(request, Submit):
         return await _submit(arena, place.handle, request)
     if isinstance(request, Ask):
+        try:
+            await arena.activated(request.board)
+        except QueryError as exc:
+            return Refused(exc.code, exc.message, exc.status)
         return _ask(arena, request.frame)
     return await _http(websocket, request)
 

@@ -232,20 +232,32 @@ def periods(arena: Arena, board: str, period: str) -> Body:
 
 
 def boards(arena: Arena) -> Body:
+    """Every board with its current tables; an inactive board's as it recorded them when it was
+    unloaded (none before its first activation). Activates no board."""
     now = arena.clock.now()
+    activations = arena.supervisor.activations
     listed = []
     for name, handle in arena.boards.items():
         spec = handle.spec
         tables = []
-        for kind in spec.kinds:
+        active = arena.states.active(name)
+        unloaded = None if activations is None or active else activations.unloaded.get(name)
+        if unloaded is not None:
+            for window, size in unloaded.sizes:
+                moment = None if window.end_ms is None else window.end_ms + spec.close_grace_ms
+                fields = wire.window_fields(name, window, size, moment is not None and now >= moment)
+                del fields["board"]
+                tables.append(fields)
+        for kind in spec.kinds if unloaded is None else ():
             try:
                 table = handle.view(kind, None, now)
-            except QueryError:  # loading or failed: list the board, not its tables
+            except QueryError:  # loading, inactive or failed: list the board, not its tables
                 continue
             fields = table_fields(arena, name, table, now)
             del fields["board"]
             tables.append(fields)
         listed.append({
+            "active": active,
             "board": name,
             "aggregation": spec.aggregation.value,
             "order": spec.order.value,

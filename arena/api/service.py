@@ -43,7 +43,8 @@ class Arena:
         backend = journal_backend(config)
         cluster = config.cluster
         self.states = BoardStates(config.boards, node_id=config.node_id if cluster else None,
-                                  lease_seconds=cluster.lease_seconds if cluster else 0.0)
+                                  lease_seconds=cluster.lease_seconds if cluster else 0.0,
+                                  on_demand=self.settings.idle_unload_seconds > 0)
         """Every board's state on this node: what the supervisor, the ownership loop, the
         directory, readiness and `/v1/boards` read."""
         self.lease: NodeLease | None = None
@@ -123,6 +124,14 @@ class Arena:
         if handle is None:
             raise not_found("unknown_board", f"no board named {name!r}")
         return handle
+
+    async def activated(self, name: str) -> None:
+        """Before a query, audit or subscription of board ``name`` served here: activate it if it
+        is dormant and wait until it serves (`arena.board.activation`). Raises QueryError
+        not_ready (503) after 5 s. Returns at once for a board in any other state, or no board."""
+        activations = self.supervisor.activations
+        if activations is not None and name in self.boards:
+            await activations.ready(name)
 
     def game_server(self, authorization: str | None) -> GameServer | None:
         return identify(authorization, self.config.servers)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from arena.engine.events import Result
+from arena.engine.periods import Window
 from arena.engine.table import Entry, RankedTable
 from arena.engine.times import format_ms, format_optional_ms
 from arena.errors import QueryError
@@ -24,7 +25,11 @@ def entry(e: Entry) -> Body:
 def table_fields(board: str, table: RankedTable, closed: bool) -> Body:
     """A table's fields; ``closed`` by the clock (`BoardEngine.window_closed`), as the periods
     route says it, not by whether the actor has journaled the close marker yet."""
-    window = table.window
+    return window_fields(board, table.window, len(table), closed)
+
+
+def window_fields(board: str, window: Window, size: int, closed: bool) -> Body:
+    """The fields of the table of ``window`` holding ``size`` entries (`table_fields`)."""
     return {
         "board": board,
         "period": str(window.kind),
@@ -32,7 +37,7 @@ def table_fields(board: str, table: RankedTable, closed: bool) -> Body:
         "start": format_optional_ms(window.start_ms),
         "end": format_optional_ms(window.end_ms),
         "closed": closed,
-        "size": len(table),
+        "size": size,
     }
 
 

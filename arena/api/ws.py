@@ -31,6 +31,7 @@ from arena.api.routing import Local, settled, where
 from arena.api.service import Arena
 from arena.api.transport import abort
 from arena.api.wire import Body
+from arena.board.state import DORMANT, BoardState
 from arena.cluster.peer.protocol import Answered, Ask
 from arena.cluster.split import Part, Split, merge, split
 from arena.config import GameServer
@@ -329,6 +330,8 @@ class Connection:
                 place = where(self.arena, view.get("board") if isinstance(view, dict) else None)
                 if not isinstance(place, Local):
                     self._spawn(self._subscribe_elsewhere(frame_id, frame, place.board))
+                elif place.handle is not None and place.handle.state in DORMANT | {BoardState.ACTIVATING}:
+                    self._spawn(self._subscribe_activated(frame_id, frame, place.handle.name))
                 else:
                     self._subscribe(frame_id, frame)
                 return
@@ -344,7 +347,10 @@ class Connection:
                 self._spawn(self._forwarded(frame_id, place.board, frame))
                 return
             if place.handle is not None and self.arena.states.handed_over(place.handle.name):
-                self._spawn(self._handed_over(frame_id, place.handle.name, frame))
+                self._spawn(self._answered_after(frame_id, settled(self.arena, place.handle.name, QUERY_SECONDS), answer, frame))
+                return
+            if place.handle is not None and place.handle.state in DORMANT | {BoardState.ACTIVATING}:
+                self._spawn(self._answered_after(frame_id, self.arena.activated(place.handle.name), answer, frame))
                 return
             self._reply(self._result(frame_id, answer(self.arena, frame)))
         except FrameError as exc:
@@ -405,6 +411,18 @@ class Connection:
         else:  # `subscribed` is owed through the outbox already
             self.slots.release()
 
+    async def _subscribe_activated(self, frame_id: object, frame: dict[str, Any], board: str) -> None:
+        """A subscription to a view of a board activated on demand: taken once the board serves,
+        so that its first update goes at once (or after 5 s, when it then follows the board)."""
+        try:
+            await self.arena.activated(board)
+        except QueryError:
+            pass  # not loaded yet: a state of the subscription, which resumes once it is
+        try:
+            self._subscribe(frame_id, frame)
+        except QueryError as exc:
+            self._reply(_error(frame_id, exc.code, exc.message))
+
     async def _subscribe_elsewhere(self, frame_id: object, frame: dict[str, Any], board: str) -> None:
         """A subscription to a view of a board served elsewhere: refused if its owner's query
         refuses it (then watched there once for this node, see `arena.api.upstream`)."""
@@ -417,12 +435,14 @@ class Connection:
         except QueryError as exc:
             self._reply(_error(frame_id, exc.code, exc.message))
 
-    async def _handed_over(self, frame_id: object, board: str, frame: dict[str, Any]) -> None:
-        """A query op for a board handed off to this node, answered once its tables are loaded
-        here (`settled`: at most `QUERY_SECONDS`)."""
-        await settled(self.arena, board, QUERY_SECONDS)
+    async def _answered_after(self, frame_id: object, wait: Awaitable[object],
+                              answer: Callable[[Arena, dict[str, Any]], Body], frame: dict[str, Any]) -> None:
+        """A query op answered once ``wait`` is over: a board handed off to this node until its
+        tables are loaded here (`settled`: at most `QUERY_SECONDS`), or a board activated on
+        demand until it serves (or 503 `not_ready`)."""
         try:
-            self._reply(self._result(frame_id, QUERY_OPS[frame["op"]](self.arena, frame)))
+            await wait
+            self._reply(self._result(frame_id, answer(self.arena, frame)))
         except QueryError as exc:
             self._reply(_error(frame_id, exc.code, exc.message))
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import assert_never
 
@@ -58,6 +58,9 @@ class BoardHandle:
         self.journal: Journal | None = None
         self.loaded = asyncio.Event()
         """Set while the board's tables are loaded (SERVING)."""
+        self.demand: Callable[[str], None] | None = None
+        """Told of every event and command for the board when boards are activated on demand
+        (`arena.board.activation.Activations.used`): it activates a dormant board."""
         metrics.board_state.labels(self.name).set_function(lambda: self.states.readiness(self.name))
 
     @property
@@ -77,6 +80,8 @@ class BoardHandle:
     def submit(self, events: Sequence[Event], received_at: int, source: str) -> asyncio.Future[list[Result]]:
         """Queue one frame's events; the future resolves with their results. Never blocks."""
         submission = Submission(events, received_at, source)
+        if self.demand is not None:
+            self.demand(self.name)
         if not self.answering:
             self.answer(submission, unavailable_results(events))
         else:
@@ -95,6 +100,8 @@ class BoardHandle:
         `Barrier`). Raises QueryError (unavailable, unknown_event), JournalError."""
         if not self.answering:
             raise unavailable(self.name)
+        if self.demand is not None:
+            self.demand(self.name)
         command = Command(order)
         self.mailbox.put(command)
         return await command.future

@@ -10,10 +10,13 @@ and the routing decision all read. Pure: no I/O, no event loop.
     LOADING, SERVING ─start─> LOADING (an actor's life starts: a restart replays)
     LOADING, SERVING ─not granted─> ELSEWHERE (a restart found the board granted to another node)
     LOADING, SERVING ─fail─> FAILED;  any but FAILED ─shut─> FAILED (the server stops)
+    INACTIVE ─activate─> ACTIVATING ─loaded─> SERVING ─unload─> UNLOADING ─stopped─> INACTIVE
+    INACTIVE, ACTIVATING ─fail─> FAILED (its journal cannot be opened, or its actor failed)
 
-A single node (no ``[cluster]``) starts every board LOADING and never leaves the actor's states;
-a cluster node starts every board ELSEWHERE. The table is state -> event -> next state: a state a
-later issue adds (unloaded, activating, retired) is one more row and the events that reach it.
+A single node (no ``[cluster]``) starts every board LOADING, or INACTIVE when boards are
+activated on demand (``idle_unload_seconds`` > 0; `arena.board.activation`), and never leaves the
+actor's states; a cluster node starts every board ELSEWHERE. The table is state -> event -> next
+state: a state a later issue adds (retired) is one more row and the events that reach it.
 """
 
 from __future__ import annotations
@@ -43,6 +46,15 @@ class BoardState(enum.Enum):
     """Granted to another node now: its actor stops at once; what it holds is answered `unavailable`."""
     RELEASING = "releasing"
     """Its owner row, still naming this process, is being released for the next owner."""
+    INACTIVE = "inactive"
+    """Unloaded (or never loaded since the start): no actor, no tables, its journal closed; the
+    next event, query or subscription activates it."""
+    ACTIVATING = "activating"
+    """Being activated: its actor loads the snapshot written at its unload and the journal's tail
+    while the events and queries that woke it wait."""
+    UNLOADING = "unloading"
+    """Idle (or the least recently used past ``max_active_boards``): its actor finishes what it
+    took, writes a snapshot and stops; then its tables are dropped and its journal closed."""
     FAILED = "failed"
     """Its journal cannot be read, or its actor crashed past the restart intensity (or the server stopped)."""
 
@@ -62,6 +74,8 @@ class BoardEvent(enum.Enum):
     RELEASE = "release"
     RELEASED = "released"
     SHUT = "shut"
+    ACTIVATE = "activate"
+    UNLOAD = "unload"
 
 
 _S, _E = BoardState, BoardEvent
@@ -74,7 +88,10 @@ MOVES: dict[BoardState, dict[BoardEvent, BoardState]] = {
     _S.LOADING: {_E.START: _S.LOADING, _E.LOADED: _S.SERVING, _E.FAIL: _S.FAILED, _E.NOT_GRANTED: _S.ELSEWHERE,
                  _E.HAND_OFF: _S.HANDING_OFF, _E.DISOWN: _S.DISOWNING, **_SHUT},
     _S.SERVING: {_E.START: _S.LOADING, _E.FAIL: _S.FAILED, _E.NOT_GRANTED: _S.ELSEWHERE,
-                 _E.HAND_OFF: _S.HANDING_OFF, _E.DISOWN: _S.DISOWNING, **_SHUT},
+                 _E.HAND_OFF: _S.HANDING_OFF, _E.DISOWN: _S.DISOWNING, _E.UNLOAD: _S.UNLOADING, **_SHUT},
+    _S.INACTIVE: {_E.ACTIVATE: _S.ACTIVATING, _E.FAIL: _S.FAILED, **_SHUT},
+    _S.ACTIVATING: {_E.START: _S.ACTIVATING, _E.LOADED: _S.SERVING, _E.FAIL: _S.FAILED, **_SHUT},
+    _S.UNLOADING: {_E.STOPPED: _S.INACTIVE, **_SHUT},
     # an actor handed off before it started, or still loading, starts and loads before it stops
     _S.HANDING_OFF: {_E.START: _S.HANDING_OFF, _E.LOADED: _S.HANDING_OFF, _E.STOPPED: _S.ELSEWHERE, **_SHUT},
     _S.DISOWNING: {_E.LOADED: _S.DISOWNING, _E.STOPPED: _S.ELSEWHERE, **_SHUT},
@@ -83,15 +100,20 @@ MOVES: dict[BoardState, dict[BoardEvent, BoardState]] = {
 }
 """The one table of a board's life on a node: state -> event -> next state."""
 
-RUNNING = frozenset({_S.LOADING, _S.SERVING, _S.HANDING_OFF, _S.DISOWNING})
+RUNNING = frozenset({_S.LOADING, _S.SERVING, _S.HANDING_OFF, _S.DISOWNING, _S.ACTIVATING, _S.UNLOADING})
 """The states in which an actor of the board runs here (or restarts)."""
-STOPPING = frozenset({_S.HANDING_OFF, _S.DISOWNING})
-"""The states of a board leaving this node: its actor stops and is not restarted, failed or disowned."""
+STOPPING = frozenset({_S.HANDING_OFF, _S.DISOWNING, _S.UNLOADING})
+"""The states of a board leaving this node (or memory): its actor stops and is not restarted, failed or disowned."""
+DORMANT = frozenset({_S.INACTIVE, _S.UNLOADING})
+"""The states of a board whose next event, query or subscription activates it (once unloaded)."""
 MOVING = frozenset({_S.TAKING, _S.HANDING_OFF, _S.DISOWNING, _S.RELEASING})
 """The states of a move of the ownership loop under way: its beats leave these boards alone."""
-_ANSWERING = frozenset({_S.LOADING, _S.SERVING})
+_ANSWERING = frozenset({_S.LOADING, _S.SERVING, _S.INACTIVE, _S.ACTIVATING, _S.UNLOADING})
+_ACTIVE = frozenset({_S.LOADING, _S.SERVING, _S.ACTIVATING, _S.HANDING_OFF, _S.DISOWNING})
 _NOT_READY = frozenset({_S.LOADING, _S.FAILED})
-_SHOWN = {_S.LOADING: "loading", _S.SERVING: "ready", _S.FAILED: "failed", _S.HANDING_OFF: "ready", _S.DISOWNING: "ready"}
+_ON_DEMAND = frozenset({_S.SERVING, _S.INACTIVE, _S.ACTIVATING, _S.UNLOADING})
+_SHOWN = {_S.LOADING: "loading", _S.SERVING: "ready", _S.FAILED: "failed", _S.HANDING_OFF: "ready", _S.DISOWNING: "ready",
+          _S.INACTIVE: "inactive", _S.ACTIVATING: "activating", _S.UNLOADING: "unloading"}
 
 
 class IllegalBoardMove(IllegalTransition):
@@ -124,10 +146,12 @@ class BoardStates:
     over, so they count as ownerless until it renews."""
 
     def __init__(self, boards: Iterable[str] = (), *, node_id: str | None = None, lease_seconds: float = 0.0,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+                 monotonic: Callable[[], float] = time.monotonic, on_demand: bool = False) -> None:
         self.node_id = node_id
         self.lease_seconds = lease_seconds
-        first = BoardState.LOADING if node_id is None else BoardState.ELSEWHERE
+        self.on_demand = on_demand and node_id is None
+        """Boards are activated on demand (a single node with ``idle_unload_seconds`` > 0): they start INACTIVE."""
+        first = BoardState.ELSEWHERE if node_id is not None else BoardState.INACTIVE if self.on_demand else BoardState.LOADING
         self._states = {board: first for board in boards}
         self._owners: dict[str, Owner | None] = {}
         self._epochs: dict[str, int] = {}
@@ -180,13 +204,19 @@ class BoardStates:
         return not any(state in _NOT_READY for state in self._states.values())
 
     def shown(self, board: str) -> str:
-        """The state as ``GET /v1/boards`` lists it: loading, ready, failed or elsewhere."""
+        """The state as ``GET /v1/boards`` lists it: loading, ready, failed, elsewhere, inactive,
+        activating or unloading."""
         return _SHOWN.get(self._states[board], "elsewhere")
 
+    def active(self, board: str) -> bool:
+        """Whether the board's tables are in memory here, or being loaded (``"active"`` of `GET /v1/boards`)."""
+        return self._states[board] in _ACTIVE
+
     def readiness(self, board: str) -> int:
-        """``arena_board_ready``: 1 while the board serves here, -1 once failed, 0 otherwise."""
+        """``arena_board_ready``: 1 while the board serves here (an inactive one: on demand), -1
+        once failed, 0 otherwise."""
         state = self._states[board]
-        return 1 if state is BoardState.SERVING else -1 if state is BoardState.FAILED else 0
+        return 1 if state in _ON_DEMAND else -1 if state is BoardState.FAILED else 0
 
     # -- owners and this node's lease --------------------------------------------------------
 

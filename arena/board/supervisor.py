@@ -12,6 +12,11 @@ board is granted again only while no other live node owns it; else it goes ELSEW
 A board's state lives in the node's `BoardStates` (`arena.board.state`): the supervisor moves it
 as its actors start, load, fail and stop, and keeps each board's task only as the handle of that
 I/O.
+
+With ``idle_unload_seconds`` > 0 (a single node) boards are activated on demand
+(`arena.board.activation`): `start` only checks each journal's definition and closes it again, the
+next event, query or subscription of a board activates it (`activate`), and an idle one is
+unloaded (`unload`); the supervisor is that module's `Carrier`.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 
+from arena.board.activation import ACTIVATION_WAIT_SECONDS, Activations, Unloaded, due_markers
 from arena.board.actor import BoardActor, BoardHandle, unavailable_results
 from arena.board.clock import Clock
 from arena.board.state import RUNNING, STOPPING, BoardEvent, BoardState, BoardStates
@@ -47,8 +53,15 @@ class Supervisor:
         self.backend = backend
         settings = config.server
         self.clustered = config.cluster is not None
-        self.states = states if states is not None else BoardStates(config.boards, node_id=config.node_id if self.clustered else None)
+        self.states = states if states is not None else BoardStates(
+            config.boards, node_id=config.node_id if self.clustered else None, on_demand=settings.idle_unload_seconds > 0)
         """Every board's state on this node (the node's one map)."""
+        self.activations: Activations | None = None
+        """Boards activated on demand and unloaded when idle; None: every board stays loaded."""
+        if self.states.on_demand:
+            self.activations = Activations(self, settings.idle_unload_seconds, settings.max_active_boards,
+                                           self.states.state, clock.now)
+            metrics.watch_activations(lambda: self.activations.active if self.activations else 0)
         self.handles = {name: BoardHandle(spec, settings.mailbox_events, metrics, self.states)
                         for name, spec in config.boards.items()}
         self.actors: dict[str, BoardActor] = {}
@@ -57,21 +70,32 @@ class Supervisor:
         """Each board's supervising task while it has one: the I/O handle, not its state."""
         for name, handle in self.handles.items():
             metrics.watch_mailbox(name, lambda h=handle: h.mailbox.depth)  # type: ignore[misc]
+            if self.activations is not None:
+                handle.demand = self.activations.used
+        self._sweeping: asyncio.Task[None] | None = None
+        self._stopping = False
         backend.watch(metrics.registry, self.handles)
         clock.on_change(self._poke_all)
 
     def _poke_all(self) -> None:
         for handle in self.handles.values():
             handle.mailbox.poke()
+        if self.activations is not None:
+            self.activations.poke()
 
     async def start(self) -> None:
         """Open every journal and start the actors (they replay in the background).
 
         Raises BoardDefinitionChanged: a board's definition no longer matches its journal;
         JournalUnavailable: the journals' store cannot be used (PostgreSQL unreachable).
-        In a cluster, opens nothing: boards are served as they are granted (`serve`).
+        In a cluster, opens nothing: boards are served as they are granted (`serve`). With boards
+        activated on demand, each journal is opened (its definition checked) and closed again.
         """
         if self.clustered:
+            return
+        if self.activations is not None:
+            await self._check_journals()
+            self._sweeping = asyncio.create_task(self.activations.run(), name="activations")
             return
         journals: dict[str, Journal] = {}
         try:
@@ -89,6 +113,83 @@ class Supervisor:
             raise
         for name, journal in journals.items():
             self._supervising[name] = asyncio.create_task(self._supervise(self.handles[name], journal), name=f"board:{name}")
+
+    async def _check_journals(self) -> None:
+        """Open and close every board's journal: a changed definition or an unreachable store stops
+        the start, an unreadable journal fails its board, as a start that loads them would."""
+        for name, handle in self.handles.items():
+            try:
+                journal = await self.backend.open(handle.spec)
+            except (BoardDefinitionChanged, JournalUnavailable):
+                raise
+            except JournalError as exc:
+                log.error("board %s failed: %s", name, exc)
+                handle.fail(str(exc))
+                continue
+            await journal.close()
+
+    # -- activation on demand (`arena.board.activation.Carrier`) ---------------------------------
+
+    async def activate(self, name: str) -> None:
+        handle = self.handles[name]
+        if self._stopping:
+            handle.refuse_queued()
+            return
+        handle.move(BoardEvent.ACTIVATE)
+        self.metrics.activations.inc()
+        refusing = asyncio.create_task(_refuse_while_activating(handle))
+        try:
+            try:
+                journal = await self.backend.open(handle.spec)
+            except JournalError as exc:
+                log.error("board %s failed to activate: %s", name, exc)
+                handle.fail(str(exc))
+                return
+            task = self._supervising[name] = asyncio.create_task(self._supervise(handle, journal), name=f"board:{name}")
+            loaded = asyncio.ensure_future(handle.loaded.wait())
+            try:
+                await asyncio.wait([loaded, task], return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                loaded.cancel()
+        finally:
+            refusing.cancel()
+
+    async def unload(self, name: str, reason: str) -> Unloaded | None:
+        handle = self.handles[name]
+        actor = self.actors.get(name)
+        if handle.state is not BoardState.SERVING or actor is None or self._stopping:
+            return None
+        handle.move(BoardEvent.UNLOAD)
+        actor.stop()  # it answers what it took and writes a snapshot
+        task = self._supervising.pop(name, None)
+        if task is not None:
+            await asyncio.gather(task, return_exceptions=True)  # its journal is closed then
+        self.actors.pop(name, None)
+        engine = handle.engine
+        unloaded = None if engine is None else Unloaded.of(engine, self.clock.now())
+        handle.engine = None
+        handle.journal = None
+        handle.loaded.clear()
+        handle.move(BoardEvent.STOPPED)
+        self.metrics.unloads.labels(reason).inc()
+        self.metrics.unloaded(name)
+        log.info("board %s unloaded (%s) at seq %d", name, reason, unloaded.seq if unloaded else 0)
+        if len(handle.mailbox) and self.activations is not None:  # came after its actor's last look
+            self.activations.used(name)
+        return unloaded
+
+    async def close_inactive(self, name: str, unloaded: Unloaded) -> Unloaded:
+        """Raises JournalError (nothing journaled)."""
+        # Issue 35 (settlement): a board with a table to settle is activated here instead.
+        journal = await self.backend.open(self.handles[name].spec)
+        try:
+            markers = due_markers(unloaded, journal.last_seq, self.clock.now())
+            if markers:
+                await journal.append(markers)
+                log.info("board %s (inactive): %d close markers journaled, last at seq %d", name, len(markers), markers[-1].seq)
+            return unloaded.closed(markers, journal.last_seq)
+        finally:
+            await journal.close()
 
     def serving(self, name: str) -> bool:
         """Whether an actor of ``name`` runs here (loading, serving, restarting, or stopping)."""
@@ -232,18 +333,37 @@ class Supervisor:
         a replay only reads, so stopping one loses nothing."""
         for name, task in self._supervising.items():
             handle = self.handles[name]
-            if handle.state is BoardState.LOADING:
+            if handle.state in (BoardState.LOADING, BoardState.ACTIVATING):
                 log.info("board %s: replay stopped, the server is stopping", name)
                 task.cancel()
                 handle.fail("server stopped while the board was loading")
 
     async def stop(self) -> None:
         """Let every loaded actor finish its queued batches, then close the journals."""
+        self._stopping = True
+        if self._sweeping is not None:
+            self._sweeping.cancel()
+            await asyncio.gather(self._sweeping, return_exceptions=True)
         self.abandon_loading()
         for actor in self.actors.values():
             actor.stop()
         if self._supervising:
             await asyncio.gather(*self._supervising.values(), return_exceptions=True)
+        if self.activations is not None:
+            await self.activations.close()
         for handle in self.handles.values():
             if handle.state is not BoardState.FAILED:
                 handle.fail("server stopped", BoardEvent.SHUT)
+
+
+async def _refuse_while_activating(handle: BoardHandle) -> None:
+    """Every `ACTIVATION_WAIT_SECONDS` while ``handle``'s board activates, answer what waits for
+    it: events `unavailable` (nothing was journaled), commands failed. No event waits longer."""
+    while True:
+        await asyncio.sleep(ACTIVATION_WAIT_SECONDS)
+        if handle.state is not BoardState.ACTIVATING:
+            return
+        if len(handle.mailbox):
+            log.warning("board %s: still activating after %gs; what waits for it is answered unavailable",
+                        handle.name, ACTIVATION_WAIT_SECONDS)
+            handle.refuse_queued()

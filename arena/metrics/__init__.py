@@ -52,6 +52,17 @@ class Metrics:
             "arena_board_ready", "1 when the board answers here, 0 while loading or served by another node, -1 when failed",
             ["board"], registry=r,
         )
+        self.active_boards = Gauge(
+            "arena_active_boards", "Boards loaded (or being activated) on this node when boards are activated on demand",
+            registry=r,
+        )
+        self.activations = Counter(
+            "arena_board_activations", "Boards activated on demand (an event, query or subscription woke them)", registry=r
+        )
+        self.unloads = Counter(
+            "arena_board_unloads", "Boards unloaded: idle (idle_unload_seconds) or lru (past max_active_boards)",
+            ["reason"], registry=r,
+        )
         self.connections = Gauge("arena_connections", "Open game-server WebSocket connections", registry=r)
         self.forwarded = Counter(
             "arena_forwarded", "Sent on to the board's owner (a cluster): frames, queries, subscriptions, admin",
@@ -74,6 +85,19 @@ class Metrics:
     def query_latency_of(self, route: str) -> Callable[[float], None]:
         """What a query route calls with the seconds it took."""
         return _observer(self.queries.labels(route), self.stats.query)
+
+    def unloaded(self, board: str) -> None:
+        """Drop the series of a board's last load and commits (the gauges of its replay, its
+        visibility histogram) when it is unloaded: an idle board keeps no label children but its
+        counters. They come back at its next activation."""
+        for series in (self.visibility, self.rebuild, self.replayed, self.snapshot_start):
+            try:
+                series.remove(board)
+            except KeyError:
+                pass
+
+    def watch_activations(self, active: Callable[[], float]) -> None:
+        self.active_boards.set_function(active)
 
     def watch_mailbox(self, board: str, depth: Callable[[], float]) -> None:
         self.mailbox.labels(board).set_function(depth)

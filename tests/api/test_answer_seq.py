@@ -38,7 +38,8 @@ WS_OPS: list[dict[str, Any]] = [
 ]
 
 
-pytestmark = pytest.mark.server(BOARDS, now_ms=NOW + 3_600_000)
+# loaded at start (at the real date, whose daily table pinning the clock then closes): base_seq
+pytestmark = pytest.mark.server(BOARDS, now_ms=NOW + 3_600_000, idle_unload_seconds=0)
 
 async def base_seq(server: InProcessServer) -> int:
     """The board's seq before the test's events: the close marker of the daily table the board

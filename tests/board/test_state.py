@@ -32,6 +32,12 @@ def at(state: BoardState, clustered: bool = True) -> BoardStates:
         S.SERVING: [E.TAKE, E.GRANTED, E.LOADED], S.HANDING_OFF: [E.TAKE, E.GRANTED, E.HAND_OFF],
         S.DISOWNING: [E.TAKE, E.GRANTED, E.DISOWN], S.RELEASING: [E.RELEASE], S.FAILED: [E.TAKE, E.GRANTED, E.FAIL],
     }
+    on_demand = {S.INACTIVE: [], S.ACTIVATING: [E.ACTIVATE], S.UNLOADING: [E.ACTIVATE, E.LOADED, E.UNLOAD]}
+    if state in on_demand:  # the states of a single node that activates its boards on demand
+        states = BoardStates(["b"], on_demand=True)
+        for event in on_demand[state]:
+            states.move("b", event)
+        return states
     states = BoardStates(["b"], node_id="n1" if clustered else None)
     for event in paths[state]:
         states.move("b", event)
@@ -157,3 +163,20 @@ def test_the_boards_moved_since_an_instant() -> None:
     assert states.moved_since(read_began) == {"x"}
     ticks.now += 1
     assert states.moved_since(ticks.now) == set()
+
+
+def test_a_node_activating_on_demand_starts_inactive_and_ready() -> None:
+    """With idle_unload_seconds > 0 a start loads nothing: every board is INACTIVE, /readyz does
+    not wait for them, and a board goes inactive -> activating -> serving -> unloading -> inactive."""
+    states = BoardStates(["a", "b"], on_demand=True)
+    assert states.boards(S.INACTIVE) == {"a", "b"} and states.ready
+    assert states.answering("a") and not states.active("a") and states.shown("a") == "inactive"
+    states.move("a", E.ACTIVATE)
+    assert states.active("a") and states.shown("a") == "activating" and states.ready
+    states.move("a", E.START)
+    states.move("a", E.LOADED)
+    assert states.state("a") is S.SERVING and states.readiness("a") == 1
+    states.move("a", E.UNLOAD)
+    assert not states.active("a") and states.shown("a") == "unloading"
+    assert states.move("a", E.STOPPED) is S.INACTIVE and states.readiness("a") == 1  # answers on demand
+    assert BoardStates(["a"], node_id="n1", on_demand=True).state("a") is S.ELSEWHERE  # a cluster node does not

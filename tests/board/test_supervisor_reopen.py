@@ -66,7 +66,7 @@ class UnreachableBackend:
 
 
 def config() -> Config:
-    return Config(server=ServerSettings(), servers=(), admins=(), boards={"b": SPEC})
+    return Config(server=ServerSettings(idle_unload_seconds=0), servers=(), admins=(), boards={"b": SPEC})  # loads at start
 
 
 async def test_a_crashed_board_reopens_its_journal_once_the_store_is_back(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -147,7 +147,8 @@ async def test_current_tables_answer_before_alltime_has_loaded(tmp_path: Path) -
     seq += 1
     await journal.append([ScoreRecord(seq, Event("b", "today", 1, now, "today"), now, "gs")])
     await journal.close()
-    async with InProcessServer(make_config(tmp_path, {"b": spec}), wait_ready=False) as server:
+    # a start's replay (idle_unload_seconds = 0: the start loads the board)
+    async with InProcessServer(make_config(tmp_path, {"b": spec}, idle_unload_seconds=0), wait_ready=False) as server:
         async with httpx.AsyncClient(base_url=server.url) as http:
             seen: list[tuple[int, int]] = []
             answers: list[httpx.Response] = []

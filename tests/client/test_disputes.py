@@ -94,7 +94,9 @@ class Rig(support.server.Rig):
 @pytest.fixture
 async def rig(tmp_path: Path, request: pytest.FixtureRequest, served_journal: JournalSettings) -> AsyncIterator[Rig]:
     aggregation = getattr(request, "param", "best")
-    config = make_config(tmp_path, {"b": {"aggregation": aggregation, "periods": PERIODS}}, journal=served_journal)
+    # loaded at start: an actor's runs count its restarts only (test_an_unknown_key_is_404…)
+    config = make_config(tmp_path, {"b": {"aggregation": aggregation, "periods": PERIODS}}, journal=served_journal,
+                         idle_unload_seconds=0)
     async with support.server.rig(Rig, config) as r:
         yield r
 

@@ -63,7 +63,8 @@ class Console:
 
 @pytest.fixture
 async def console(tmp_path: Path) -> AsyncIterator[Console]:
-    async with chromium() as browser, InProcessServer(make_config(tmp_path / "data", BOARDS)) as server:
+    # every board loaded at start: the overview lists each one's tables
+    async with chromium() as browser, InProcessServer(make_config(tmp_path / "data", BOARDS, idle_unload_seconds=0)) as server:
         async with httpx.AsyncClient(base_url=server.url) as http:
             client = await Client.connect(server.ws_url, token_for("gs"))
             shots = Path(os.environ.get("ARENA_SCREENSHOTS", tmp_path / "screenshots"))

@@ -36,7 +36,8 @@ async def _crash(http: httpx.AsyncClient, board: str, times: int) -> None:
 
 
 async def test_crashed_board_restarts_from_its_journal_and_fails_the_batch_in_flight(tmp_path: Path) -> None:
-    config = make_config(tmp_path, BOARDS, max_restarts=2, restart_window_seconds=3600)
+    # every board loaded at start: b's one run shows that a's crash leaves it alone
+    config = make_config(tmp_path, BOARDS, max_restarts=2, restart_window_seconds=3600, idle_unload_seconds=0)
     async with InProcessServer(config) as server, httpx.AsyncClient(base_url=server.url) as http:
         assert server.arena is not None
         runs = server.arena.supervisor.runs
@@ -92,7 +93,8 @@ async def test_pipelined_frames_around_a_crash_are_all_or_nothing(tmp_path: Path
 
 
 async def test_past_the_restart_intensity_the_board_is_failed_not_looping(tmp_path: Path) -> None:
-    config = make_config(tmp_path, BOARDS, max_restarts=2, restart_window_seconds=3600)
+    # every board loaded at start: b's one run shows that a's crashes leave it alone
+    config = make_config(tmp_path, BOARDS, max_restarts=2, restart_window_seconds=3600, idle_unload_seconds=0)
     async with InProcessServer(config) as server, httpx.AsyncClient(base_url=server.url) as http:
         assert server.arena is not None
         supervisor = server.arena.supervisor

@@ -100,7 +100,7 @@ def test_corrupt_journal_fails_its_board_by_name_and_the_others_serve(
     shutil.copytree(pristine, data)
     bad = journal_file(data, "bad")
     CORRUPTIONS[corruption](bad)
-    config = write_config(tmp_path, BOARDS)
+    config = write_config(tmp_path, BOARDS, idle_unload_seconds=0)  # the good board loads at start
     server = ChildServer(config)
     server.start(ready=False)
     try:

@@ -121,7 +121,7 @@ def _journaled_inside(inside: Path, board: str, scratch: Path) -> set[str]:
 def _fill(directory: Path) -> Path:
     """Write a file until the file system is full."""
     filler = directory / "filler"
-    with open(filler, "wb") as f:
+    with open(filler, "wb", buffering=0) as f:  # unbuffered: nothing left to flush (and fail) at the close
         try:
             while True:
                 f.write(b"\0" * 65536)

@@ -184,7 +184,8 @@ async def test_the_periods_route_is_linear_in_what_it_lists(tmp_path: Path, monk
 async def test_a_retention_reaching_back_before_1970_stops_at_the_calendars_start(
     tmp_path: Path, period: str, first_id: str
 ) -> None:
-    config = make_config(tmp_path / "data", {"long": {"periods": [period], "keep_closed": 5000}})
+    config = make_config(tmp_path / "data", {"long": {"periods": [period], "keep_closed": 5000}},
+                         idle_unload_seconds=0)  # loaded at start
     async with InProcessServer(config) as server, httpx.AsyncClient(base_url=server.url) as http:
         boards = (await http.get("/v1/boards")).json()["boards"]
         listing = (await http.get(f"/v1/boards/long/{period}/periods")).json()["periods"]

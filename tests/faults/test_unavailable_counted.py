@@ -25,7 +25,7 @@ async def test_unavailable_answers_are_counted_by_reason_on_every_path(tmp_path:
     data = tmp_path / "data"
     data.mkdir()
     (data / "bad.journal.sqlite").write_bytes(b"not a journal" * 100)  # fails its board at start
-    config = make_config(data, BOARDS, max_restarts=0)
+    config = make_config(data, BOARDS, max_restarts=0, idle_unload_seconds=0)  # good loads at start, bad fails
     async with InProcessServer(config, wait_ready=False) as server, httpx.AsyncClient(base_url=server.url) as http:
         arena = server.arena
         assert arena is not None

@@ -5,12 +5,15 @@ and hands out journals that fail on demand, by board name:
   reads keep being served;
 - a crash of the board's actor in its next batches (`FaultyBackend.crash`): the actor looks up a
   batch's keys before it decides and writes it (`arena.board.actor.CommitPipeline.push`), so a
-  lookup that raises an unexpected exception takes that batch down, unwritten, as a bug would.
+  lookup that raises an unexpected exception takes that batch down, unwritten, as a bug would;
+- writable opens of a board's journal that wait until released (`FaultyBackend.hold`): a slow
+  load, e.g. of a board activated on demand.
 
 It touches nothing below it, so it works the same on every backend."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import AsyncIterable, Iterable, Sequence
 
@@ -66,11 +69,15 @@ class FaultyBackend:
         self.backend = backend
         self._journals: dict[str, FaultyJournal] = {}
         self._crashes: Counter[str] = Counter()
+        self._held: dict[str, asyncio.Event] = {}
 
     def where(self, board: str) -> str:
         return self.backend.where(board)
 
     async def open(self, spec: BoardSpec, *, readonly: bool = False) -> FaultyJournal:
+        held = self._held.get(spec.name)
+        if held is not None and not readonly:
+            await held.wait()
         journal = FaultyJournal(await self.backend.open(spec, readonly=readonly), spec.name, self._crashes)
         self._journals[spec.name] = journal
         return journal
@@ -90,6 +97,13 @@ class FaultyBackend:
             return False
         journal.fault = fault
         return True
+
+    def hold(self, board: str, held: bool) -> None:
+        """Make the next writable opens of ``board``'s journal wait (``held``) until released."""
+        if held:
+            self._held.setdefault(board, asyncio.Event())
+        elif board in self._held:
+            self._held.pop(board).set()
 
     def crash(self, board: str, times: int) -> None:
         """Make ``board``'s actor crash in its next ``times`` batches (across its restarts)."""

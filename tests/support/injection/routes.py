@@ -71,8 +71,23 @@ async def journal_fault(request: Request) -> Response:
     return json_response({"board": handle.name, "fault": fault})
 
 
+async def hold_opens(request: Request) -> Response:
+    """Make the writable opens of a board's journal wait, or release them: {"held": bool}."""
+    arena: Arena = request.app.state.arena
+    try:
+        handle = arena.board(request.path_params["board"])
+        held = (await _json_object(request)).get("held")
+        if not isinstance(held, bool):
+            raise invalid_request("held must be true or false")
+    except QueryError as exc:
+        return error_response(exc)
+    _faults(arena).hold(handle.name, held)
+    return json_response({"board": handle.name, "held": held})
+
+
 routes = [
     Route("/v1/_test/clock", set_clock, methods=["POST"]),
     Route("/v1/_test/boards/{board}/crash", crash_board, methods=["POST"]),
     Route("/v1/_test/boards/{board}/journal", journal_fault, methods=["POST"]),
+    Route("/v1/_test/boards/{board}/open", hold_opens, methods=["POST"]),
 ]

@@ -1,0 +1,162 @@
+"""``python -m loadtest boards``: many boards on one node, activated on demand (DESIGN.md, "Many
+boards: activation on demand").
+
+Journals ``boards`` boards of ``members`` members each (one event per member) and one board of
+``big_members`` members, in-process through Arena's own engine and journal (`loadtest.start`),
+then runs ``arena serve`` with ``idle_unload_seconds`` = ``idle`` and measures:
+
+- the time from spawn to ``/readyz`` 200, and the server's RSS then (no board is loaded);
+- the first answer of the unloaded big board: a `top` query timed from send to answer, ``repeats``
+  times, each after the board was unloaded again (``arena_board_unloads_total`` moved);
+- the RSS once every small board has been activated by a query and unloaded again (its
+  activation left what an idle board keeps: its handle and what it recorded at the unload);
+- the same server with one small board: the baseline that the per-board cost is counted from.
+
+RSS per idle board = (RSS with every board idle - baseline RSS) / boards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import secrets
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from arena.config import Config, ServerSettings, parse_board
+from loadtest.arena_client import bench_config
+from loadtest.config_toml import write_config
+from loadtest.process import ArenaServe
+from loadtest.start import journal_events
+from loadtest.stats import fmt_int, progress, rss_bytes
+
+BIG = "big"
+JOURNALS_AT_ONCE = 32
+
+
+def boards_config(data_dir: Path, names: list[str], idle: float) -> Config:
+    base = bench_config(data_dir, secrets.token_urlsafe(16), durability="normal")
+    board = {"aggregation": "best", "order": "desc", "tie": "earliest", "periods": ["alltime"]}
+    server: ServerSettings = dataclasses.replace(base.server, idle_unload_seconds=idle)
+    return dataclasses.replace(base, server=server, boards={name: parse_board(name, board) for name in names})
+
+
+async def _journal(config: Config, members: dict[str, int], seed: int) -> float:
+    started = time.perf_counter()
+    names = list(members)
+    for begin in range(0, len(names), JOURNALS_AT_ONCE):
+        chunk = names[begin:begin + JOURNALS_AT_ONCE]
+        await asyncio.gather(*(journal_events(config, members[n], members[n], seed + i, board=n)
+                               for i, n in enumerate(chunk)))
+        if begin % 1000 == 0:
+            progress(f"journaled {begin + len(chunk):,}/{len(names):,} boards")
+    return time.perf_counter() - started
+
+
+async def _metric(http: httpx.AsyncClient, name: str) -> float:
+    total = 0.0
+    for line in (await http.get("/metrics")).text.splitlines():
+        if line.startswith(name) and not line.startswith("#"):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+async def _until(http: httpx.AsyncClient, name: str, wanted: float, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while await _metric(http, name) != wanted:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{name} never reached {wanted}")
+        await asyncio.sleep(0.05)
+
+
+async def _first_answers(http: httpx.AsyncClient, repeats: int, idle: float) -> list[float]:
+    """The big board's first answer after each unload, in seconds."""
+    seconds = []
+    for _ in range(repeats):
+        unloads = await _metric(http, "arena_board_unloads_total")
+        started = time.perf_counter()
+        answer = await http.get(f"/v1/boards/{BIG}/alltime/top?limit=10")
+        seconds.append(time.perf_counter() - started)
+        answer.raise_for_status()
+        await _until(http, "arena_board_unloads_total", unloads + 1, idle * 10 + 30)
+    return seconds
+
+
+async def _activate_all(http: httpx.AsyncClient, names: list[str]) -> None:
+    queue = list(names)
+
+    async def worker() -> None:
+        while queue:
+            (await http.get(f"/v1/boards/{queue.pop()}/alltime/top?limit=1")).raise_for_status()
+
+    await asyncio.gather(*(worker() for _ in range(16)))
+
+
+def _serve(config: Config, path: Path, timeout: float) -> tuple[ArenaServe, float]:
+    server = ArenaServe(write_config(config, path))
+    started = time.perf_counter()
+    server.start(timeout)
+    return server, time.perf_counter() - started
+
+
+async def boards_benchmark(boards: int, members: int, big_members: int, repeats: int, idle: float,
+                           timeout: float = 3600.0, seed: int = 1) -> dict[str, Any]:
+    out: dict[str, Any] = {"command": "boards", "boards": boards, "members": members, "big_members": big_members,
+                           "idle_unload_seconds": idle, "repeats": repeats}
+    names = [f"b{i:05d}" for i in range(boards)]
+    with tempfile.TemporaryDirectory(prefix="arena-boards-") as tmp:
+        workdir = Path(tmp)
+        (workdir / "data").mkdir()
+        config = boards_config(workdir / "data", [*names, BIG], idle)
+        progress(f"journaling {boards:,} boards of {members:,} members and one of {big_members:,}")
+        out["journal_write_s"] = round(await _journal(config, {**dict.fromkeys(names, members), BIG: big_members}, seed), 1)
+
+        baseline = dataclasses.replace(config, boards={names[0]: config.boards[names[0]]})
+        server, _ = _serve(baseline, workdir / "one.toml", timeout)
+        out["rss_one_board_mb"] = round((rss_bytes(server.pid) or 0) / 2**20, 1)
+        server.stop(timeout)
+
+        server, ready = _serve(config, workdir / "all.toml", timeout)
+        try:
+            out["start_s"] = round(ready, 2)
+            out["rss_at_start_mb"] = round((rss_bytes(server.pid) or 0) / 2**20, 1)
+            progress(f"ready in {ready:.1f}s; RSS {out['rss_at_start_mb']} MB")
+            async with httpx.AsyncClient(base_url=server.url, timeout=60) as http:
+                first = await _first_answers(http, repeats, idle)
+                out["first_answer_ms"] = {"min": round(min(first) * 1000, 1), "median": round(statistics.median(first) * 1000, 1),
+                                          "max": round(max(first) * 1000, 1)}
+                progress(f"first answer of the unloaded {big_members:,}-member board: {out['first_answer_ms']} ms")
+                started = time.perf_counter()
+                await _activate_all(http, names)
+                out["activate_all_s"] = round(time.perf_counter() - started, 1)
+                await _until(http, "arena_active_boards", 0, idle * 10 + 120)
+                out["rss_idle_mb"] = round((rss_bytes(server.pid) or 0) / 2**20, 1)
+        finally:
+            server.stop(timeout)
+    out["rss_per_idle_board_kb"] = round((out["rss_idle_mb"] - out["rss_one_board_mb"]) * 1024 / boards, 2)
+    out["rss_per_never_loaded_board_kb"] = round((out["rss_at_start_mb"] - out["rss_one_board_mb"]) * 1024 / boards, 2)
+    out["ok"] = out["first_answer_ms"]["median"] <= 100 and out["rss_per_idle_board_kb"] <= 5
+    return out
+
+
+def print_boards(out: dict[str, Any]) -> None:
+    print(f"\n{fmt_int(out['boards'])} boards x {fmt_int(out['members'])} members, one node, sqlite, "
+          f"idle_unload_seconds {out['idle_unload_seconds']:g}")
+    print(f"start (spawn to /readyz 200):          {out['start_s']:.2f} s")
+    print(f"RSS: one board {out['rss_one_board_mb']} MB; all boards at start {out['rss_at_start_mb']} MB; "
+          f"all idle after one activation each {out['rss_idle_mb']} MB")
+    print(f"RSS per board: never loaded {out['rss_per_never_loaded_board_kb']} KB; idle (unloaded) "
+          f"{out['rss_per_idle_board_kb']} KB (goal <= 5)")
+    first = out["first_answer_ms"]
+    print(f"first answer of an unloaded {fmt_int(out['big_members'])}-member board, {out['repeats']} runs: "
+          f"min {first['min']} / median {first['median']} / max {first['max']} ms (goal median <= 100)")
+    print(f"activating every board once (16 connections): {out['activate_all_s']} s; ok: {out['ok']}")
+
+
+def run(boards: int, members: int, big_members: int, repeats: int, idle: float) -> dict[str, Any]:
+    return asyncio.run(boards_benchmark(boards, members, big_members, repeats, idle))
