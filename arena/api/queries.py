@@ -12,6 +12,8 @@ import hashlib
 import math
 from fractions import Fraction
 
+import orjson
+
 from arena.api import wire
 from arena.api.service import Arena
 from arena.api.wire import Body
@@ -157,7 +159,7 @@ def periods(arena: Arena, board: str, period: str) -> Body:
     handle.view(kind, None, now)  # raises not_ready / unavailable / unknown_period
     engine = handle.engine
     assert engine is not None
-    listed = []
+    listed: list[Body] = []
     for table in engine.listed_tables(kind, now):
         window = table.window
         closed = engine.window_closed(window, now)  # by the clock, before the actor's marker too
@@ -173,11 +175,28 @@ def periods(arena: Arena, board: str, period: str) -> Body:
     return {"board": board, "period": kind.value, "periods": listed, "seq": engine.last_seq}
 
 
-def boards(arena: Arena) -> Body:
+MAX_BOARDS_LIMIT = 1000
+
+
+def boards(arena: Arena, limit: int = MAX_BOARDS_LIMIT, after: str | None = None, category: str | None = None) -> Body:
+    """`GET /v1/boards`: the boards in name order after ``after``, at most ``limit``, those whose
+    ``metadata.category`` is ``category`` when given; `next` names the last one listed when more
+    follow. O(boards)."""
+    if not 1 <= limit <= MAX_BOARDS_LIMIT:
+        raise invalid_request(f"limit must be between 1 and {MAX_BOARDS_LIMIT}")
     now = arena.clock.now()
-    listed = []
-    for name, handle in arena.boards.items():
+    listed: list[Body] = []
+    names = sorted(name for name in arena.boards if after is None or name > after)
+    more = False
+    for name in names:
+        handle = arena.boards[name]
         spec = handle.spec
+        metadata = None if spec.metadata is None else orjson.loads(spec.metadata)
+        if category is not None and (not isinstance(metadata, dict) or metadata.get("category") != category):
+            continue
+        if len(listed) == limit:
+            more = True
+            break
         tables = []
         for kind in spec.periods:
             try:
@@ -186,6 +205,7 @@ def boards(arena: Arena) -> Body:
                 continue
             fields = table_fields(arena, name, table, now)
             del fields["board"]
+            fields["partitions"] = 0
             tables.append(fields)
         listed.append({
             "board": name,
@@ -193,6 +213,9 @@ def boards(arena: Arena) -> Body:
             "order": spec.order.value,
             "tie": spec.tie.value,
             "state": arena.states.shown(name),
+            "active": True,
+            "retired": handle.retired,
+            "metadata": metadata,
             "periods": tables,
         })
-    return {"boards": listed}
+    return {"boards": listed, "next": listed[-1]["board"] if more else None}

@@ -137,6 +137,11 @@ class BoardStates:
 
     # -- the state machine -------------------------------------------------------------------
 
+    def add(self, board: str) -> None:
+        """A board created at runtime joins the map in the state every board starts in here."""
+        if board not in self._states:
+            self._states[board] = BoardState.LOADING if self.node_id is None else BoardState.ELSEWHERE
+
     def state(self, board: str) -> BoardState:
         return self._states[board]
 

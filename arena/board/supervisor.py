@@ -27,6 +27,7 @@ from arena.board.clock import Clock
 from arena.board.state import RUNNING, STOPPING, BoardEvent, BoardState, BoardStates
 from arena.config import Config
 from arena.engine.board import BoardEngine
+from arena.engine.spec import BoardSpec
 from arena.errors import BoardDefinitionChanged, JournalCorrupt, JournalError, JournalUnavailable, OwnedElsewhere
 from arena.journal import Journal, JournalBackend
 from arena.journal.snapshots import SnapshotStore
@@ -45,20 +46,42 @@ class Supervisor:
         self.clock = clock
         self.metrics = metrics
         self.backend = backend
-        settings = config.server
         self.clustered = config.cluster is not None
         self.states = states if states is not None else BoardStates(config.boards, node_id=config.node_id if self.clustered else None)
         """Every board's state on this node (the node's one map)."""
-        self.handles = {name: BoardHandle(spec, settings.mailbox_events, metrics, self.states)
-                        for name, spec in config.boards.items()}
+        self.handles: dict[str, BoardHandle] = {}
         self.actors: dict[str, BoardActor] = {}
-        self.runs: dict[str, int] = {name: 0 for name in self.handles}
+        self.runs: dict[str, int] = {}
         self._supervising: dict[str, asyncio.Task[None]] = {}
         """Each board's supervising task while it has one: the I/O handle, not its state."""
-        for name, handle in self.handles.items():
-            metrics.watch_mailbox(name, lambda h=handle: h.mailbox.depth)  # type: ignore[misc]
+        self._started = False
+        for spec in config.boards.values():
+            self._handle(spec)
         backend.watch(metrics.registry, self.handles)
         clock.on_change(self._poke_all)
+
+    def _handle(self, spec: BoardSpec) -> BoardHandle:
+        self.states.add(spec.name)
+        handle = self.handles[spec.name] = BoardHandle(spec, self.config.server.mailbox_events, self.metrics, self.states)
+        self.runs[spec.name] = 0
+        self.metrics.watch_mailbox(spec.name, lambda: handle.mailbox.depth)
+        return handle
+
+    async def add(self, spec: BoardSpec) -> BoardHandle:
+        """A board created at runtime (the admin API, or the catalog read at start or from
+        another node): its handle. On a single node that has started, its journal is opened and
+        its actor started (it loads in the background; before `start`, `start` does it); in a
+        cluster the ownership loop places it. A journal that cannot be opened fails the board."""
+        handle = self._handle(spec)
+        if self._started and not self.clustered:
+            try:
+                journal = await self.backend.open(spec)
+            except JournalError as exc:
+                log.error("board %s failed: %s", spec.name, exc)
+                handle.fail(str(exc))
+                return handle
+            self._supervising[spec.name] = asyncio.create_task(self._supervise(handle, journal), name=f"board:{spec.name}")
+        return handle
 
     def _poke_all(self) -> None:
         for handle in self.handles.values():
@@ -71,6 +94,7 @@ class Supervisor:
         JournalUnavailable: the journals' store cannot be used (PostgreSQL unreachable).
         In a cluster, opens nothing: boards are served as they are granted (`serve`).
         """
+        self._started = True
         if self.clustered:
             return
         journals: dict[str, Journal] = {}

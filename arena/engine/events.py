@@ -41,6 +41,7 @@ class Reason(StrEnum):
     VALUE_OUT_OF_RANGE = "value_out_of_range"
     OCCURRED_IN_FUTURE = "occurred_in_future"
     PERIOD_CLOSED = "period_closed"
+    BOARD_RETIRED = "board_retired"
     UNAVAILABLE = "unavailable"
 
 
