@@ -179,14 +179,19 @@ MAX_BOARDS_LIMIT = 1000
 
 
 def boards(arena: Arena, limit: int = MAX_BOARDS_LIMIT, after: str | None = None, category: str | None = None) -> Body:
-    """`GET /v1/boards`: the boards in name order after ``after``, at most ``limit``, those whose
-    ``metadata.category`` is ``category`` when given; `next` names the last one listed when more
-    follow. O(boards)."""
+    """`GET /v1/boards`: the config's boards in its order, then the API boards by name; those
+    after ``after`` in that order, at most ``limit``, those whose ``metadata.category`` is
+    ``category`` when given; `next` names the last one listed when more follow. O(boards log boards)."""
     if not 1 <= limit <= MAX_BOARDS_LIMIT:
         raise invalid_request(f"limit must be between 1 and {MAX_BOARDS_LIMIT}")
     now = arena.clock.now()
     listed: list[Body] = []
-    names = sorted(name for name in arena.boards if after is None or name > after)
+    configured = arena.config.boards
+    names = [*configured, *sorted(name for name in arena.boards if name not in configured)]
+    if after is not None:
+        if after not in arena.boards:
+            raise invalid_request(f"after: no board named {after!r}")
+        names = names[names.index(after) + 1:]
     more = False
     for name in names:
         handle = arena.boards[name]
