@@ -200,6 +200,8 @@ SCHEMAS: Doc = {
             ["owner", "epoch", "standbys"], owner={"type": ["string", "null"]}, epoch=_int(0),
             standbys={"type": "array", "items": _STRING},
         )},
+        config_mismatch={"type": "array", "items": _STRING,
+                         "description": "on postgresql: the config boards the live nodes' configs define differently"},
     ),
 }
 

@@ -113,6 +113,9 @@ class Arena:
                 await self.lease.acquire()
                 self._leased = True
                 if self.ownership is not None:
+                    from arena.cluster.membership import publish_config
+
+                    await publish_config(self.ownership.backend, self.config.boards)
                     await self.ownership.beat()
                     self._renewals = asyncio.create_task(self.ownership.run(), name="ownership")
                 else:

@@ -67,3 +67,16 @@ async def test_a_board_created_on_one_node_is_served_by_the_others(cluster_nodes
             assert (await http.put(f"{c.url}/v1/boards/cup-1", json=CUP, headers=ADMIN)).json()["error"]["code"] == "board_retired"
         finally:
             await writer.close()
+
+
+async def test_a_node_whose_config_boards_differ_is_shown(cluster_nodes: NodeFactory) -> None:
+    a = cluster_nodes("node-a", {"fixed": {"periods": ["alltime"]}, "same": {}})
+    b = cluster_nodes("node-b", {"fixed": {"periods": ["alltime"], "max_value": 5}, "same": {}})
+    a.start()
+    b.start()
+    async with httpx.AsyncClient(timeout=10) as http:
+        async def shown() -> bool:
+            view = (await http.get(f"{a.url}/v1/cluster")).json()
+            return bool(view.get("config_mismatch") == ["fixed"] and all(n["alive"] for n in view["nodes"]) and len(view["nodes"]) == 2)
+
+        await until(shown, "the differing config board shown by /v1/cluster", timeout=15)

@@ -61,8 +61,8 @@ async def test_the_tables_are_created_in_the_schema_with_its_version(backend: Po
     assert await sql(backend, "SELECT array_agg(version) FROM {s}.schema_version") == [SCHEMA_VERSION]
     tables = await sql(backend, "SELECT array_agg(tablename::text ORDER BY tablename) FROM pg_tables WHERE schemaname = $1",
                        pg_journal.schema)
-    assert tables == ["board", "board_catalog", "board_owner", "board_period", "board_record", "board_snapshot", "node_lease",
-                      "schema_version", "score_event", "score_void"]
+    assert tables == ["board", "board_catalog", "board_owner", "board_period", "board_record", "board_snapshot", "node_config",
+                      "node_lease", "schema_version", "score_event", "score_void"]
     assert orjson.loads(await sql(backend, "SELECT definition FROM {s}.board WHERE name = 'b'")) == SPEC.definition()
     await journal.close()
     other = PostgresBackend(pg_journal)  # a second start finds them
@@ -97,6 +97,7 @@ async def test_tables_of_version_1_are_upgraded_by_a_writable_start(backend: Pos
     await sql(backend, "ALTER TABLE {s}.node_lease DROP COLUMN state")
     await sql(backend, "DROP TABLE {s}.board_record")
     await sql(backend, "DROP TABLE {s}.board_catalog")
+    await sql(backend, "DROP TABLE {s}.node_config")
     await sql(backend, "DELETE FROM {s}.schema_version")
     await sql(backend, "INSERT INTO {s}.schema_version VALUES (1)")
     reader = PostgresBackend(pg_journal)  # a read-only start (rebuild, verify) reads version 1 as it is

@@ -88,6 +88,7 @@ CREATE TABLE {s}.board_record (
     body text COLLATE "C" NOT NULL,
     PRIMARY KEY (board, seq)
 );
+CREATE TABLE {s}.node_config (node_id text COLLATE "C" PRIMARY KEY, boards text NOT NULL);
 CREATE TABLE {s}.board_catalog (
     name text COLLATE "C" PRIMARY KEY,
     definition text COLLATE "C" NOT NULL,
@@ -96,7 +97,8 @@ CREATE TABLE {s}.board_catalog (
 );
 """
 """Version 5: the board records of every board's journal (definitions, retirement; later kinds
-share the table), and the catalog of the boards created through the admin API."""
+share the table), the catalog of the boards created through the admin API, and each node's
+config board definitions (as digests, to show a node whose config differs)."""
 
 
 
