@@ -18,9 +18,9 @@ class PostgresCatalog:
 
     async def entries(self) -> list[CatalogEntry]:
         store = self.store
+        if not await store.prepare(self.readonly):  # its errors say where, as a journal's open does
+            return []
         try:
-            if not await store.prepare(self.readonly):
-                return []
             async with store.connection() as conn:
                 rows = await conn.fetch(store.sql("SELECT name, definition, version, retired FROM {s}.board_catalog ORDER BY name"))
         except (*STORE_ERRORS, JournalUnavailable) as exc:
@@ -29,8 +29,9 @@ class PostgresCatalog:
 
     async def generation(self) -> int:
         store = self.store
+        if not await store.prepare(self.readonly):
+            return 0
         try:
-            await store.prepare(self.readonly)
             async with store.connection() as conn:
                 value = await conn.fetchval(store.sql("SELECT coalesce(sum(version), 0) FROM {s}.board_catalog"))
         except (*STORE_ERRORS, JournalUnavailable) as exc:
