@@ -16,9 +16,10 @@ from typing import Any, Protocol, runtime_checkable
 import orjson
 from prometheus_client import CollectorRegistry
 
+from arena.config import parse_board
 from arena.engine.events import Event, Fingerprint
 from arena.engine.periods import PeriodKind, Window
-from arena.engine.records import BoardRecord, CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
+from arena.engine.records import BoardKind, BoardRecord, CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
 from arena.engine.routing import ScoreRow as ScoreRow  # re-exported: the journals scan these
 from arena.engine.scoring import Aggregation, FoldRow, Order, Tie
 from arena.engine.spec import BoardSpec
@@ -233,6 +234,13 @@ class JournalBackend(Protocol):
 def definition_text(spec: BoardSpec) -> str:
     """The board's definition as journals store it (and snapshots record it): sorted-key JSON."""
     return orjson.dumps(spec.definition(), option=orjson.OPT_SORT_KEYS).decode()
+
+
+def recorded_definitions(board: str, records: Iterable[BoardRecord]) -> list[str]:
+    """The definition texts (`definition_text`) of the definition records among ``records``, in
+    order: the last one is what a journal stores as its board's definition from then on, so that
+    a start checks today's spec against the definition its journal last took."""
+    return [definition_text(parse_board(board, orjson.loads(r.body))) for r in records if r.kind == BoardKind.DEFINITION]
 
 
 def check_definition(spec: BoardSpec, stored: str | None, has_records: bool, journal: str) -> str | None:

@@ -29,6 +29,7 @@ from arena.journal.interface import (
     fold_order,
     marker_row,
     merged_records,
+    recorded_definitions,
     stored_event,
 )
 
@@ -309,6 +310,9 @@ class SqliteJournal:
             await db.executemany("INSERT INTO score_void VALUES (?,?,?,?,?,?)", voids)
         if others:
             await db.executemany("INSERT INTO board_record VALUES (?,?,?)", others)
+            definitions = recorded_definitions(self._spec.name, (BoardRecord(*row) for row in others))
+            if definitions:
+                await db.execute("INSERT OR REPLACE INTO board_meta VALUES ('definition', ?)", (definitions[-1],))
 
     async def _rollback(self) -> None:
         try:

@@ -106,6 +106,18 @@ async def test_create_write_change_retire_and_restart(tmp_path: Path, served_jou
         await backend.close()
 
 
+async def test_fixed_fields_may_change_until_the_first_event_and_the_restart_agrees(tmp_path: Path,
+                                                                                   served_journal: JournalSettings) -> None:
+    async with InProcessServer(config(tmp_path, served_journal)) as server, httpx.AsyncClient(base_url=server.url) as http:
+        assert (await http.put("/v1/boards/cup-1", json=CUP, headers=ADMIN)).status_code == 201
+        summed = await http.put("/v1/boards/cup-1", json={**CUP, "aggregation": "sum"}, headers=ADMIN)
+        assert summed.status_code == 200, summed.text  # no event yet: a fixed field may change
+        assert [r["status"] for r in await submit(server, [event("k1", value=4), event("k2", value=5)])] == ["accepted"] * 2
+        assert (await http.get("/v1/boards/cup-1/alltime/top")).json()["entries"][0]["score"] == 9
+    async with InProcessServer(config(tmp_path, served_journal)) as server, httpx.AsyncClient(base_url=server.url) as http:
+        assert (await http.get("/v1/boards/cup-1/alltime/top")).json()["entries"][0]["score"] == 9
+
+
 async def test_max_boards_and_unknown_board(tmp_path: Path) -> None:
     async with InProcessServer(config(tmp_path, JournalSettings(), max_boards=2)) as server, \
             httpx.AsyncClient(base_url=server.url) as http:

@@ -46,6 +46,7 @@ from arena.journal.interface import (
     fold_order,
     marker_row,
     merged_records,
+    recorded_definitions,
     stored_event,
 )
 from arena.journal.postgresql.store import RETRY_MAX_SECONDS, STORE_ERRORS, PostgresStore, connection_broke
@@ -215,6 +216,9 @@ class PostgresJournal:
             await conn.executemany(sql(_INSERT_VOIDS), voids)
         if others:
             await conn.executemany(sql(_INSERT_BOARD_RECORDS), others)
+            definitions = recorded_definitions(self._board, (BoardRecord(*row[1:]) for row in others))
+            if definitions:
+                await conn.execute(sql("UPDATE {s}.board SET definition = $2 WHERE name = $1"), self._board, definitions[-1])
 
     def _rows(
         self, records: Sequence[Record]
