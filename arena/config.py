@@ -17,6 +17,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from arena.engine.events import plain_text
 from arena.engine.periods import PeriodKind
 from arena.engine.prizes import Prizes, PrizeTier
@@ -34,6 +36,7 @@ DEV_ADMIN_TOKEN = "arena-dev-admin"
 DEV_ADMIN_TOKEN_SHA256 = hashlib.sha256(DEV_ADMIN_TOKEN.encode()).hexdigest()
 
 _BOARD_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_BOARD_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$|^[A-Za-z0-9_-]{0,63}\*$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 """A PostgreSQL identifier that needs no quoting: SQL may name it as it is."""
@@ -73,6 +76,8 @@ class ServerSettings:
     max_active_boards: int = 1000
     """Boards loaded on this node at most: past it the least recently used one without
     subscriptions is unloaded."""
+    max_boards: int = 10_000
+    """Boards (config and API, retired ones not counted) a server or cluster holds at most."""
     drain_seconds: float = 5.0
     """After SIGTERM, how long /readyz answers 503 `draining` (everything else still served)
     before the node hands its boards off and stops: a load balancer's health checks move new
@@ -106,14 +111,15 @@ class ClusterSettings:
 
 @dataclass(frozen=True, slots=True)
 class GameServer:
-    """A game server allowed to stream events; ``boards`` may hold "*"."""
+    """A game server allowed to stream events; ``boards`` holds names and patterns with one
+    trailing "*" ("cup-*", "*"), matched when a board is written: boards created later match too."""
 
     id: str
     token_sha256: str
     boards: tuple[str, ...]
 
     def may_write(self, board: str) -> bool:
-        return "*" in self.boards or board in self.boards
+        return any(board == p or (p.endswith("*") and board.startswith(p[:-1])) for p in self.boards)
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,14 +254,13 @@ def parse_config(data: dict[str, Any], *, journal_url: str | None = None, cluste
     cluster = None
     if cluster_table is not None:
         cluster = _cluster(_Section("cluster", cluster_table), journal, cluster_secret)
-    boards_table = _Section("boards", root._get("boards", _REQUIRED))
+    boards_table = _Section("boards", root._get("boards", {}))
     boards = {name: parse_board(name, body) for name, body in boards_table.data.items()}
-    if not boards:
-        raise ConfigError("boards: define at least one [boards.NAME] table")
     for name in boards:
-        if not _BOARD_NAME.match(name):
-            raise ConfigError(f"boards.{name}: board names are 1..64 letters, digits, '_' or '-'")
-    servers = tuple(_game_server(i, entry, boards) for i, entry in enumerate(_entries(root, "servers")))
+        check_board_name(name)
+    if len(boards) > server.max_boards:
+        raise ConfigError(f"boards: {len(boards)} boards, more than server.max_boards ({server.max_boards})")
+    servers = tuple(_game_server(i, entry) for i, entry in enumerate(_entries(root, "servers")))
     admins = tuple(_admin(i, entry) for i, entry in enumerate(_entries(root, "admins")))
     for kind, ids in (("servers", [s.id for s in servers]), ("admins", [a.id for a in admins])):
         duplicate = next((i for i in ids if ids.count(i) > 1), None)
@@ -304,6 +309,7 @@ def _server(s: _Section) -> ServerSettings:
         idle_unload_seconds=s.number("idle_unload_seconds", d.idle_unload_seconds, 0),
         max_active_boards=s.int("max_active_boards", d.max_active_boards, 1),
         drain_seconds=s.number("drain_seconds", d.drain_seconds, 0),
+        max_boards=s.int("max_boards", d.max_boards, 1),
     )
     s.done()
     return settings
@@ -363,6 +369,31 @@ def _cluster(s: _Section, journal: JournalSettings, secret: str | None) -> Clust
     return settings
 
 
+def check_board_name(name: str) -> None:
+    """Raises ConfigError unless ``name`` may name a board (it names its journal's file too)."""
+    if not _BOARD_NAME.match(name):
+        raise ConfigError(f"boards.{name}: board names are 1..64 letters, digits, '_' or '-'")
+
+
+MAX_METADATA_BYTES = 4096
+
+
+def _metadata(s: _Section) -> str | None:
+    """A board's ``metadata``: a JSON object of at most 4 KB, kept as compact JSON text."""
+    value = s._get("metadata", None)
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise s.fail("metadata", "must be a table (a JSON object)")
+    try:
+        text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except TypeError as exc:  # a TOML date, an integer beyond 64 bits
+        raise s.fail("metadata", "must hold JSON values only") from exc
+    if len(text) > MAX_METADATA_BYTES:
+        raise s.fail("metadata", f"must be at most {MAX_METADATA_BYTES} bytes as JSON")
+    return text.decode()
+
+
 def parse_board(name: str, table: object) -> BoardSpec:
     """One ``[boards.NAME]`` table as a BoardSpec. Raises ConfigError."""
     s = _Section(f"boards.{name}", table)
@@ -401,6 +432,7 @@ def parse_board(name: str, table: object) -> BoardSpec:
         keep_closed=s.int("keep_closed", 3, 0, 10_000),
         custom_periods=custom,
         prizes=_prizes(s, [*periods, *(c.name for c in custom)]),
+        metadata=_metadata(s),
     )
     s.done()
     return spec
@@ -532,14 +564,14 @@ def _token_hash(s: _Section) -> str:
     return value
 
 
-def _game_server(index: int, entry: object, boards: Mapping[str, BoardSpec]) -> GameServer:
+def _game_server(index: int, entry: object) -> GameServer:
     s = _Section(f"servers[{index}]", entry)
     server_id = s.str("id")
     token = _token_hash(s)
     allowed = s.str_list("boards", ["*"])
     for board in allowed:
-        if board != "*" and board not in boards:
-            raise s.fail("boards", f"{board!r} is not a configured board")
+        if not _BOARD_PATTERN.match(board):
+            raise s.fail("boards", f"{board!r} is neither a board name nor a pattern with one trailing '*' (\"cup-*\")")
     s.done()
     return GameServer(server_id, token, tuple(allowed))
 

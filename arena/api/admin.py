@@ -23,12 +23,14 @@ from arena.engine.records import StoredEvent
 from arena.engine.times import format_ms
 from arena.errors import JournalError, QueryError, invalid_request, unavailable
 
-AdminAnswer = Callable[[Arena, Admin, Request], Awaitable[Body]]
+AdminAnswer = Callable[[Arena, Admin, Request], Awaitable[Body | Response]]
 
 UNAUTHORIZED = QueryError("unauthorized", "an admin bearer token is required", 401)
 
 
-def _admin_route(path: str, answer: AdminAnswer, method: str) -> Route:
+def admin_route(path: str, answer: AdminAnswer, method: str) -> Route:
+    """A route of an admin's about one board (``{board}``): 401 without an admin token;
+    forwarded to the board's owner when it is served elsewhere."""
     async def endpoint(request: Request) -> Response:
         arena: Arena = request.app.state.arena
         admin = arena.admin(request.headers.get("authorization"))
@@ -41,7 +43,8 @@ def _admin_route(path: str, answer: AdminAnswer, method: str) -> Route:
             if relayed is not None:
                 return relayed
         try:
-            return json_response(await answer(arena, admin, request))
+            answered = await answer(arena, admin, request)
+            return answered if isinstance(answered, Response) else json_response(answered)
         except QueryError as exc:
             return error_response(exc)
         except JournalError:
@@ -142,7 +145,7 @@ async def whoami(request: Request) -> Response:
 
 routes = [
     Route("/v1/admin/whoami", whoami, methods=["GET"]),
-    _admin_route("/v1/boards/{board}/events", _audit, "GET"),
-    _admin_route("/v1/boards/{board}/void", _void_event, "POST"),
-    _admin_route("/v1/boards/{board}/members/{member:path}/void", _void_member, "POST"),
+    admin_route("/v1/boards/{board}/events", _audit, "GET"),
+    admin_route("/v1/boards/{board}/void", _void_event, "POST"),
+    admin_route("/v1/boards/{board}/members/{member:path}/void", _void_member, "POST"),
 ]

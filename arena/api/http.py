@@ -190,7 +190,9 @@ def _members(arena: Arena, p: Params) -> Body:
 
 
 def _boards(arena: Arena, p: Params) -> Body:
-    return queries.boards(arena)
+    limit = p.int("limit", queries.MAX_BOARDS_LIMIT)
+    assert limit is not None
+    return queries.boards(arena, limit, p.get("after"), p.get("category"))
 
 
 def _openapi(arena: Arena, p: Params) -> Body:

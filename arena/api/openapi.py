@@ -210,15 +210,26 @@ SCHEMAS: Doc = {
                                                        admin=_STRING, at=_TIME),
                                             "description": "the void record: its journal seq, reason, admin id and time"}]},
     )}),
-    "Boards": _object(["boards"], boards={"type": "array", "items": _object(
-        ["board", "aggregation", "order", "tie", "state", "periods"],
+    "Boards": _object(["boards", "next"], boards={"type": "array", "items": _object(
+        ["board", "aggregation", "order", "tie", "state", "active", "retired", "metadata", "periods"],
         board=_STRING,
         aggregation={"enum": ["best", "sum", "latest"]},
         order={"enum": ["desc", "asc"]},
         tie={"enum": ["earliest", "latest"]},
         state={"enum": ["loading", "ready", "failed", "elsewhere"]},
-        periods={"type": "array", "items": {"type": "object", "description": "table fields without board"}},
-    )}),
+        active={"type": "boolean", "description": "its tables are in memory"},
+        retired={"type": "boolean", "description": "retired: it takes no more events; its tables stay queryable"},
+        metadata={"type": ["object", "null"], "description": "the definition's metadata (title, category...)"},
+        periods={"type": "array", "items": {"type": "object", "description": "table fields without board, and partitions"}},
+    )}, next={"type": ["string", "null"], "description": "more boards follow: pass it as `after` for the next page"}),
+    "BoardDefinition": _object(
+        ["board", "version", "managed_by", "retired", "definition"],
+        board=_STRING,
+        version=_int(0, description="the catalog's version of an API board (If-Match); 0 for a config board"),
+        managed_by={"enum": ["api", "config"]},
+        retired={"type": "boolean"},
+        definition={"type": "object", "description": "the keys of a [boards.NAME] table, metadata included"},
+    ),
     "Cluster": _object(
         ["node", "nodes", "boards"],
         node={"type": ["string", "null"], "description": "this node; null on sqlite (no cluster)"},
@@ -230,6 +241,8 @@ SCHEMAS: Doc = {
             ["owner", "epoch", "standbys"], owner={"type": ["string", "null"]}, epoch=_int(0),
             standbys={"type": "array", "items": _STRING},
         )},
+        config_mismatch={"type": "array", "items": _STRING,
+                         "description": "on postgresql: the config boards the live nodes' configs define differently"},
     ),
 }
 
@@ -336,7 +349,33 @@ FRAME_SCHEMAS: Doc = {
 SCHEMAS.update(FRAME_SCHEMAS)
 
 PATHS: Doc = {
-    "/v1/boards": {"get": _operation("Boards and their current tables", [], _json(_ref("Boards"), "every board"), {})},
+    "/v1/boards": {"get": _operation("Boards and their current tables, by name, paged", [
+        _param("limit", "query", _int(1, 1000, 1000), "boards per page"),
+        _param("after", "query", _STRING, "list the boards named after this one (the previous page's next)"),
+        _param("category", "query", _STRING, "only the boards whose metadata.category is this"),
+    ], _json(_ref("Boards"), "the boards"), {"400": INVALID})},
+    "/v1/boards/{board}": {
+        "put": _operation(
+            "Create (201) or change (200) an API board; an identical definition journals nothing", [
+                BOARD, _param("If-Match", "header", _STRING, "the version the change is based on: 412 when stale")],
+            _json(_ref("BoardDefinition"), "changed, or unchanged"), {
+                "201": _json(_ref("BoardDefinition"), "created"), "400": _error("a definition the config check refuses",
+                                                                                 "invalid_request"),
+                "401": UNAUTHORIZED,
+                "409": _error("declared in config.toml, retired, a fixed field changed once events exist, or max_boards",
+                              "managed_by_config", "board_retired", "definition_conflict", "too_many_boards"),
+                "412": _error("If-Match names another version", "precondition_failed"),
+                "503": _error("the board's owner cannot be reached", "unavailable")},
+            security=[{"admin": []}], requestBody=_body({"type": "object", "description": "the keys of a [boards.NAME] table"})),
+        "delete": _operation("Retire an API board: its open tables close, it takes no more events", [BOARD],
+                             _json(_ref("BoardDefinition"), "retired"), {
+                                 "401": UNAUTHORIZED, "404": _error("no such board", "unknown_board"),
+                                 "409": _error("declared in config.toml", "managed_by_config"),
+                                 "503": _error("the board's owner cannot be reached", "unavailable")},
+                             security=[{"admin": []}]),
+    },
+    "/v1/boards/{board}/definition": {"get": _admin("A board's definition and version", [],
+                                                    _json(_ref("BoardDefinition"), "the definition"), ("unknown_board",))},
     "/v1/cluster": {"get": _operation("The nodes and each board's owner, as the journal says", [],
                                       _json(_ref("Cluster"), "the cluster"),
                                       {"503": _error("the journal's database cannot be reached", "unavailable")})},

@@ -12,6 +12,8 @@ import hashlib
 import math
 from fractions import Fraction
 
+import orjson
+
 from arena.api import wire
 from arena.api.service import Arena
 from arena.api.wire import Body
@@ -215,7 +217,7 @@ def periods(arena: Arena, board: str, period: str) -> Body:
     handle.view(kind, None, now)  # raises not_ready / unavailable / unknown_period
     engine = handle.engine
     assert engine is not None
-    listed = []
+    listed: list[Body] = []
     for table in engine.listed_tables(kind, now):
         window = table.window
         closed = engine.window_closed(window, now)  # by the clock, before the actor's marker too
@@ -231,14 +233,36 @@ def periods(arena: Arena, board: str, period: str) -> Body:
     return {"board": board, "period": str(kind), "periods": listed, "seq": engine.last_seq}
 
 
-def boards(arena: Arena) -> Body:
-    """Every board with its current tables; an inactive board's as it recorded them when it was
-    unloaded (none before its first activation). Activates no board."""
+MAX_BOARDS_LIMIT = 1000
+
+
+def boards(arena: Arena, limit: int = MAX_BOARDS_LIMIT, after: str | None = None, category: str | None = None) -> Body:
+    """`GET /v1/boards`: the config's boards in its order, then the API boards by name; those
+    after ``after`` in that order, at most ``limit``, those whose ``metadata.category`` is
+    ``category`` when given; `next` names the last one listed when more follow. O(boards log boards).
+    Each with its current tables; an inactive board's as it recorded them when it was unloaded
+    (none before its first activation). Activates no board."""
+    if not 1 <= limit <= MAX_BOARDS_LIMIT:
+        raise invalid_request(f"limit must be between 1 and {MAX_BOARDS_LIMIT}")
     now = arena.clock.now()
     activations = arena.supervisor.activations
-    listed = []
-    for name, handle in arena.boards.items():
+    listed: list[Body] = []
+    configured = arena.config.boards
+    names = [*configured, *sorted(name for name in arena.boards if name not in configured)]
+    if after is not None:
+        if after not in arena.boards:
+            raise invalid_request(f"after: no board named {after!r}")
+        names = names[names.index(after) + 1:]
+    more = False
+    for name in names:
+        handle = arena.boards[name]
         spec = handle.spec
+        metadata = None if spec.metadata is None else orjson.loads(spec.metadata)
+        if category is not None and (not isinstance(metadata, dict) or metadata.get("category") != category):
+            continue
+        if len(listed) == limit:
+            more = True
+            break
         tables = []
         active = arena.states.active(name)
         unloaded = None if activations is None or active else activations.unloaded.get(name)
@@ -247,6 +271,7 @@ def boards(arena: Arena) -> Body:
                 moment = None if window.end_ms is None else window.end_ms + spec.close_grace_ms
                 fields = wire.window_fields(name, window, size, moment is not None and now >= moment)
                 del fields["board"]
+                fields["partitions"] = 0
                 tables.append(fields)
         for kind in spec.kinds if unloaded is None else ():
             try:
@@ -255,6 +280,7 @@ def boards(arena: Arena) -> Body:
                 continue
             fields = table_fields(arena, name, table, now)
             del fields["board"]
+            fields["partitions"] = 0
             tables.append(fields)
         listed.append({
             "active": active,
@@ -263,6 +289,8 @@ def boards(arena: Arena) -> Body:
             "order": spec.order.value,
             "tie": spec.tie.value,
             "state": arena.states.shown(name),
+            "retired": handle.retired,
+            "metadata": metadata,
             "periods": tables,
         })
-    return {"boards": listed}
+    return {"boards": listed, "next": listed[-1]["board"] if more else None}

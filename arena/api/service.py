@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
+
+import orjson
 
 from arena.auth import identify
 from arena.board.actor import BoardHandle
@@ -13,9 +15,18 @@ from arena.board.clock import Clock
 from arena.board.state import BoardStates
 from arena.board.supervisor import Supervisor
 from arena.cluster.directory import Directory
-from arena.config import DEV_ADMIN_TOKEN_SHA256, DEV_TOKEN_SHA256, Admin, Config, GameServer, require_cluster_secret
-from arena.errors import JournalUnavailable, QueryError, not_found
-from arena.journal import JournalBackend, journal_backend
+from arena.config import (
+    DEV_ADMIN_TOKEN_SHA256,
+    DEV_TOKEN_SHA256,
+    Admin,
+    Config,
+    GameServer,
+    parse_board,
+    require_cluster_secret,
+)
+from arena.engine.spec import BoardSpec
+from arena.errors import ConfigError, JournalUnavailable, QueryError, not_found
+from arena.journal import BoardCatalog, CatalogEntry, JournalBackend, board_catalog, journal_backend
 from arena.journal.snapshots import snapshot_store
 from arena.live.views import LiveViews
 from arena.metrics import Metrics
@@ -61,10 +72,16 @@ class Arena:
             grants = Grants(backend, self.states, clustered=config.cluster is not None)
         self._renewals: asyncio.Task[None] | None = None
         self._leased = False
+        self.catalog: BoardCatalog = board_catalog(config, backend)
+        """The boards created through the admin API (`arena.api.boards`)."""
+        self._generation = -1  # the catalog's generation last read (`sync_catalog`)
+        self._catalog_turn = asyncio.Lock()
         journals: JournalBackend = grants or backend
         self.backend = wrap_backend(journals) if wrap_backend is not None else journals
         self.supervisor = Supervisor(config, self.clock, self.metrics, self.backend, snapshot_store(backend), self.states)
         self.boards: dict[str, BoardHandle] = self.supervisor.handles
+        self.specs: Mapping[str, BoardSpec] = _Specs(self.boards)
+        """Every board's definition as this node serves it now: what validation reads."""
         self.directory = Directory(self.states)
         """Where each board is served: here, on another node (forwarded), or nowhere for now."""
         self.ownership: Ownership | None = None
@@ -73,6 +90,7 @@ class Arena:
             from arena.cluster.ownership import Ownership
 
             self.ownership = Ownership(self.lease, grants, self.directory, self.supervisor, self.metrics, cluster.standbys)
+            self.ownership.catalog = self.sync_catalog
         self.connections = 0
         self.live_connections = 0  # /v1/live (and, later, SSE streams): bounded by max_live_connections
         self.draining = False
@@ -91,10 +109,14 @@ class Arena:
             if admin.token_sha256 == DEV_ADMIN_TOKEN_SHA256:
                 log.warning("admin %r uses the public development token; do not expose this server", admin.id)
         try:
+            await self.sync_catalog()
             if self.lease is not None:
                 await self.lease.acquire()
                 self._leased = True
                 if self.ownership is not None:
+                    from arena.cluster.membership import publish_config
+
+                    await publish_config(self.ownership.backend, self.config.boards)
                     await self.ownership.beat()
                     self._renewals = asyncio.create_task(self.ownership.run(), name="ownership")
                 else:
@@ -118,6 +140,49 @@ class Arena:
         except JournalUnavailable as exc:
             log.warning("GET /v1/cluster: %s", exc)
             raise QueryError("unavailable", "the journal's database cannot be reached; try again", 503) from exc
+
+    async def sync_catalog(self) -> bool:
+        """Read the catalog of API boards again if it changed since the last read (one read
+        when it did not), and serve what it says: a new board is added (placed, in a cluster),
+        a changed one served under its new definition, a retired one listed as such. Whether it
+        changed. Raises ConfigError (at start: a config board's name held by an API board),
+        JournalError."""
+        async with self._catalog_turn:
+            generation = await self.catalog.generation()
+            if generation == self._generation:
+                return False
+            clashes = []
+            for entry in await self.catalog.entries():
+                if entry.name in self.config.boards:
+                    clashes.append(entry.name)
+                else:
+                    await self.serve_entry(entry)
+            self._generation = generation
+            if clashes:
+                raise ConfigError(f"boards.{clashes[0]}: a board created through the admin API holds this name;"
+                                  " remove it from the config (or use another name)")
+            return True
+
+    async def catalog_changed(self) -> None:
+        """After this node changed the catalog: the other nodes read it at once (a hint; they
+        read it at their next beat anyway)."""
+        if self.ownership is not None:
+            from arena.cluster.lease import hint
+
+            await hint(self.ownership.backend.store)
+
+    async def serve_entry(self, entry: CatalogEntry) -> None:
+        """Serve one catalog entry's board as it says (`sync_catalog`); a new board's actor, on a
+        single node, starts (it loads in the background)."""
+        spec = parse_board(entry.name, orjson.loads(entry.definition))
+        handle = self.boards.get(entry.name)
+        if handle is None:
+            handle = await self.supervisor.add(spec)
+            handle.defined_by_api = True
+        elif handle.engine is None:  # served elsewhere: its owner's actor changed its own spec
+            handle.spec = spec
+        handle.retired = entry.retired
+        handle.version = entry.version
 
     def board(self, name: str) -> BoardHandle:
         handle = self.boards.get(name)
@@ -180,4 +245,24 @@ class Arena:
             assert self.lease is not None
             await self.lease.release()
             self._leased = False
+        await self.catalog.close()
         await self.backend.close()
+
+
+class _Specs(Mapping[str, BoardSpec]):
+    """The boards' specs as their handles hold them now (a change replaces a handle's spec)."""
+
+    def __init__(self, handles: Mapping[str, BoardHandle]) -> None:
+        self._handles = handles
+
+    def __getitem__(self, name: str) -> BoardSpec:
+        return self._handles[name].spec
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._handles
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._handles)
+
+    def __len__(self) -> int:
+        return len(self._handles)

@@ -36,7 +36,7 @@ from arena.cluster.peer.protocol import Answered, Ask
 from arena.cluster.split import Part, Split, merge, split
 from arena.config import GameServer
 from arena.engine.events import Event, Result, parse_event
-from arena.errors import QueryError, invalid_request
+from arena.errors import ConfigError, JournalError, QueryError, invalid_request
 from arena.live.outbox import Bounds, Outbox
 from arena.live.views import LiveViews
 
@@ -358,20 +358,25 @@ class Connection:
         except QueryError as exc:
             self._reply(_error(frame_id, exc.code, exc.message))
 
-    def _submit(self, server: GameServer, frame_id: object, frame: dict[str, Any], received_at: int, text: str | None) -> None:
+    def _submit(self, server: GameServer, frame_id: object, frame: dict[str, Any], received_at: int, text: str | None,
+                asked: bool = False) -> None:
         events = frame.get("events")
         if not isinstance(events, list) or not events:
             raise FrameError("invalid_request", "events must be a non-empty list")
         if len(events) > self.arena.settings.max_batch:
             raise FrameError("batch_too_large", f"at most {self.arena.settings.max_batch} events per frame")
         arena = self.arena
+        if not asked and any(_unknown_board(raw, arena) for raw in events):
+            # validation rule 1: the store may know a board created through another node
+            self._spawn(self._submit_asked(server, frame_id, frame, received_at, text))
+            return
         may_write = server.may_write
         parsed: list[tuple[Event | Result, str | None]] = []
         for raw in events:
-            event = parse_event(raw, arena.config.boards, may_write)
+            event = parse_event(raw, arena.specs, may_write)
             if text is not None and _inexact(raw, event):
                 # nothing is queued or counted yet: start over on the exact parse
-                return self._submit(server, frame_id, exact_frame(text, frame), received_at, None)
+                return self._submit(server, frame_id, exact_frame(text, frame), received_at, None, asked)
             if isinstance(event, Result):
                 board = raw.get("board") if isinstance(raw, dict) else None
                 parsed.append((event, board if isinstance(board, str) and board in arena.boards else None))
@@ -392,6 +397,15 @@ class Connection:
         if forwarded:
             forwarding.count("frames")
         self._spawn(self._ack(frame_id, parts, pending))
+
+    async def _submit_asked(self, server: GameServer, frame_id: object, frame: dict[str, Any], received_at: int,
+                            text: str | None) -> None:
+        """`_submit` once the catalog of API boards was read again (rule 1's store lookup)."""
+        try:
+            await self.arena.sync_catalog()
+        except (JournalError, ConfigError) as exc:
+            log.warning("board catalog not read for an unknown board: %s", exc)
+        self._submit(server, frame_id, frame, received_at, text, asked=True)
 
     def _spawn(self, answer: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(answer)
@@ -535,3 +549,9 @@ async def _serve(websocket: WebSocket, arena: Arena, server: GameServer | None) 
             counted.dec()
         else:
             arena.live_connections -= 1
+
+
+def _unknown_board(raw: object, arena: Arena) -> bool:
+    """Whether an event names a board (a string) this node does not know."""
+    board = raw.get("board") if isinstance(raw, dict) else None
+    return isinstance(board, str) and board not in arena.boards

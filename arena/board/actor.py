@@ -14,20 +14,23 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import assert_never
 
+import orjson
+
 from arena.board.clock import Clock
-from arena.board.commands import Barrier, Order, VoidEvent, VoidMember, VoidOutcome
+from arena.board.commands import Barrier, Order, Redefine, Retire, VoidEvent, VoidMember, VoidOutcome
 from arena.board.load import load
 from arena.board.mailbox import Command, Mailbox, Submission
 from arena.board.snapshots import Snapshotter
 from arena.board.state import BoardEvent, BoardState, BoardStates
+from arena.config import parse_board
 from arena.engine.board import BoardEngine
 from arena.engine.events import Event, Fingerprint, Reason, Result, Status, rejected
-from arena.engine.records import StoredEvent, VoidRecord
+from arena.engine.records import BoardKind, BoardRecord, StoredEvent, VoidRecord
 from arena.engine.routing import Plan
 from arena.engine.spec import BoardSpec
 from arena.engine.table import RankedTable
 from arena.errors import JournalError, JournalWriteFailed, OwnershipLost, QueryError, not_found, not_ready, unavailable
-from arena.journal import Journal
+from arena.journal import FoldingJournal, Journal
 from arena.journal.snapshots import SnapshotStore
 from arena.metrics import Metrics
 
@@ -61,6 +64,12 @@ class BoardHandle:
         self.demand: Callable[[str], None] | None = None
         """Told of every event and command for the board when boards are activated on demand
         (`arena.board.activation.Activations.used`): it activates a dormant board."""
+        self.defined_by_api = False
+        """Created through the admin API: its actor journals each definition it serves."""
+        self.retired = False
+        """Retired, as the catalog says (the owner's engine knows it from the journal)."""
+        self.version = 0
+        """An API board's version in the catalog (0: a config board)."""
         metrics.board_state.labels(self.name).set_function(lambda: self.states.readiness(self.name))
 
     @property
@@ -331,6 +340,8 @@ class BoardActor:
         handle = self.handle
         board = handle.name
         copy = self.followed is not None
+        if handle.defined_by_api:
+            await self._adopt_definition()
         engine = self.followed or BoardEngine(handle.spec)
         self.followed = None
         handle.engine = engine
@@ -343,6 +354,8 @@ class BoardActor:
         handle.move(BoardEvent.LOADED)
         handle.loaded.set()
         log.info("board %s ready: %d events replayed in %.3fs, last seq %d", board, report.events, report.seconds, engine.last_seq)
+        if handle.defined_by_api:
+            await self._record_definition(engine, handle.spec)
         pipeline = self.pipeline = CommitPipeline(handle, engine, self.journal, self.clock)
         snapshotter = None
         if self.snapshots is not None:
@@ -420,8 +433,68 @@ class BoardActor:
                 return await self.void_member(member, reason, admin)
             case Barrier():
                 return None
+            case Redefine(spec):
+                await self.redefine(spec)
+                return None
+            case Retire():
+                await self.retire()
+                return None
             case _:
                 assert_never(order)
+
+    async def _adopt_definition(self) -> None:
+        """Serve the definition the journal holds last, the truth, rather than what this node
+        read from the catalog (which may lag a change made through another node)."""
+        definitions = [r for r in await self.journal.board_records() if r.kind == BoardKind.DEFINITION]
+        if definitions and definitions[-1].body != self.handle.spec.document_text():
+            self.handle.spec = parse_board(self.handle.name, orjson.loads(definitions[-1].body))
+
+    async def _record_definition(self, engine: BoardEngine, spec: BoardSpec) -> None:
+        """Journal ``spec`` as a definition record unless the journal's last one is it already
+        (a restart, an identical change): the journal says which definition held at each seq."""
+        text = spec.document_text()
+        definitions = [r for r in await self.journal.board_records() if r.kind == BoardKind.DEFINITION]
+        if definitions and definitions[-1].body == text:
+            return
+        record = BoardRecord(engine.last_seq + 1, BoardKind.DEFINITION, text)
+        await self.journal.append([record])
+        engine.last_seq = record.seq
+        log.info("board %s: definition journaled at seq %d", self.handle.name, record.seq)
+
+    async def redefine(self, spec: BoardSpec) -> None:
+        engine = self.handle.engine
+        assert engine is not None
+        fixed = engine.spec.fixed_changes(spec)
+        if fixed and await self._holds_records():
+            raise QueryError("definition_conflict", f"board {self.handle.name!r}: {', '.join(fixed)} cannot change once"
+                             " its journal holds events; use a new board name", 409)
+        await self._record_definition(engine, spec)
+        engine.redefine(spec)
+        engine.rotate(self.clock.now())
+        self.handle.spec = spec
+
+    async def _holds_records(self) -> bool:
+        """Whether the journal holds a score event or a close marker (they name windows of the
+        fixed fields). Two index probes."""
+        journal = self.journal
+        assert isinstance(journal, FoldingJournal)
+        return bool(await journal.close_markers()) or await journal.next_instant(0, None) is not None
+
+    async def retire(self) -> None:
+        """Journal a close marker for every open table and the retirement, in one transaction;
+        then the board takes no more events (`board_retired`). Retiring twice journals nothing."""
+        engine = self.handle.engine
+        assert engine is not None
+        if engine.retired:
+            return
+        markers = engine.retirement(self.clock.now())
+        record = BoardRecord(engine.last_seq + len(markers) + 1, BoardKind.RETIRED, "{}")
+        await self.journal.append([*markers, record])
+        for marker in markers:
+            engine.close(marker)
+        engine.last_seq = record.seq
+        engine.retired = True
+        log.info("board %s: retired at seq %d (%d tables closed)", self.handle.name, record.seq, len(markers))
 
     async def void_key(self, key: str, reason: str, admin: str) -> VoidOutcome:
         target = await self.journal.event_by_key(key)

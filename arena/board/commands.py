@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from arena.engine.spec import BoardSpec
+
 
 @dataclass(frozen=True, slots=True)
 class VoidEvent:
@@ -31,7 +33,21 @@ class Barrier:
     and closed what was due (the clock of the test routes)."""
 
 
-Order = VoidEvent | VoidMember | Barrier
+@dataclass(frozen=True, slots=True)
+class Redefine:
+    """Serve ``spec`` from the next record on and journal it as a definition record
+    (`PUT /v1/boards/{board}` on an API board). Refused with 409 `definition_conflict` when it
+    changes a fixed field (`BoardSpec.fixed_changes`) of a board whose journal holds a record."""
+
+    spec: BoardSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Retire:
+    """Close every open table and take no more events (`DELETE /v1/boards/{board}`)."""
+
+
+Order = VoidEvent | VoidMember | Barrier | Redefine | Retire
 
 
 @dataclass(frozen=True, slots=True)

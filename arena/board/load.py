@@ -40,6 +40,7 @@ from arena.board.snapshots import record_at
 from arena.engine.board import SHORT_KINDS, BoardEngine, retained_by
 from arena.engine.loader import Loader
 from arena.engine.periods import Window
+from arena.engine.records import BoardKind
 from arena.engine.routing import window_at
 from arena.engine.snapshot import SnapshotInvalid, decode, rejection
 from arena.engine.table import RankedTable
@@ -107,6 +108,7 @@ async def load(
         events = await _tail(engine, journal, upto, now)
     else:
         events, tables = await _replay(engine, journal, upto, now, everything, on_ready, fold)
+    engine.retired = any(r.kind == BoardKind.RETIRED for r in await journal.board_records(upto))
     # The one end of every load: the tables now hold every record journaled up to `upto`. Open
     # the current windows and retire what the retention drops (not when loading `everything`:
     # that would retire the older closed tables just loaded on purpose), and publish every kind.

@@ -41,7 +41,10 @@ async def record_at(journal: Journal, seq: int) -> str | None:
     if markers:
         return record_identity(markers[0])
     voids = [v for v, _occurred_at in await journal.voids(seq) if v.seq == seq]
-    return record_identity(voids[0]) if voids else None
+    if voids:
+        return record_identity(voids[0])
+    others = [r for r in await journal.board_records(seq) if r.seq == seq]
+    return record_identity(others[0]) if others else None
 
 
 class Snapshotter:

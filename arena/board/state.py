@@ -151,8 +151,7 @@ class BoardStates:
         self.lease_seconds = lease_seconds
         self.on_demand = on_demand and node_id is None
         """Boards are activated on demand (a single node with ``idle_unload_seconds`` > 0): they start INACTIVE."""
-        first = BoardState.ELSEWHERE if node_id is not None else BoardState.INACTIVE if self.on_demand else BoardState.LOADING
-        self._states = {board: first for board in boards}
+        self._states = {board: self._first for board in boards}
         self._owners: dict[str, Owner | None] = {}
         self._epochs: dict[str, int] = {}
         self.monotonic = monotonic
@@ -160,7 +159,17 @@ class BoardStates:
         self._fresh_until = float("-inf")
         self._handed_over: set[str] = set()
 
+    @property
+    def _first(self) -> BoardState:
+        """The state every board starts in here."""
+        return BoardState.ELSEWHERE if self.node_id is not None else BoardState.INACTIVE if self.on_demand else BoardState.LOADING
+
     # -- the state machine -------------------------------------------------------------------
+
+    def add(self, board: str) -> None:
+        """A board created at runtime joins the map in the state every board starts in here."""
+        if board not in self._states:
+            self._states[board] = self._first
 
     def state(self, board: str) -> BoardState:
         return self._states[board]

@@ -33,6 +33,7 @@ from arena.board.clock import Clock
 from arena.board.state import RUNNING, STOPPING, BoardEvent, BoardState, BoardStates
 from arena.config import Config
 from arena.engine.board import BoardEngine
+from arena.engine.spec import BoardSpec
 from arena.errors import BoardDefinitionChanged, JournalCorrupt, JournalError, JournalUnavailable, OwnedElsewhere
 from arena.journal import Journal, JournalBackend
 from arena.journal.snapshots import SnapshotStore
@@ -62,20 +63,44 @@ class Supervisor:
             self.activations = Activations(self, settings.idle_unload_seconds, settings.max_active_boards,
                                            self.states.state, clock.now)
             metrics.watch_activations(lambda: self.activations.active if self.activations else 0)
-        self.handles = {name: BoardHandle(spec, settings.mailbox_events, metrics, self.states)
-                        for name, spec in config.boards.items()}
+        self.handles: dict[str, BoardHandle] = {}
         self.actors: dict[str, BoardActor] = {}
-        self.runs: dict[str, int] = {name: 0 for name in self.handles}
+        self.runs: dict[str, int] = {}
         self._supervising: dict[str, asyncio.Task[None]] = {}
         """Each board's supervising task while it has one: the I/O handle, not its state."""
-        for name, handle in self.handles.items():
-            metrics.watch_mailbox(name, lambda h=handle: h.mailbox.depth)  # type: ignore[misc]
-            if self.activations is not None:
-                handle.demand = self.activations.used
         self._sweeping: asyncio.Task[None] | None = None
         self._stopping = False
+        self._started = False
+        for spec in config.boards.values():
+            self._handle(spec)
         backend.watch(metrics.registry, self.handles)
         clock.on_change(self._poke_all)
+
+    def _handle(self, spec: BoardSpec) -> BoardHandle:
+        self.states.add(spec.name)
+        handle = self.handles[spec.name] = BoardHandle(spec, self.config.server.mailbox_events, self.metrics, self.states)
+        self.runs[spec.name] = 0
+        self.metrics.watch_mailbox(spec.name, lambda: handle.mailbox.depth)
+        if self.activations is not None:
+            handle.demand = self.activations.used
+        return handle
+
+    async def add(self, spec: BoardSpec) -> BoardHandle:
+        """A board created at runtime (the admin API, or the catalog read at start or from
+        another node): its handle. On a single node that has started, its journal is opened and
+        its actor started (it loads in the background; before `start`, `start` does it), unless
+        boards are activated on demand (it starts inactive); in a cluster the ownership loop
+        places it. A journal that cannot be opened fails the board."""
+        handle = self._handle(spec)
+        if self._started and not self.clustered and self.activations is None:
+            try:
+                journal = await self.backend.open(spec)
+            except JournalError as exc:
+                log.error("board %s failed: %s", spec.name, exc)
+                handle.fail(str(exc))
+                return handle
+            self._supervising[spec.name] = asyncio.create_task(self._supervise(handle, journal), name=f"board:{spec.name}")
+        return handle
 
     def _poke_all(self) -> None:
         for handle in self.handles.values():
@@ -91,6 +116,7 @@ class Supervisor:
         In a cluster, opens nothing: boards are served as they are granted (`serve`). With boards
         activated on demand, each journal is opened (its definition checked) and closed again.
         """
+        self._started = True
         if self.clustered:
             return
         if self.activations is not None:

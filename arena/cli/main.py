@@ -23,7 +23,7 @@ import orjson
 
 from arena.auth import RedactTokens, new_token, token_sha256
 from arena.board.clock import Clock
-from arena.cli.rebuild import rebuild_board, table_rows
+from arena.cli.rebuild import every_board, rebuild_board, table_rows
 from arena.config import Config, load_config
 from arena.engine.periods import period_name
 from arena.engine.spec import BoardSpec
@@ -92,11 +92,14 @@ def cmd_serve(args: argparse.Namespace, *, wrap_backend: Callable[[JournalBacken
 
 
 def _boards(config: Config, only: str | None) -> list[BoardSpec]:
+    """The boards to rebuild or verify: the config's and the API boards of its store."""
+    boards: list[BoardSpec] = _run(partial(every_board, config))
     if only is None:
-        return list(config.boards.values())
-    if only not in config.boards:
-        raise ArenaError(f"no board named {only!r} in the config (boards: {', '.join(config.boards)})")
-    return [config.boards[only]]
+        return boards
+    chosen = [spec for spec in boards if spec.name == only]
+    if not chosen:
+        raise ArenaError(f"no board named {only!r} in the config or the store (boards: {', '.join(s.name for s in boards)})")
+    return chosen
 
 
 def cmd_rebuild(args: argparse.Namespace) -> int:

@@ -20,15 +20,17 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 
+import orjson
+
 from arena.board.clock import Clock
-from arena.cli.rebuild import rebuild_board, table_rows
+from arena.cli.rebuild import catalog_entries, rebuild_board, table_rows
 from arena.cluster.grants import Grants
 from arena.cluster.lease import NodeLease
-from arena.config import Config, JournalSettings
+from arena.config import Config, JournalSettings, parse_board
 from arena.engine.records import Record
 from arena.engine.spec import BoardSpec
 from arena.errors import ArenaError
-from arena.journal import Journal, JournalBackend
+from arena.journal import Journal, JournalBackend, board_catalog
 from arena.journal.datadir import DataDirLock
 from arena.journal.postgresql import PostgresBackend
 from arena.journal.sqlite import SqliteBackend
@@ -80,15 +82,25 @@ async def _migrate(config: Config, where: Sides, print_line: Callable[[str], Non
         renewals = asyncio.create_task(lease.keep(), name="lease")
         try:
             failed = 0
-            for spec in config.boards.values():
+            entries = await catalog_entries(where.source)
+            boards = [*config.boards.values(), *(parse_board(e.name, orjson.loads(e.definition)) for e in entries)]
+            for spec in boards:
                 if not await _board(spec, where, print_line):
                     failed += 1
+            target = board_catalog(where.target, where.postgres)  # on sqlite: the data_dir's
+            try:
+                for entry in entries:  # after the journals: a copied catalog names boards whose journals are there
+                    if not await target.restore(entry):
+                        print_line(f"# {entry.name}: the target's board catalog holds it already; kept as it is")
+                        failed += 1
+            finally:
+                await target.close()
         finally:
             renewals.cancel()
             await lease.release()
     finally:
         await where.postgres.close()
-    print_line(f"# {len(config.boards) - failed} of {len(config.boards)} boards copied with equal digests")
+    print_line(f"# {len(boards) - failed} of {len(boards)} boards copied with equal digests")
     return 1 if failed else 0
 
 

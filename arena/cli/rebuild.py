@@ -3,13 +3,32 @@ and `arena migrate` print and compare what this returns."""
 
 from __future__ import annotations
 
+import orjson
+
 from arena.board.load import LoadReport, load
-from arena.config import Config
+from arena.config import Config, parse_board
 from arena.engine.board import BoardEngine
 from arena.engine.routing import TableKey
 from arena.engine.spec import BoardSpec
 from arena.engine.table import RankedTable
-from arena.journal import journal_backend
+from arena.journal import CatalogEntry, board_catalog, journal_backend
+
+
+async def catalog_entries(config: Config) -> list[CatalogEntry]:
+    """The API boards of the store ``config`` names, read-only (none when it has no catalog)."""
+    backend = journal_backend(config)
+    catalog = board_catalog(config, backend, readonly=True)
+    try:
+        return await catalog.entries()
+    finally:
+        await catalog.close()
+        await backend.close()
+
+
+async def every_board(config: Config) -> list[BoardSpec]:
+    """The boards of the config and, after them, those created through the admin API."""
+    api = [parse_board(e.name, orjson.loads(e.definition)) for e in await catalog_entries(config)]
+    return [*config.boards.values(), *(spec for spec in api if spec.name not in config.boards)]
 
 
 async def rebuild_board(

@@ -4,15 +4,18 @@ loop sees it and as `GET /v1/cluster` shows it (`cluster_view`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import hashlib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
+import orjson
 
 from arena.cluster.directory import Owner
 from arena.cluster.node import NodeState
 from arena.cluster.placement import placements
+from arena.engine.spec import BoardSpec
 from arena.errors import JournalUnavailable
 from arena.journal.postgresql import STORE_ERRORS, PostgresBackend, PostgresStore
 
@@ -101,16 +104,40 @@ async def read_cluster(conn: asyncpg.Connection, store: PostgresStore) -> Cluste
     )
 
 
+async def publish_config(backend: PostgresBackend, boards: Mapping[str, BoardSpec]) -> None:
+    """Record this node's config board definitions (a digest each) for `GET /v1/cluster` to
+    compare with the other live nodes'. Raises JournalUnavailable."""
+    digests = {name: hashlib.sha256(spec.document_text().encode()).hexdigest()[:16] for name, spec in boards.items()}
+    store = backend.store
+    try:
+        async with store.connection() as conn:
+            await conn.execute(store.sql("INSERT INTO {s}.node_config VALUES ($1, $2) ON CONFLICT (node_id)"
+                                         " DO UPDATE SET boards = EXCLUDED.boards"), backend.node_id, orjson.dumps(digests).decode())
+    except STORE_ERRORS as exc:
+        raise JournalUnavailable(store.redact(f"cannot record this node's config at {store.where}: {exc}")) from exc
+
+
+def mismatched(configs: Mapping[str, Mapping[str, str]]) -> list[str]:
+    """The config boards whose definitions differ between the nodes of ``configs`` (node ->
+    board -> digest): declared by some and not others, or declared differently. O(boards * nodes)."""
+    boards = {board for config in configs.values() for board in config}
+    return sorted(b for b in boards if len({config.get(b) for config in configs.values()}) > 1)
+
+
 async def cluster_view(backend: PostgresBackend, boards: Iterable[str], standbys: int) -> dict[str, Any]:
-    """`view` of the cluster as the journal's tables say it is now. Raises JournalUnavailable
+    """`view` of the cluster as the journal's tables say it is now, with ``config_mismatch``: the
+    config boards the live nodes define differently (`mismatched`). Raises JournalUnavailable
     when the store cannot be read."""
     store = backend.store
     try:
         async with store.connection() as conn, conn.transaction(readonly=True):
             read = await read_cluster(conn, store)
+            rows = await conn.fetch(store.sql("SELECT node_id, boards FROM {s}.node_config"))
     except STORE_ERRORS as exc:
         raise JournalUnavailable(store.redact(f"cannot read the cluster at {store.where}: {exc}")) from exc
-    return view(backend.node_id, read, boards, standbys)
+    live = {n for n, row in read.nodes.items() if row.alive}
+    configs = {row["node_id"]: orjson.loads(row["boards"]) for row in rows if row["node_id"] in live}
+    return {**view(backend.node_id, read, boards, standbys), "config_mismatch": mismatched(configs)}
 
 
 def view(node_id: str, read: ClusterRead, boards: Iterable[str], standbys: int) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,7 +45,7 @@ from arena.cluster.node import NodeLife, NodeState
 from arena.cluster.placement import placements
 from arena.cluster.plan import Held, Plan, plan
 from arena.cluster.standby import Follower
-from arena.errors import JournalError, JournalUnavailable, OwnedElsewhere
+from arena.errors import ConfigError, JournalError, JournalUnavailable, OwnedElsewhere
 from arena.journal.postgresql import STORE_ERRORS
 from arena.metrics import Metrics
 
@@ -96,6 +96,9 @@ class Ownership:
         self.life = NodeLife()
         """This process's life: ``joining`` or ``serving`` as the last beat read its lease, once
         ``leaving`` for good."""
+        self.catalog: Callable[[], Awaitable[bool]] | None = None
+        """Reads the catalog of API boards again at each beat (before placing): a board created,
+        changed or retired through another node is served here too (its change hints a beat)."""
         self._hinted = asyncio.Event()
         self._listener: asyncpg.Connection | None = None
         self._started = time.monotonic()
@@ -185,6 +188,11 @@ class Ownership:
         if self.life.state is NodeState.STARTING:  # the others hand this node its boards now, not at their next beat
             self.life.move(NodeState.JOINING)
             await hint(self.backend.store)
+        if self.catalog is not None:
+            try:
+                await self.catalog()
+            except (JournalError, ConfigError) as exc:
+                log.warning("node %s: board catalog not read: %s", self.backend.node_id, exc)
         boards = list(self.states)
         # a board that moved since the read began may be stale in it (a release just committed
         # would be released again, and named this node's in the directory): the next beat has it

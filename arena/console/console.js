@@ -16,9 +16,10 @@ let owners = {};            // board -> GET /v1/cluster's {owner, epoch, standby
 const path = (...parts) => parts.map(encodeURIComponent).join("/");
 const NODE = new URLSearchParams(location.search).get("node"); // /console?node=ID: one node's charts
 
-async function api(url, { method = "GET", body, admin = false } = {}) {
+async function api(url, { method = "GET", body, admin = false, ifMatch = null } = {}) {
   const headers = {};
   if (body !== undefined) headers["Content-Type"] = "application/json";
+  if (ifMatch !== null) headers["If-Match"] = String(ifMatch);
   if (admin) {
     const token = sessionStorage.getItem(TOKEN_KEY);
     if (token === null) return { ok: false, status: 401, body: { error: { code: "unauthorized", message: "type an admin token first" } } };
@@ -74,7 +75,7 @@ function renderBoards() {
         const owner = owners[board.board];
         cells.push(el("th", { scope: "row", ...span }, board.board,
           owner ? el("div", { class: "owner" }, `owner: ${owner.owner ?? "none (moving)"}`) : null),
-          el("td", { ...span, class: `state-${board.state}` }, board.state),
+          el("td", { ...span, class: `state-${board.state}` }, board.retired ? `${board.state}, retired` : board.state),
           el("td", span, `${board.aggregation}, ${board.order}, ties: ${board.tie}`));
       }
       if (table === null) {
@@ -403,6 +404,56 @@ async function ban(event) {
   refreshBoards();
 }
 
+// ---- board definitions (API boards) ------------------------------------------------------------
+
+let definitionVersion = null; // the version loaded into the editor: sent as If-Match when saving
+
+function showDefinition(answer) {
+  definitionVersion = answer.version;
+  $("def-json").value = JSON.stringify(answer.definition, null, 2);
+  say($("def-version"), `${answer.managed_by === "config" ? "Managed by config.toml" : "API board"}, version ${answer.version}` +
+    (answer.retired ? ", retired" : ""));
+}
+
+async function loadDefinition() {
+  const board = $("def-board").value;
+  const answer = await api(`/v1/boards/${path(board)}/definition`, { admin: true });
+  if (answer.status === 404) {
+    definitionVersion = null;
+    return say($("def-version"), "New board");
+  }
+  if (!answer.ok) return say($("def-message"), problem(answer), true);
+  showDefinition(answer.body);
+  say($("def-message"), `Loaded ${board}.`);
+}
+
+async function saveDefinition(event) {
+  event.preventDefault();
+  const board = $("def-board").value;
+  let definition;
+  try {
+    definition = JSON.parse($("def-json").value);
+  } catch (error) {
+    return say($("def-message"), `The definition is not JSON: ${error.message}`, true);
+  }
+  const answer = await api(`/v1/boards/${path(board)}`, { method: "PUT", body: definition, admin: true, ifMatch: definitionVersion });
+  if (!answer.ok) return say($("def-message"), problem(answer), true);
+  showDefinition(answer.body);
+  say($("def-message"), answer.status === 201 ? `Created ${board}.` : `Saved ${board} (version ${answer.body.version}).`);
+  refreshBoards();
+}
+
+async function retireBoard() {
+  const board = $("def-board").value;
+  if (!board || $("def-confirm").value !== board) return say($("def-message"), "Type the board's name to confirm.", true);
+  const answer = await api(`/v1/boards/${path(board)}`, { method: "DELETE", admin: true });
+  if (!answer.ok) return say($("def-message"), problem(answer), true);
+  $("def-confirm").value = "";
+  showDefinition(answer.body);
+  say($("def-message"), `Retired ${board}: it takes no more events.`);
+  refreshBoards();
+}
+
 // ---- wiring ------------------------------------------------------------------------------------
 
 function on(id, type, handler) { $(id).addEventListener(type, handler); }
@@ -424,6 +475,9 @@ on("audit-form", "submit", audit);
 on("void-form", "submit", confirmVoid);
 on("void-cancel", "click", () => { $("void-form").hidden = true; });
 on("ban-form", "submit", ban);
+on("def-load", "click", loadDefinition);
+on("def-form", "submit", saveDefinition);
+on("def-retire", "click", retireBoard);
 
 for (const table of document.querySelectorAll("table.cards")) keepLabelled(table);
 showToken();

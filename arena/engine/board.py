@@ -30,6 +30,7 @@ K = TypeVar("K")
 V = TypeVar("V")
 
 KEY_REUSED = "idempotency_key: was accepted before with another member, value or occurred_at"
+RETIRED = "board: was retired; it takes no more events (its tables stay queryable)"
 
 SHORT_KINDS = (PeriodKind.HOURLY, PeriodKind.DAILY, PeriodKind.WEEKLY)
 """The kinds whose current tables load (and answer) first after a restart."""
@@ -62,6 +63,8 @@ class BoardEngine:
         self.last_seq = last_seq
         self.router = Router(self.schedule, self.kinds, self._marker_seq)
         """Routes journaled records (replay, voids) by the markers installed here."""
+        self.retired = False
+        """The board's journal holds its retirement: events after rule 4 are `board_retired`."""
         self._in_flight: list[Plan] = []  # decided, neither committed nor refused; oldest first
         self._retained: dict[str, list[Window]] = {}  # see `retained_windows`
 
@@ -227,10 +230,41 @@ class BoardEngine:
             floor = floors[key[0]]
             if table.closed and floor is not None and (table.window.start_ms or 0) < floor:
                 del self.tables[key]
-        for kind in self.ready:
+        for kind in () if self.retired else self.ready:
             window = window_at(self.schedule, kind, now)
             if window is not None and (kind, window.period_id) not in self.markers:
                 self._table(window)
+
+    def redefine(self, spec: BoardSpec) -> None:
+        """Serve ``spec`` from the next decision on. Its mutable fields (bounds, skew, grace,
+        retention, metadata) may always change; its fixed fields (`BoardSpec.fixed_changes`)
+        only while the board holds no record: its empty tables are made again under them.
+        Call with no plan in flight. O(kinds)."""
+        assert not self._in_flight, "a board is redefined between two batches"
+        if self.spec.fixed_changes(spec):
+            assert not self.markers and not any(len(t) for t in self.tables.values()), "fixed fields of a board with records"
+            self.rule = ScoringRule.for_board(spec.aggregation, spec.order, spec.tie)
+            self.schedule = spec.schedule()
+            self.kinds = self.schedule.kinds
+            self.router = Router(self.schedule, self.kinds, self._marker_seq)
+            self.tables.clear()
+            if self.ready:
+                self.ready = frozenset(self.kinds)
+        self.spec = spec
+        self._retained.clear()
+
+    def retirement(self, now: int) -> list[CloseRecord]:
+        """The close markers a retirement journals at ``now`` (seqs after `last_seq`): one for
+        every open table, alltime and the current windows without events included. Call with no
+        plan in flight; `close` installs them once journaled. O(tables + kinds)."""
+        assert not self._in_flight, "a retirement is decided with no plan in flight"
+        windows = {key: table.window for key, table in self.tables.items()}
+        for kind in self.kinds:
+            for window in self.open_windows(kind, now):
+                windows.setdefault((kind, window.period_id), window)
+        open_windows = [w for key, w in windows.items() if key not in self.markers and (w.start_ms or 0) <= now]
+        open_windows.sort(key=lambda w: (w.start_ms or 0, w.kind))
+        return [CloseRecord(self.last_seq + i + 1, window, now) for i, window in enumerate(open_windows)]
 
     # -- voids -------------------------------------------------------------------------------
 
@@ -465,6 +499,9 @@ def _decide(
                     results.append(Result(key, Status.DUPLICATE))
                 else:
                     results.append(rejected(key, Reason.IDEMPOTENCY_KEY_REUSED, KEY_REUSED))
+                continue
+            if board.retired:
+                results.append(rejected(key, Reason.BOARD_RETIRED, RETIRED))
                 continue
             if not spec.min_value <= event.value <= spec.max_value:
                 results.append(rejected(key, Reason.VALUE_OUT_OF_RANGE, f"value: {value_rule(spec)}, got {event.value}"))

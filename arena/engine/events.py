@@ -42,6 +42,7 @@ class Reason(StrEnum):
     OCCURRED_IN_FUTURE = "occurred_in_future"
     OUTSIDE_WINDOW = "outside_window"
     PERIOD_CLOSED = "period_closed"
+    BOARD_RETIRED = "board_retired"
     UNAVAILABLE = "unavailable"
 
 

@@ -1,5 +1,5 @@
-"""What a board journals. Score events, close markers and voids share one seq order per board,
-so replaying the records in seq order is the whole truth."""
+"""What a board journals. Score events, close markers, voids and board records share one seq
+order per board, so replaying the records in seq order is the whole truth."""
 
 from __future__ import annotations
 
@@ -38,7 +38,28 @@ class VoidRecord:
     voided_at: int
 
 
-Record = ScoreRecord | CloseRecord | VoidRecord
+class BoardKind:
+    """The kinds of `BoardRecord`: one table holds them all (later issues add settlements and
+    league records as further kinds, not further tables)."""
+
+    DEFINITION = "definition"
+    """The board's whole definition (`BoardSpec.document`) from this seq on: what a rebuild reads
+    to know which bounds held when."""
+    RETIRED = "retired"
+    """The board takes no event after this seq (its open tables were closed just before)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BoardRecord:
+    """A record about the board itself rather than its scores: ``kind`` (`BoardKind`) and a
+    JSON ``body``. Replay never re-validates score events against it."""
+
+    seq: int
+    kind: str
+    body: str
+
+
+Record = ScoreRecord | CloseRecord | VoidRecord | BoardRecord
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,7 @@ from typing import Generic, Protocol, TypeVar
 import orjson
 
 from arena.engine.periods import Window, period_name
-from arena.engine.records import CloseRecord, Record, ScoreRecord
+from arena.engine.records import BoardRecord, CloseRecord, Record, ScoreRecord
 from arena.engine.routing import TableKey
 
 Table = TypeVar("Table", bound="TableSource", covariant=True)
@@ -85,11 +85,13 @@ class Snapshot(Generic[Table]):
 
 def record_identity(record: Record) -> str:
     """What a snapshot remembers of the record at its seq: a score event by its idempotency key,
-    a close marker by its window, a void by the key it voids."""
+    a close marker by its window, a void by the key it voids, a board record by its kind."""
     if isinstance(record, ScoreRecord):
         return "event " + record.event.idempotency_key
     if isinstance(record, CloseRecord):
         return f"close {record.window.kind}/{record.window.period_id}"
+    if isinstance(record, BoardRecord):
+        return "board " + record.kind
     return "void " + record.idempotency_key
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import orjson
+
 from arena.engine.periods import PeriodKind
 from arena.engine.prizes import Prizes, PrizeTier
 from arena.engine.schedule import CustomPeriod, Schedule
@@ -26,6 +28,10 @@ class BoardSpec:
     max_future_skew_ms: int = 30_000
     keep_closed: int = 3
     custom_periods: tuple[CustomPeriod, ...] = ()
+    prizes: Prizes = ()
+    """Prize tiers by period name (never alltime); they may change: not in `definition`."""
+    metadata: str | None = None
+    """A JSON object as compact text (title, category...): shown by `GET /v1/boards`, never ranked."""
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -35,15 +41,15 @@ class BoardSpec:
     def schedule(self) -> Schedule:
         """The windows of every period of the board."""
         return Schedule(self.timezone, self.periods, self.custom_periods)
-    prizes: Prizes = ()
-    """Prize tiers by period name (never alltime); they may change: not in `definition`."""
 
     def prize_tiers(self, period: str) -> tuple[PrizeTier, ...]:
         """The tiers of one period kind, in order; () when it has no prizes."""
         return next((tiers for name, tiers in self.prizes if name == period), ())
 
     def definition(self) -> dict[str, object]:
-        """What the journal stores and start-up compares: changing it needs a new board name."""
+        """The fixed fields: what the journal stores and start-up compares, and what a change
+        may not touch once the board's journal holds a record (a new board name instead). Every
+        other field of `document` may change and applies from the next record on."""
         definition: dict[str, object] = {
             "aggregation": self.aggregation.value,
             "order": self.order.value,
@@ -54,3 +60,38 @@ class BoardSpec:
         if self.custom_periods:  # absent otherwise: a board defined before custom periods keeps its definition
             definition["custom_periods"] = {c.name: c.definition() for c in self.custom_periods}
         return definition
+
+    def fixed_changes(self, other: BoardSpec) -> list[str]:
+        """The keys of `definition` that ``other`` changes: a change of a board whose journal
+        holds records must leave this empty. The one place that tells fixed from mutable."""
+        mine, theirs = self.definition(), other.definition()
+        return [key for key in sorted(mine.keys() | theirs.keys()) if mine.get(key) != theirs.get(key)]
+
+    def document(self) -> dict[str, object]:
+        """The whole definition with the keys of a ``[boards.NAME]`` table, as `PUT /v1/boards/{board}`
+        takes it and `GET .../definition` answers it: `arena.config.parse_board` reads it back to
+        an equal spec."""
+        document: dict[str, object] = {
+            "aggregation": self.aggregation.value,
+            "order": self.order.value,
+            "tie": self.tie.value,
+            "periods": [kind.value for kind in self.periods],
+            "timezone": self.timezone,
+            "min_value": self.min_value,
+            "max_value": self.max_value,
+            "close_grace_seconds": self.close_grace_ms // 1000,
+            "max_future_skew_seconds": self.max_future_skew_ms // 1000,
+            "keep_closed": self.keep_closed,
+        }
+        if self.custom_periods:
+            document["custom_periods"] = {c.name: c.definition() for c in self.custom_periods}
+        if self.prizes:
+            document["prizes"] = {period: [tier.as_json() for tier in tiers] for period, tiers in self.prizes}
+        if self.metadata is not None:
+            document["metadata"] = orjson.loads(self.metadata)
+        return document
+
+    def document_text(self) -> str:
+        """`document` as sorted-key JSON: what a definition record journals and the catalog
+        stores, so that two equal definitions have equal texts."""
+        return orjson.dumps(self.document(), option=orjson.OPT_SORT_KEYS).decode()

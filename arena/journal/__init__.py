@@ -3,9 +3,11 @@ and its backends (`arena.journal.sqlite`, `arena.journal.postgresql`)."""
 
 from arena.config import Config
 from arena.engine.scoring import FoldRow
+from arena.journal.catalog import BoardCatalog, CatalogEntry
 from arena.journal.interface import FoldingJournal, Journal, JournalBackend, ScoreRow, check_definition
 
-__all__ = ["FoldRow", "FoldingJournal", "Journal", "JournalBackend", "ScoreRow", "check_definition", "journal_backend"]
+__all__ = ["BoardCatalog", "CatalogEntry", "FoldRow", "FoldingJournal", "Journal", "JournalBackend", "ScoreRow",
+           "board_catalog", "check_definition", "journal_backend"]
 
 
 def journal_backend(config: Config) -> JournalBackend:
@@ -19,3 +21,17 @@ def journal_backend(config: Config) -> JournalBackend:
     from arena.journal.sqlite import SqliteBackend
 
     return SqliteBackend(config.server.data_dir, config.server.durability)
+
+
+def board_catalog(config: Config, backend: JournalBackend, *, readonly: bool = False) -> BoardCatalog:
+    """The catalog of API boards kept with ``backend``'s journals (the one `journal_backend`
+    gave: PostgreSQL's shares its connections)."""
+    if config.journal.backend == "postgresql":
+        from arena.journal.postgresql import PostgresBackend
+        from arena.journal.postgresql.catalog import PostgresCatalog
+
+        assert isinstance(backend, PostgresBackend)
+        return PostgresCatalog(backend.store, readonly)
+    from arena.journal.sqlite_catalog import SqliteCatalog
+
+    return SqliteCatalog(config.server.data_dir, readonly)

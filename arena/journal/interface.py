@@ -2,8 +2,9 @@
 `arena.journal.sqlite` is the first backend, and a second one replaces it without touching the
 actor, the replay or `arena rebuild`.
 
-A journal holds one board's score events, close markers and voids in one seq order; the actor
-assigns the seqs and is the journal's only writer.
+A journal holds one board's score events, close markers, voids and board records (its
+definitions and retirement) in one seq order; the actor assigns the seqs and is the journal's
+only writer.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from typing import Any, Protocol, runtime_checkable
 import orjson
 from prometheus_client import CollectorRegistry
 
+from arena.config import parse_board
 from arena.engine.events import Event, Fingerprint
 from arena.engine.periods import Window, period_name
-from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, Voided, VoidRecord
+from arena.engine.records import BoardKind, BoardRecord, CloseRecord, Record, ScoreRecord, StoredEvent, Voided, VoidRecord
 from arena.engine.routing import ScoreRow as ScoreRow  # re-exported: the journals scan these
 from arena.engine.scoring import Aggregation, FoldRow, Order, Tie
 from arena.engine.spec import BoardSpec
@@ -92,6 +94,9 @@ class Journal(Protocol):
 
     async def voids(self, upto_seq: int | None = None) -> list[tuple[VoidRecord, int]]:
         """Every void with the occurred_at of the event it voids, in seq order."""
+
+    async def board_records(self, upto_seq: int | None = None) -> list[BoardRecord]:
+        """Every board record (definitions, retirement), in seq order: few per board."""
 
     async def event_by_key(self, key: str) -> StoredEvent | None:
         """The journaled event of an idempotency key (the UNIQUE index: one read)."""
@@ -173,6 +178,9 @@ class JournalProxy:
     async def voids(self, upto_seq: int | None = None) -> list[tuple[VoidRecord, int]]:
         return await self.journal.voids(upto_seq)
 
+    async def board_records(self, upto_seq: int | None = None) -> list[BoardRecord]:
+        return await self.journal.board_records(upto_seq)
+
     async def event_by_key(self, key: str) -> StoredEvent | None:
         return await self.journal.event_by_key(key)
 
@@ -226,6 +234,13 @@ class JournalBackend(Protocol):
 def definition_text(spec: BoardSpec) -> str:
     """The board's definition as journals store it (and snapshots record it): sorted-key JSON."""
     return orjson.dumps(spec.definition(), option=orjson.OPT_SORT_KEYS).decode()
+
+
+def recorded_definitions(board: str, records: Iterable[BoardRecord]) -> list[str]:
+    """The definition texts (`definition_text`) of the definition records among ``records``, in
+    order: the last one is what a journal stores as its board's definition from then on, so that
+    a start checks today's spec against the definition its journal last took."""
+    return [definition_text(parse_board(board, orjson.loads(r.body))) for r in records if r.kind == BoardKind.DEFINITION]
 
 
 def check_definition(spec: BoardSpec, stored: str | None, has_records: bool, journal: str) -> str | None:
@@ -288,10 +303,10 @@ EVENT_COLUMNS = "seq, member, value, occurred_at, received_at, source, idempoten
 
 
 async def merged_records(
-    board: str, events: AsyncIterator[Sequence[EventRow]], others: Iterable[CloseRecord | VoidRecord]
+    board: str, events: AsyncIterator[Sequence[EventRow]], others: Iterable[CloseRecord | VoidRecord | BoardRecord]
 ) -> AsyncIterator[list[Record]]:
-    """`Journal.records` from a journal's score events (chunks in seq order) and its markers and
-    voids: one seq order, a chunk of records per chunk of events."""
+    """`Journal.records` from a journal's score events (chunks in seq order) and its markers,
+    voids and board records: one seq order, a chunk of records per chunk of events."""
     pending = deque(sorted(others, key=lambda r: r.seq))
     async for rows in events:
         chunk: list[Record] = []

@@ -14,7 +14,7 @@ import orjson
 from prometheus_client import CollectorRegistry, Gauge
 
 from arena.engine.events import Fingerprint
-from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
+from arena.engine.records import BoardRecord, CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
 from arena.engine.scoring import FoldRow
 from arena.engine.spec import BoardSpec
 from arena.errors import JournalCorrupt, JournalError, JournalWriteFailed
@@ -30,6 +30,7 @@ from arena.journal.interface import (
     fold_order,
     marker_row,
     merged_records,
+    recorded_definitions,
     stored_event,
 )
 
@@ -59,6 +60,11 @@ CREATE TABLE IF NOT EXISTS board_period (
     tie_rule TEXT NOT NULL,
     closed_at INTEGER NOT NULL,
     closed_seq INTEGER NOT NULL UNIQUE
+);
+CREATE TABLE IF NOT EXISTS board_record (
+    seq INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL,
+    body TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS score_void (
     seq INTEGER PRIMARY KEY,
@@ -144,6 +150,9 @@ class SqliteJournal:
         self.path = path
         self._spec = spec
         self.last_seq = last_seq
+        self._board_records = True
+        """Whether the file has the board_record table: a journal of an older Arena opened
+        read-only has none (a writable open creates it)."""
 
     @classmethod
     async def open(cls, path: Path, spec: BoardSpec, *, durability: str = "full", readonly: bool = False) -> SqliteJournal:
@@ -178,6 +187,9 @@ class SqliteJournal:
                 detail = " ".join(problems[0].split())[:200]
                 raise JournalCorrupt(f"{name}: journal is corrupt (quick_check: {detail})")
             journal = cls(db, name, spec, 0)
+            if readonly:
+                found = await db.execute_fetchall("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'board_record'")
+                journal._board_records = bool(list(found))
             await journal._check_definition(readonly)
             journal.last_seq = await journal.committed_seq()
             if not readonly:
@@ -227,16 +239,16 @@ class SqliteJournal:
     async def append(self, records: Sequence[Record]) -> None:
         if not records:
             return
-        events, markers, voids = self._rows(records)
+        events, markers, voids, others = self._rows(records)
         db = self._db
         payload = _json_rows(events) if events else None
         try:
-            if payload is not None and not markers and not voids:
+            if payload is not None and not markers and not voids and not others:
                 # the common batch: one statement is one transaction (autocommit), in one step
                 await db.execute(_INSERT_EVENTS_JSON, (payload,))
             else:
                 await db.execute("BEGIN IMMEDIATE")
-                await self._insert(events, markers, voids)
+                await self._insert(events, markers, voids, others)
                 await db.execute("COMMIT")
         except (sqlite3.Error, UnicodeEncodeError) as exc:  # a string without a UTF-8 form is refused too
             await self._rollback()
@@ -260,23 +272,29 @@ class SqliteJournal:
             raise
         self.last_seq = last_seq
 
-    def _rows(self, records: Sequence[Record]) -> tuple[list[tuple[Any, ...]], list[MarkerRow], list[tuple[Any, ...]]]:
-        """The rows of ``records``: score events, close markers, voids."""
+    def _rows(
+        self, records: Sequence[Record]
+    ) -> tuple[list[tuple[Any, ...]], list[MarkerRow], list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        """The rows of ``records``: score events, close markers, voids, board records."""
         board = self._spec.name
         events = []
         markers = []
         voids = []
+        others = []
         for r in records:
             if isinstance(r, ScoreRecord):
                 e = r.event
                 events.append((r.seq, board, e.member, e.value, e.occurred_at, r.received_at, r.source, e.idempotency_key, e.meta))
             elif isinstance(r, CloseRecord):
                 markers.append(marker_row(self._spec, r))
+            elif isinstance(r, BoardRecord):
+                others.append((r.seq, r.kind, r.body))
             else:
                 voids.append((r.seq, r.target_seq, r.idempotency_key, r.reason, r.admin, r.voided_at))
-        return events, markers, voids
+        return events, markers, voids, others
 
-    async def _insert(self, events: list[tuple[Any, ...]], markers: list[MarkerRow], voids: list[tuple[Any, ...]]) -> None:
+    async def _insert(self, events: list[tuple[Any, ...]], markers: list[MarkerRow], voids: list[tuple[Any, ...]],
+                      others: list[tuple[Any, ...]]) -> None:
         """Insert rows inside the caller's transaction."""
         db = self._db
         payload = _json_rows(events) if events else None
@@ -288,6 +306,11 @@ class SqliteJournal:
             await db.executemany("INSERT INTO board_period VALUES (?,?,?,?,?,?,?,?,?)", markers)
         if voids:
             await db.executemany("INSERT INTO score_void VALUES (?,?,?,?,?,?)", voids)
+        if others:
+            await db.executemany("INSERT INTO board_record VALUES (?,?,?)", others)
+            definitions = recorded_definitions(self._spec.name, (BoardRecord(*row) for row in others))
+            if definitions:
+                await db.execute("INSERT OR REPLACE INTO board_meta VALUES ('definition', ?)", (definitions[-1],))
 
     async def _rollback(self) -> None:
         try:
@@ -297,9 +320,10 @@ class SqliteJournal:
 
     async def committed_seq(self) -> int:
         try:
+            others = " UNION ALL SELECT max(seq) FROM board_record" if self._board_records else ""
             rows = await self._db.execute_fetchall(
                 "SELECT max(m) FROM (SELECT max(seq) AS m FROM score_event"
-                " UNION ALL SELECT max(closed_seq) FROM board_period UNION ALL SELECT max(seq) FROM score_void)"
+                " UNION ALL SELECT max(closed_seq) FROM board_period UNION ALL SELECT max(seq) FROM score_void" + others + ")"
             )
         except sqlite3.Error as exc:
             raise JournalError(f"{self.path}: cannot read: {exc}") from exc
@@ -336,7 +360,8 @@ class SqliteJournal:
 
     async def records(self, upto_seq: int | None = None) -> AsyncIterator[list[Record]]:
         upto = self._upto(upto_seq)
-        others: list[CloseRecord | VoidRecord] = [*await self.close_markers(upto), *(void for void, _ in await self.voids(upto))]
+        others: list[CloseRecord | VoidRecord | BoardRecord] = [
+            *await self.close_markers(upto), *(void for void, _ in await self.voids(upto)), *await self.board_records(upto)]
         async for chunk in merged_records(self._spec.name, self._events(upto), others):
             yield chunk
 
@@ -412,6 +437,12 @@ class SqliteJournal:
             (self._upto(upto_seq),),
         )
         return [(VoidRecord(*row[:6]), row[6]) for row in rows]
+
+    async def board_records(self, upto_seq: int | None = None) -> list[BoardRecord]:
+        if not self._board_records:
+            return []
+        rows = await self._read("SELECT seq, kind, body FROM board_record WHERE seq <= ? ORDER BY seq", (self._upto(upto_seq),))
+        return [BoardRecord(*row) for row in rows]
 
     async def event_by_key(self, key: str) -> StoredEvent | None:
         rows = await self._read(_STORED + " WHERE e.idempotency_key = ?", (key,))

@@ -49,6 +49,7 @@ async def test_the_cluster_lists_its_nodes_and_the_boards_owners(tmp_path: Path,
             "nodes": [{"node_id": "node-a", "url": a.url, "alive": True, "boards": ["best", "total"]}],
             "boards": {"best": {"owner": "node-a", "epoch": 1, "standbys": []},
                        "total": {"owner": "node-a", "epoch": 1, "standbys": []}},
+            "config_mismatch": [],
         }
         metrics = httpx.get(f"{a.url}/metrics").text
         assert metric(metrics, "arena_boards_owned") == {"": 2.0}

@@ -236,6 +236,31 @@ async def test_a_ban_through_the_page_removes_the_member_after_a_typed_confirmat
     await expect(standings(page).filter(has_text="p03")).to_have_count(0)
 
 
+async def test_an_api_board_is_created_edited_and_retired_through_the_page(console: Console) -> None:
+    page = await console.open()
+    await use_token(page)
+    await page.fill("#def-board", "cup-1")
+    await page.fill("#def-json", '{"aggregation": "sum", "periods": ["alltime"], "max_value": 10, "metadata": {"category": "cup"}}')
+    await page.get_by_role("button", name="Save definition").click()
+    await expect(page.locator("#def-message")).to_have_text("Created cup-1.")
+    await expect(page.locator("#def-version")).to_have_text("API board, version 1")
+    await expect(page.locator('#boards-table tr[data-board="cup-1"]').first).to_contain_text("sum, desc")
+    await console.client.submit([event("cup-1", "ann", 7, NOW, "c1")])
+    await page.fill("#def-json", '{"aggregation": "sum", "periods": ["alltime"], "max_value": 100}')
+    await page.get_by_role("button", name="Save definition").click()
+    await expect(page.locator("#def-message")).to_have_text("Saved cup-1 (version 2).")
+    await page.get_by_role("button", name="Retire board").click()
+    await expect(page.locator("#def-message")).to_have_text("Type the board's name to confirm.")
+    await page.fill("#def-confirm", "cup-1")
+    await page.get_by_role("button", name="Retire board").click()
+    await expect(page.locator("#def-message")).to_have_text("Retired cup-1: it takes no more events.")
+    await expect(page.locator('#boards-table tr[data-board="cup-1"]').first).to_contain_text("retired")
+    assert (await console.client.submit([event("cup-1", "bob", 7, NOW, "c2")]))[0]["reason"] == "board_retired"
+    await page.fill("#def-board", "high_score")
+    await page.get_by_role("button", name="Load definition").click()
+    await expect(page.locator("#def-version")).to_have_text("Managed by config.toml, version 0")
+
+
 async def test_the_admin_token_stays_in_session_storage_and_a_header(console: Console) -> None:
     await console.players(1)
     page = await console.open()

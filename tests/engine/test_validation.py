@@ -441,7 +441,28 @@ def test_a_bad_event_never_fails_its_neighbours_and_results_keep_submit_order() 
 def test_every_reason_code_is_covered_here() -> None:
     assert {r.value for r in Reason} == {
         "invalid_event", "unknown_board", "forbidden", "idempotency_key_reused", "value_out_of_range",
-        "occurred_in_future", "outside_window", "period_closed", "unavailable"}
+        "occurred_in_future", "outside_window", "period_closed", "unavailable", "board_retired"}
+
+
+# -- a retired board: after rule 4 ------------------------------------------------------------------
+
+
+def test_a_retired_board_rejects_new_events_after_the_duplicate_rule() -> None:
+    h = harness()
+    assert outcome(h, event(idempotency_key="k1", value=5)) == ["accepted"]
+    engine = h.engines["b"]
+    markers = engine.retirement(NOW + 1)
+    assert {(m.window.kind, m.seq) for m in markers} == {(PeriodKind.ALLTIME, 2), (PeriodKind.DAILY, 3)} or \
+        {(m.window.kind, m.seq) for m in markers} == {(PeriodKind.ALLTIME, 3), (PeriodKind.DAILY, 2)}
+    for marker in markers:
+        engine.close(marker)
+    engine.last_seq = markers[-1].seq
+    engine.retired = True
+    assert all(table.closed for table in engine.tables.values())
+    # a resend of an accepted event is still duplicate; a reused key still reused; value rules come after
+    assert outcome(h, event(idempotency_key="k1", value=5), event(idempotency_key="k1", value=6),
+                   event(idempotency_key="k2", value=5000)) == ["duplicate", "idempotency_key_reused", "board_retired"]
+    assert engine.retirement(NOW + 2) == []  # nothing open is left to close
 
 
 # -- messages: every rejection names the field and the rule, on one line --------------------------

@@ -21,7 +21,7 @@ from arena.config import JournalSettings
 from arena.engine.board import BoardEngine
 from arena.engine.events import Event, parse_event
 from arena.engine.periods import Calendar, PeriodKind
-from arena.engine.records import CloseRecord, Record, ScoreRecord, VoidRecord
+from arena.engine.records import BoardRecord, CloseRecord, Record, ScoreRecord, VoidRecord
 from arena.engine.scoring import Aggregation
 from arena.engine.spec import BoardSpec
 from arena.errors import JournalCorrupt, JournalError, JournalUnavailable, JournalWriteFailed
@@ -61,7 +61,8 @@ async def test_the_tables_are_created_in_the_schema_with_its_version(backend: Po
     assert await sql(backend, "SELECT array_agg(version) FROM {s}.schema_version") == [SCHEMA_VERSION]
     tables = await sql(backend, "SELECT array_agg(tablename::text ORDER BY tablename) FROM pg_tables WHERE schemaname = $1",
                        pg_journal.schema)
-    assert tables == ["board", "board_owner", "board_period", "board_snapshot", "node_lease", "schema_version", "score_event", "score_void"]
+    assert tables == ["board", "board_catalog", "board_owner", "board_period", "board_record", "board_snapshot", "node_config",
+                      "node_lease", "schema_version", "score_event", "score_void"]
     assert orjson.loads(await sql(backend, "SELECT definition FROM {s}.board WHERE name = 'b'")) == SPEC.definition()
     await journal.close()
     other = PostgresBackend(pg_journal)  # a second start finds them
@@ -94,6 +95,9 @@ async def test_tables_of_version_1_are_upgraded_by_a_writable_start(backend: Pos
     await sql(backend, "ALTER TABLE {s}.node_lease DROP COLUMN url")  # as version 1 made them
     await sql(backend, "DROP TABLE {s}.board_snapshot")
     await sql(backend, "ALTER TABLE {s}.node_lease DROP COLUMN state")
+    await sql(backend, "DROP TABLE {s}.board_record")
+    await sql(backend, "DROP TABLE {s}.board_catalog")
+    await sql(backend, "DROP TABLE {s}.node_config")
     await sql(backend, "DELETE FROM {s}.schema_version")
     await sql(backend, "INSERT INTO {s}.schema_version VALUES (1)")
     reader = PostgresBackend(pg_journal)  # a read-only start (rebuild, verify) reads version 1 as it is
@@ -105,8 +109,9 @@ async def test_tables_of_version_1_are_upgraded_by_a_writable_start(backend: Pos
     upgraded = PostgresBackend(pg_journal)
     try:
         assert (await upgraded.open(SPEC)).last_seq == 1
-        assert await sql(upgraded, "SELECT array_agg(version ORDER BY version) FROM {s}.schema_version") == [1, 2, 3, 4]
+        assert await sql(upgraded, "SELECT array_agg(version ORDER BY version) FROM {s}.schema_version") == [1, 2, 3, 4, 5]
         assert await sql(upgraded, "SELECT count(url) FROM {s}.node_lease") == 0
+        assert await sql(upgraded, "SELECT count(*) FROM {s}.board_record") == 0
         assert await sql(upgraded, "SELECT count(*) FROM {s}.board_snapshot") == 0
         assert await sql(upgraded, "SELECT count(state) FROM {s}.node_lease") == 0
     finally:
@@ -319,6 +324,8 @@ def _renumbered(records: list[Record]) -> list[Record]:
             out.append(r._replace(seq=seq))
         elif isinstance(r, CloseRecord):
             out.append(CloseRecord(seq, r.window, r.closed_at))
+        elif isinstance(r, BoardRecord):
+            out.append(BoardRecord(seq, r.kind, r.body))
         else:
             out.append(VoidRecord(seq, seq_of[r.idempotency_key], r.idempotency_key, r.reason, r.admin, r.voided_at))
     return out

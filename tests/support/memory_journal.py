@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterable, AsyncIterator, Sequence
 
 from arena.engine.events import Fingerprint
-from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, Voided, VoidRecord
+from arena.engine.records import BoardRecord, CloseRecord, Record, ScoreRecord, StoredEvent, Voided, VoidRecord
 from arena.journal import ScoreRow
 
 
@@ -66,6 +66,10 @@ class MemoryJournal:
         upto = self.last_seq if upto_seq is None else upto_seq
         occurred = {r.seq: r.event.occurred_at for r in self._scores()}
         return [(r, occurred[r.target_seq]) for r in self.journaled if isinstance(r, VoidRecord) and r.seq <= upto]
+
+    async def board_records(self, upto_seq: int | None = None) -> list[BoardRecord]:
+        upto = self.last_seq if upto_seq is None else upto_seq
+        return [r for r in self.journaled if isinstance(r, BoardRecord) and r.seq <= upto]
 
     def _stored(self, r: ScoreRecord) -> StoredEvent:
         e = r.event

@@ -32,7 +32,7 @@ from prometheus_client import CollectorRegistry
 
 from arena.config import JournalSettings
 from arena.engine.events import Fingerprint
-from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
+from arena.engine.records import BoardRecord, CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
 from arena.engine.scoring import FoldRow
 from arena.engine.spec import BoardSpec
 from arena.errors import JournalCorrupt, JournalError, JournalUnavailable, JournalWriteFailed, OwnershipLost
@@ -47,6 +47,7 @@ from arena.journal.interface import (
     fold_order,
     marker_row,
     merged_records,
+    recorded_definitions,
     stored_event,
 )
 from arena.journal.postgresql.store import RETRY_MAX_SECONDS, STORE_ERRORS, PostgresStore, connection_broke
@@ -73,6 +74,7 @@ _GRANT = (
 """A new epoch for this process, whoever held the board: its appends fence off any older writer."""
 _INSERT_MARKERS = "INSERT INTO {s}.board_period VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
 _INSERT_VOIDS = "INSERT INTO {s}.score_void VALUES ($1, $2, $3, $4, $5, $6, $7)"
+_INSERT_BOARD_RECORDS = "INSERT INTO {s}.board_record VALUES ($1, $2, $3, $4)"
 _LOOKUP = (
     "SELECT idempotency_key, member, value, occurred_at FROM {s}.score_event"
     " WHERE board = $1 AND idempotency_key = ANY($2::bytea[])"
@@ -80,8 +82,15 @@ _LOOKUP = (
 _COMMITTED = (
     "SELECT coalesce(greatest((SELECT max(seq) FROM {s}.score_event WHERE board = $1),"
     " (SELECT max(closed_seq) FROM {s}.board_period WHERE board = $1),"
-    " (SELECT max(seq) FROM {s}.score_void WHERE board = $1)), 0)"
+    " (SELECT max(seq) FROM {s}.score_void WHERE board = $1){records}), 0)"
 )
+BOARD_RECORDS_VERSION = 5
+"""The schema version that has ``board_record``: a read-only start on older tables finds none."""
+
+
+def _committed(version: int) -> str:
+    return _COMMITTED.replace("{records}", ", (SELECT max(seq) FROM {s}.board_record WHERE board = $1)"
+                              if version >= BOARD_RECORDS_VERSION else "")
 _HAS_RECORDS = (
     "SELECT EXISTS (SELECT 1 FROM {s}.score_event WHERE board = $1)"
     " OR EXISTS (SELECT 1 FROM {s}.board_period WHERE board = $1)"
@@ -144,15 +153,15 @@ class PostgresJournal:
             return
         epoch = self._writable_epoch()
         store = self._store
-        events, markers, voids = self._rows(records)
+        events, markers, voids, others = self._rows(records)
         async with self._writing(), store.connection() as conn:
-            if not markers and not voids:  # the common batch: one statement is one transaction
+            if not markers and not voids and not others:  # the common batch: one statement is one transaction
                 owned = await conn.execute(store.sql(_INSERT_EVENTS_FENCED), self._board, *events, epoch) != "INSERT 0 0"
             else:
                 async with conn.transaction():
                     owned = await conn.execute(store.sql(_FENCE), self._board, epoch) == "UPDATE 1"
                     if owned:
-                        await self._insert(conn, events, markers, voids)
+                        await self._insert(conn, events, markers, voids, others)
         if not owned:
             raise self._granted_again(epoch)
         self.last_seq = records[-1].seq
@@ -194,7 +203,8 @@ class PostgresJournal:
         return OwnershipLost(f"{self.path}: write failed: the board was granted again since its epoch {epoch}")
 
     async def _insert(
-        self, conn: asyncpg.Connection, events: list[list[Any]], markers: list[tuple[Any, ...]], voids: list[tuple[Any, ...]]
+        self, conn: asyncpg.Connection, events: list[list[Any]], markers: list[tuple[Any, ...]], voids: list[tuple[Any, ...]],
+        others: list[tuple[Any, ...]],
     ) -> None:
         """Insert rows (`_rows`) inside the caller's transaction."""
         sql = self._store.sql
@@ -204,9 +214,17 @@ class PostgresJournal:
             await conn.executemany(sql(_INSERT_MARKERS), markers)
         if voids:
             await conn.executemany(sql(_INSERT_VOIDS), voids)
+        if others:
+            await conn.executemany(sql(_INSERT_BOARD_RECORDS), others)
+            definitions = recorded_definitions(self._board, (BoardRecord(*row[1:]) for row in others))
+            if definitions:
+                await conn.execute(sql("UPDATE {s}.board SET definition = $2 WHERE name = $1"), self._board, definitions[-1])
 
-    def _rows(self, records: Sequence[Record]) -> tuple[list[list[Any]], list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-        """The score events as one list per column (for unnest), the markers and the voids as rows."""
+    def _rows(
+        self, records: Sequence[Record]
+    ) -> tuple[list[list[Any]], list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        """The score events as one list per column (for unnest), the markers, voids and board
+        records as rows."""
         seqs: list[int] = []
         members: list[str] = []
         values: list[int] = []
@@ -217,6 +235,7 @@ class PostgresJournal:
         metas: list[str | None] = []
         markers = []
         voids = []
+        others = []
         board = self._board
         for r in records:
             if isinstance(r, ScoreRecord):
@@ -231,9 +250,11 @@ class PostgresJournal:
                 metas.append(e.meta)
             elif isinstance(r, CloseRecord):
                 markers.append((board, *marker_row(self._spec, r)))
+            elif isinstance(r, BoardRecord):
+                others.append((board, r.seq, r.kind, r.body))
             else:
                 voids.append((board, r.seq, r.target_seq, r.idempotency_key, r.reason, r.admin, r.voided_at))
-        return [seqs, members, values, occurred, received, sources, keys, metas], markers, voids
+        return [seqs, members, values, occurred, received, sources, keys, metas], markers, voids, others
 
     async def committed_seq(self) -> int:
         """Read from the store. When the store cannot be reached: if no append is unsettled, the
@@ -244,7 +265,7 @@ class PostgresJournal:
         while True:
             try:
                 async with self._store.connection() as conn:
-                    seq = int(await conn.fetchval(self._store.sql(_COMMITTED), self._board))
+                    seq = int(await conn.fetchval(self._store.sql(_committed(self._store.version)), self._board))
             except (*STORE_ERRORS, JournalUnavailable) as exc:
                 if not isinstance(exc, JournalUnavailable) and not connection_broke(exc):
                     raise JournalCorrupt(self._store.redact(f"{self.path}: cannot read: {exc}")) from exc
@@ -317,7 +338,8 @@ class PostgresJournal:
 
     async def records(self, upto_seq: int | None = None) -> AsyncIterator[list[Record]]:
         upto = self._upto(upto_seq)
-        others: list[CloseRecord | VoidRecord] = [*await self.close_markers(upto), *(void for void, _ in await self.voids(upto))]
+        others: list[CloseRecord | VoidRecord | BoardRecord] = [
+            *await self.close_markers(upto), *(void for void, _ in await self.voids(upto)), *await self.board_records(upto)]
         async for chunk in merged_records(self._board, self._events(upto), others):
             yield chunk
 
@@ -348,6 +370,13 @@ class PostgresJournal:
             self._upto(upto_seq),
         )
         return [(VoidRecord(*row[:6]), row[6]) for row in rows]
+
+    async def board_records(self, upto_seq: int | None = None) -> list[BoardRecord]:
+        if self._store.version < BOARD_RECORDS_VERSION:
+            return []
+        rows = await self._fetch("SELECT seq, kind, body FROM {s}.board_record WHERE board = $1 AND seq <= $2 ORDER BY seq",
+                                 self._upto(upto_seq))
+        return [BoardRecord(*row) for row in rows]
 
     async def event_by_key(self, key: str) -> StoredEvent | None:
         rows = await self._fetch(_STORED + " AND e.idempotency_key = $2", key)
@@ -421,7 +450,7 @@ class PostgresBackend:
                     )
                 if not readonly and fence is None:
                     fence = Fence(spec.name, await self.grant(conn, spec.name))
-                last_seq = int(await conn.fetchval(store.sql(_COMMITTED), spec.name))
+                last_seq = int(await conn.fetchval(store.sql(_committed(store.version)), spec.name))
         except (*STORE_ERRORS, JournalUnavailable) as exc:
             raise store.failure(path, exc, "not a readable Arena journal") from exc
         return PostgresJournal(store, spec, path, last_seq, None if readonly else fence)

@@ -10,12 +10,13 @@ from arena.errors import JournalCorrupt
 
 log = logging.getLogger("arena.journal")
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """The version of the tables below; a schema of a greater version belongs to a newer Arena."""
 _UPGRADES = {
     1: "ALTER TABLE {s}.node_lease ADD COLUMN url text COLLATE \"C\" NOT NULL DEFAULT ''",
     2: "CREATE TABLE {s}.board_snapshot (board text COLLATE \"C\" PRIMARY KEY, seq bigint NOT NULL, data bytea NOT NULL)",
     3: "ALTER TABLE {s}.node_lease ADD COLUMN state text COLLATE \"C\" NOT NULL DEFAULT 'serving'",
+    4: "{board_records}",
 }
 """The statement that takes tables of version N to N + 1, run by a writable start."""
 
@@ -77,7 +78,27 @@ CREATE TABLE {s}.score_void (
     FOREIGN KEY (board, target_seq) REFERENCES {s}.score_event (board, seq)
 );
 CREATE TABLE {s}.board_snapshot (board text COLLATE "C" PRIMARY KEY, seq bigint NOT NULL, data bytea NOT NULL);
+{board_records}
 """
+_BOARD_RECORDS = """
+CREATE TABLE {s}.board_record (
+    board text COLLATE "C" NOT NULL,
+    seq bigint NOT NULL,
+    kind text COLLATE "C" NOT NULL,
+    body text COLLATE "C" NOT NULL,
+    PRIMARY KEY (board, seq)
+);
+CREATE TABLE {s}.node_config (node_id text COLLATE "C" PRIMARY KEY, boards text NOT NULL);
+CREATE TABLE {s}.board_catalog (
+    name text COLLATE "C" PRIMARY KEY,
+    definition text COLLATE "C" NOT NULL,
+    version bigint NOT NULL,
+    retired boolean NOT NULL DEFAULT false
+);
+"""
+"""Version 5: the board records of every board's journal (definitions, retirement; later kinds
+share the table), the catalog of the boards created through the admin API, and each node's
+config board definitions (as digests, to show a node whose config differs)."""
 
 
 
@@ -87,7 +108,7 @@ async def tables(conn: asyncpg.Connection, schema: str, where: str, readonly: bo
     ``readonly``, upgrading them to `SCHEMA_VERSION`. Raises JournalCorrupt, and what asyncpg
     raises."""
     def sql(template: str) -> str:
-        return template.format(s=schema)
+        return template.format(s=schema, board_records=_BOARD_RECORDS.format(s=schema))
 
     if not readonly:  # two servers starting at once: one creates, the other finds
         await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", f"arena:{schema}")

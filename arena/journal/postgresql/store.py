@@ -67,6 +67,9 @@ class PostgresStore:
         self._retry_at = 0.0
         self._delay = RETRY_FIRST_SECONDS
 
+    version = 0
+    """The tables' schema version, once prepared: a read-only start reads older tables as they are."""
+
     def sql(self, template: str) -> str:
         return template.format(s=self.schema)
 
@@ -110,6 +113,7 @@ class PostgresStore:
                     f" ({SCHEMA_VERSION}): run a newer Arena, or use another [journal] schema"
                 )
             self._ready = version > 0
+            self.version = version
             return self._ready
 
     @asynccontextmanager

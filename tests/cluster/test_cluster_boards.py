@@ -1,0 +1,82 @@
+"""Boards as data in a cluster of real `arena serve` nodes on one PostgreSQL: a board created
+through one node is served through every other one without a restart, and its retirement through
+another node holds on all of them."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+
+from support.cluster import NodeFactory, start_cluster
+from support.server import ADMIN_TOKEN, Client, now_ms, token_for, until
+
+ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+CUP = {"aggregation": "sum", "periods": ["alltime", "daily"], "metadata": {"category": "cup"}}
+
+
+def event(key: str, member: str = "ann", value: int = 10) -> dict[str, Any]:
+    return {"board": "cup-1", "member": member, "value": value, "occurred_at": now_ms(), "idempotency_key": key}
+
+
+async def test_a_board_created_on_one_node_is_served_by_the_others(cluster_nodes: NodeFactory) -> None:
+    a, b, c = await start_cluster(cluster_nodes, ["node-a", "node-b", "node-c"], {"fixed": {"periods": ["alltime"]}})
+    async with httpx.AsyncClient(timeout=10) as http:
+        created = await http.put(f"{a.url}/v1/boards/cup-1", json=CUP, headers=ADMIN)
+        assert created.status_code == 201, created.text
+        started = time.monotonic()
+        writer = await Client.connect(b.ws_url, token_for("gs"))
+        try:
+            first = event("k1")
+            results = await writer.submit([first])
+            assert results[0]["status"] == "accepted", results
+
+            async def served_everywhere() -> bool:
+                for node in (a, b, c):
+                    answer = await http.get(f"{node.url}/v1/boards/cup-1/alltime/top")
+                    if answer.status_code != 200 or [e["member"] for e in answer.json()["entries"]] != ["ann"]:
+                        return False
+                return True
+
+            await until(served_everywhere, "the new board served by every node", timeout=10)
+            seconds = time.monotonic() - started
+            print(f"created on node-a, written through node-b and served by all three after {seconds:.3f}s")
+
+            changed = await http.put(f"{c.url}/v1/boards/cup-1", json={**CUP, "max_value": 5}, headers=ADMIN)
+            assert changed.status_code == 200 and changed.json()["version"] == 2, changed.text
+            assert (await writer.submit([event("k2", value=6)]))[0]["reason"] == "value_out_of_range"
+
+            retired = await http.delete(f"{b.url}/v1/boards/cup-1", headers=ADMIN)
+            assert retired.status_code == 200, retired.text
+            other = await Client.connect(a.ws_url, token_for("gs"))
+            try:
+                results = await other.submit([first, event("k3")])
+                assert [(r["status"], r.get("reason")) for r in results] == [("duplicate", None), ("rejected", "board_retired")]
+            finally:
+                await other.close()
+
+            async def listed_retired() -> bool:
+                for node in (a, b, c):
+                    boards = (await http.get(f"{node.url}/v1/boards", params={"category": "cup"})).json()["boards"]
+                    if [x["board"] for x in boards] != ["cup-1"] or not boards[0]["retired"]:
+                        return False
+                return True
+
+            await until(listed_retired, "the retirement listed by every node", timeout=10)
+            assert (await http.put(f"{c.url}/v1/boards/cup-1", json=CUP, headers=ADMIN)).json()["error"]["code"] == "board_retired"
+        finally:
+            await writer.close()
+
+
+async def test_a_node_whose_config_boards_differ_is_shown(cluster_nodes: NodeFactory) -> None:
+    a = cluster_nodes("node-a", {"fixed": {"periods": ["alltime"]}, "same": {}})
+    b = cluster_nodes("node-b", {"fixed": {"periods": ["alltime"], "max_value": 5}, "same": {}})
+    a.start()
+    b.start()
+    async with httpx.AsyncClient(timeout=10) as http:
+        async def shown() -> bool:
+            view = (await http.get(f"{a.url}/v1/cluster")).json()
+            return bool(view.get("config_mismatch") == ["fixed"] and all(n["alive"] for n in view["nodes"]) and len(view["nodes"]) == 2)
+
+        await until(shown, "the differing config board shown by /v1/cluster", timeout=15)
