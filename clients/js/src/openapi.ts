@@ -8,23 +8,357 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Boards and their current tables */
+        /** Boards and their current tables, by name, paged */
         get: {
             parameters: {
-                query?: never;
+                query?: {
+                    /** @description boards per page */
+                    limit?: number;
+                    /** @description list the boards named after this one (the previous page's next) */
+                    after?: string;
+                    /** @description only the boards whose metadata.category is this */
+                    category?: string;
+                };
                 header?: never;
                 path?: never;
                 cookie?: never;
             };
             requestBody?: never;
             responses: {
-                /** @description every board */
+                /** @description the boards */
                 200: {
                     headers: {
                         [name: string]: unknown;
                     };
                     content: {
                         "application/json": components["schemas"]["Boards"];
+                    };
+                };
+                /** @description a bad parameter or body */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                /** @enum {string} */
+                                code: "invalid_request";
+                                message: string;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/boards/{board}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /** Create (201) or change (200) an API board; an identical definition journals nothing */
+        put: {
+            parameters: {
+                query?: never;
+                header?: {
+                    /** @description the version the change is based on: 412 when stale */
+                    "If-Match"?: string;
+                };
+                path: {
+                    /** @description a board of config.toml */
+                    board: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": Record<string, never>;
+                };
+            };
+            responses: {
+                /** @description changed, or unchanged */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["BoardDefinition"];
+                    };
+                };
+                /** @description created */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["BoardDefinition"];
+                    };
+                };
+                /** @description a definition the config check refuses */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                /** @enum {string} */
+                                code: "invalid_request";
+                                message: string;
+                            };
+                        };
+                    };
+                };
+                /** @description no valid admin token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                /** @enum {string} */
+                                code: "unauthorized";
+                                message: string;
+                            };
+                        };
+                    };
+                };
+                /** @description declared in config.toml, retired, a fixed field changed once events exist, or max_boards */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                /** @enum {string} */
+                                code: "managed_by_config" | "board_retired" | "definition_conflict" | "too_many_boards";
+                                message: string;
+                            };
+                        };
+                    };
+                };
+                /** @description If-Match names another version */
+                412: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                /** @enum {string} */
+                                code: "precondition_failed";
+                                message: string;
+                            };
+                        };
+                    };
+                };
+                /** @description the board's owner cannot be reached */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                /** @enum {string} */
+                                code: "unavailable";
+                                message: string;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        post?: never;
+        /** Retire an API board: its open tables close, it takes no more events */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description a board of config.toml */
+                    board: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description retired */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["BoardDefinition"];
+                    };
+                };
+                /** @description no valid admin token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                /** @enum {string} */
+                                code: "unauthorized";
+                                message: string;
+                            };
+                        };
+                    };
+                };
+                /** @description no such board */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                /** @enum {string} */
+                                code: "unknown_board";
+                                message: string;
+                            };
+                        };
+                    };
+                };
+                /** @description declared in config.toml */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                /** @enum {string} */
+                                code: "managed_by_config";
+                                message: string;
+                            };
+                        };
+                    };
+                };
+                /** @description the board's owner cannot be reached */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                /** @enum {string} */
+                                code: "unavailable";
+                                message: string;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/boards/{board}/definition": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A board's definition and version */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description a board of config.toml */
+                    board: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description the definition */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["BoardDefinition"];
+                    };
+                };
+                /** @description a bad parameter or body */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                /** @enum {string} */
+                                code: "invalid_request";
+                                message: string;
+                            };
+                        };
+                    };
+                };
+                /** @description no valid admin token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                /** @enum {string} */
+                                code: "unauthorized";
+                                message: string;
+                            };
+                        };
+                    };
+                };
+                /** @description not found */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                /** @enum {string} */
+                                code: "unknown_board";
+                                message: string;
+                            };
+                        };
+                    };
+                };
+                /** @description the board failed */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                /** @enum {string} */
+                                code: "unavailable";
+                                message: string;
+                            };
+                        };
                     };
                 };
             };
@@ -1995,8 +2329,26 @@ export interface components {
                 tie: "earliest" | "latest";
                 /** @enum {unknown} */
                 state: "loading" | "ready" | "failed" | "elsewhere";
+                /** @description its tables are in memory */
+                active: boolean;
+                /** @description retired: it takes no more events; its tables stay queryable */
+                retired: boolean;
+                /** @description the definition's metadata (title, category...) */
+                metadata: Record<string, never> | null;
                 periods: Record<string, never>[];
             }[];
+            /** @description more boards follow: pass it as `after` for the next page */
+            next: string | null;
+        };
+        BoardDefinition: {
+            board: string;
+            /** @description the catalog's version of an API board (If-Match); 0 for a config board */
+            version: number;
+            /** @enum {unknown} */
+            managed_by: "api" | "config";
+            retired: boolean;
+            /** @description the keys of a [boards.NAME] table, metadata included */
+            definition: Record<string, never>;
         };
         Cluster: {
             /** @description this node; null on sqlite (no cluster) */
@@ -2014,6 +2366,8 @@ export interface components {
                     standbys: string[];
                 };
             };
+            /** @description on postgresql: the config boards the live nodes' configs define differently */
+            config_mismatch?: string[];
         };
         ScoreEvent: {
             board: string;
@@ -2137,7 +2491,7 @@ export interface components {
             idempotency_key: string | null;
             /** @enum {unknown} */
             status: "accepted" | "duplicate" | "rejected";
-            /** @description rejected only: invalid_event, unknown_board, forbidden, idempotency_key_reused, value_out_of_range, occurred_in_future, outside_window, period_closed, unavailable (and any reason of docs/protocol.md); unavailable: resend later with the same key */
+            /** @description rejected only: invalid_event, unknown_board, forbidden, idempotency_key_reused, value_out_of_range, occurred_in_future, outside_window, period_closed, board_retired, unavailable (and any reason of docs/protocol.md); unavailable: resend later with the same key */
             reason?: string;
             /** @description rejected only: one line for a person; match on reason */
             message?: string;
