@@ -268,7 +268,7 @@ def boards(arena: Arena, limit: int = MAX_BOARDS_LIMIT, after: str | None = None
         unloaded = None if activations is None or active else activations.unloaded.get(name)
         if unloaded is not None:
             for window, size in unloaded.sizes:
-                moment = None if window.end_ms is None else window.end_ms + spec.close_grace_ms
+                moment = spec.close_moment(window)
                 fields = wire.window_fields(name, window, size, moment is not None and now >= moment)
                 del fields["board"]
                 fields["partitions"] = 0

@@ -107,8 +107,8 @@ class BoardEngine:
     # -- time ------------------------------------------------------------------------------
 
     def close_moment(self, window: Window) -> int | None:
-        """When a window's table closes: its end plus the grace; None for alltime."""
-        return None if window.end_ms is None else window.end_ms + self.spec.close_grace_ms
+        """When a window's table closes (`BoardSpec.close_moment`): its end plus the grace."""
+        return self.spec.close_moment(window)
 
     def is_closed(self, key: TableKey) -> bool:
         return key in self.markers

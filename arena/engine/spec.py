@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from arena.engine.periods import PeriodKind
+from arena.engine.periods import PeriodKind, Window
 from arena.engine.prizes import Prizes, PrizeTier
 from arena.engine.schedule import CustomPeriod, Schedule
 from arena.engine.scoring import Aggregation, Order, Tie
@@ -41,6 +41,10 @@ class BoardSpec:
     def schedule(self) -> Schedule:
         """The windows of every period of the board."""
         return Schedule(self.timezone, self.periods, self.custom_periods)
+
+    def close_moment(self, window: Window) -> int | None:
+        """When a window's table closes: its end plus the grace; None for alltime."""
+        return None if window.end_ms is None else window.end_ms + self.close_grace_ms
 
     def prize_tiers(self, period: str) -> tuple[PrizeTier, ...]:
         """The tiers of one period kind, in order; () when it has no prizes."""
