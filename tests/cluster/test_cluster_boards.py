@@ -1,6 +1,6 @@
 """Boards as data in a cluster of real `arena serve` nodes on one PostgreSQL: a board created
 through one node is served through every other one without a restart, and its retirement through
-another node holds on all of them."""
+another node holds on all of them; `/v1/boards` lists the boards of every owner on every page."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from typing import Any
 
 import httpx
 
+from arena.api.queries import MAX_BOARDS_LIMIT
+from arena.cluster.placement import preference
 from support.cluster import NodeFactory, start_cluster
 from support.server import ADMIN_TOKEN, Client, now_ms, token_for, until
 
@@ -80,3 +82,24 @@ async def test_a_node_whose_config_boards_differ_is_shown(cluster_nodes: NodeFac
             return bool(view.get("config_mismatch") == ["fixed"] and all(n["alive"] for n in view["nodes"]) and len(view["nodes"]) == 2)
 
         await until(shown, "the differing config board shown by /v1/cluster", timeout=15)
+
+
+async def test_every_page_of_the_boards_lists_the_tables_of_boards_served_elsewhere(cluster_nodes: NodeFactory) -> None:
+    """Past the first page (more boards than `limit` at most), a board owned by another node is
+    listed with the tables its owner lists, not only its state."""
+    nodes = ["node-a", "node-b"]
+    boards = {f"b{i:04}": {"periods": ["alltime"]} for i in range(MAX_BOARDS_LIMIT + 2)}
+    a, b = await start_cluster(cluster_nodes, nodes, boards, standbys=0)
+    last = list(boards)[-1]
+    asked = a if preference(last, nodes)[0] == "node-b" else b  # the node that does not own the last board
+    async with httpx.AsyncClient(timeout=30) as http:
+        first = (await http.get(f"{asked.url}/v1/boards")).json()
+        assert len(first["boards"]) == MAX_BOARDS_LIMIT and first["next"] == list(boards)[MAX_BOARDS_LIMIT - 1]
+        assert all(row["periods"] for row in first["boards"])  # each with its alltime table, wherever it is served
+        second = (await http.get(f"{asked.url}/v1/boards", params={"after": first["next"]})).json()
+        assert [row["board"] for row in second["boards"]] == list(boards)[MAX_BOARDS_LIMIT:] and second["next"] is None
+        row = second["boards"][-1]
+        assert row["state"] == "ready" and [(t["period"], t["size"]) for t in row["periods"]] == [("alltime", 0)]
+        small = (await http.get(f"{asked.url}/v1/boards", params={"after": list(boards)[-4], "limit": 2})).json()
+        assert [row["board"] for row in small["boards"]] == list(boards)[-3:-1] and small["next"] == list(boards)[-2]
+        assert all(row["state"] == "ready" and row["periods"] for row in small["boards"])
