@@ -157,8 +157,10 @@ class Supervisor:
                 continue
             try:
                 closes = not handle.retired and not (handle.defined_by_api and journal.last_seq == 0)
-                activations.unloaded[name] = Unloaded.at_start(handle.spec, journal.last_seq, await journal.close_markers(),
-                                                               closes, now)
+                unloaded = Unloaded.at_start(handle.spec, journal.last_seq, (), closes, now)
+                if unloaded.closing:  # else no marker can matter (alltime only, say): no read
+                    unloaded = Unloaded.at_start(handle.spec, journal.last_seq, await journal.close_markers(), closes, now)
+                activations.unloaded[name] = unloaded
             except JournalError as exc:
                 log.error("board %s failed: %s", name, exc)
                 handle.fail(str(exc))
