@@ -226,18 +226,20 @@ class Forwarding:
             return QueryError(error["code"], error["message"], answer.status)
         return refused(answer) if isinstance(answer, Refused) else None
 
-    async def boards(self, listed: Body) -> Body:
-        """`GET /v1/boards` in a cluster: ``listed`` (this node's answer) with each board served
-        elsewhere as its owner lists it; one request per owner node, at once. A board whose
-        owner cannot be asked stays as listed here (its state, no tables)."""
+    async def boards(self, listed: Body, page: str) -> Body:
+        """`GET /v1/boards` in a cluster: ``listed`` (this node's answer to the query string
+        ``page``) with each of its boards served elsewhere as its owner lists it; the owners of
+        those boards are asked for the same page (every node lists the boards in the same order),
+        one request per owner node, at once. A board whose owner cannot be asked stays as listed
+        here (its state, no tables)."""
         by_owner: dict[str, list[str]] = {}
-        for name in self.arena.boards:
-            place = where(self.arena, name)
+        for entry in listed["boards"]:
+            place = where(self.arena, entry["board"])
             if isinstance(place, Remote):
-                by_owner.setdefault(place.owner.node_id, []).append(name)
+                by_owner.setdefault(place.owner.node_id, []).append(entry["board"])
         if not by_owner:
             return listed
-        answers = await asyncio.gather(*(self.ask(Http(names[0], "GET", "/v1/boards", "", (), b""))
+        answers = await asyncio.gather(*(self.ask(Http(names[0], "GET", "/v1/boards", page, (), b""))
                                          for names in by_owner.values()), return_exceptions=True)
         entries = {entry["board"]: entry for entry in listed["boards"]}
         for names, answer in zip(by_owner.values(), answers, strict=True):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Any
-from urllib.parse import unquote_plus
+from urllib.parse import unquote_plus, urlencode
 
 import orjson
 from starlette.applications import Starlette
@@ -195,6 +195,11 @@ def _boards(arena: Arena, p: Params) -> Body:
     return queries.boards(arena, limit, p.get("after"), p.get("category"))
 
 
+def _page(p: Params) -> str:
+    """The query string of the `/v1/boards` page ``p`` names, as the owners of its boards are asked it."""
+    return urlencode({name: value for name in ("limit", "after", "category") if (value := p.get(name)) is not None})
+
+
 def _openapi(arena: Arena, p: Params) -> Body:
     return openapi.DOCUMENT
 
@@ -230,7 +235,7 @@ class QueryRoute:
 _TABLE = openapi.TABLE + "/"
 
 QUERY_ROUTES = (
-    QueryRoute("/v1/boards", "GET", "boards", _boards, in_cluster=lambda forwarding, body, p: forwarding.boards(body)),
+    QueryRoute("/v1/boards", "GET", "boards", _boards, in_cluster=lambda forwarding, body, p: forwarding.boards(body, _page(p))),
     QueryRoute(openapi.PATH, "GET", "openapi", _openapi),
     QueryRoute("/v1/cluster", "GET", "cluster", _cluster, cors=False),
     QueryRoute(stats.PATH, "GET", "stats", _stats,

@@ -31,6 +31,7 @@ from arena.api.routing import Local, settled, where
 from arena.api.service import Arena
 from arena.api.transport import abort
 from arena.api.wire import Body
+from arena.board.actor import BoardHandle
 from arena.board.state import DORMANT, BoardState
 from arena.cluster.peer.protocol import Answered, Ask
 from arena.cluster.split import Part, Split, merge, split
@@ -225,7 +226,8 @@ class Connection:
         self.server = server
         self.slots = asyncio.Semaphore(arena.settings.max_in_flight_frames)
         self.tasks: set[asyncio.Task[None]] = set()
-        self.writable = [h for name, h in arena.boards.items() if server is not None and server.may_write(name)]
+        self._writable: list[BoardHandle] = []
+        self._writable_of = 0  # how many boards there were when `_writable` was made
         self.open = True
         self.views = views
         self.forwarding: Forwarding = websocket.app.state.forwarding
@@ -236,6 +238,17 @@ class Connection:
         self._subscriptions: Subscriptions | None = None
         self._seqs: dict[str, int] = {}
         """Per board, the highest seq of an answer sent on this connection (`_result`)."""
+
+    def writable(self) -> list[BoardHandle]:
+        """The boards this connection's server may write, whose full mailboxes stop its reading
+        (backpressure). Made again when boards were added since (at runtime: boards only ever
+        join ``arena.boards``), so a board created after the connection opened counts too."""
+        boards = self.arena.boards
+        if len(boards) != self._writable_of:
+            server = self.server
+            self._writable = [h for name, h in boards.items() if server is not None and server.may_write(name)]
+            self._writable_of = len(boards)
+        return self._writable
 
     def subscriptions(self) -> Subscriptions:
         if self._subscriptions is None:
@@ -295,7 +308,7 @@ class Connection:
         while True:
             await self.slots.acquire()
             await outbox.room()
-            for handle in self.writable:
+            for handle in self.writable():
                 if not handle.mailbox.has_room():
                     await handle.mailbox.wait_room()
             message = await receive()

@@ -27,6 +27,7 @@ from arena.board.state import DORMANT, BoardState
 from arena.engine.board import BoardEngine
 from arena.engine.periods import Window
 from arena.engine.records import CloseRecord
+from arena.engine.spec import BoardSpec
 from arena.errors import JournalError, not_ready
 
 log = logging.getLogger("arena.board")
@@ -62,6 +63,25 @@ class Unloaded:
             if moment is not None and key not in engine.markers:
                 closing.append((moment, table.window))
         return cls(engine.last_seq, tuple(sizes), tuple(sorted(closing, key=lambda c: (c[0], c[1].kind))))
+
+    @classmethod
+    def at_start(cls, spec: BoardSpec, last_seq: int, markers: Iterable[CloseRecord], closes: bool, now: int) -> Unloaded:
+        """The record of a board not loaded since the start, from what its journal's open reads
+        (``last_seq``, its close markers): the close moments of its definition's open windows (the
+        current one of each kind and the earlier ones still in their grace) not closed yet — the
+        tables its actor would hold and close on time. ``closes`` False (a retired board, an API
+        board whose definition is not journaled yet): nothing to close. No sizes: `GET
+        /v1/boards` lists its tables once it has been loaded. Pure. O(markers + kinds)."""
+        engine = BoardEngine(spec, last_seq)
+        for marker in markers:
+            engine.close(marker)
+        closing = []
+        for kind in engine.kinds if closes else ():
+            for window in engine.open_windows(kind, now):
+                moment = engine.close_moment(window)
+                if moment is not None and moment > now and not engine.is_closed((window.kind, window.period_id)):
+                    closing.append((moment, window))
+        return cls(last_seq, (), tuple(sorted(closing, key=lambda c: (c[0], c[1].kind))))
 
     @property
     def next_close(self) -> int | None:

@@ -120,7 +120,7 @@ class Supervisor:
         if self.clustered:
             return
         if self.activations is not None:
-            await self._check_journals()
+            await self._check_journals(self.activations)
             self._sweeping = asyncio.create_task(self.activations.run(), name="activations")
             return
         journals: dict[str, Journal] = {}
@@ -140,9 +140,12 @@ class Supervisor:
         for name, journal in journals.items():
             self._supervising[name] = asyncio.create_task(self._supervise(self.handles[name], journal), name=f"board:{name}")
 
-    async def _check_journals(self) -> None:
+    async def _check_journals(self, activations: Activations) -> None:
         """Open and close every board's journal: a changed definition or an unreachable store stops
-        the start, an unreadable journal fails its board, as a start that loads them would."""
+        the start, an unreadable journal fails its board, as a start that loads them would. What
+        each open reads is recorded as if the board had been unloaded (`Unloaded.at_start`), so
+        the close markers of a board never activated are journaled on time too."""
+        now = self.clock.now()
         for name, handle in self.handles.items():
             try:
                 journal = await self.backend.open(handle.spec)
@@ -152,7 +155,17 @@ class Supervisor:
                 log.error("board %s failed: %s", name, exc)
                 handle.fail(str(exc))
                 continue
-            await journal.close()
+            try:
+                closes = not handle.retired and not (handle.defined_by_api and journal.last_seq == 0)
+                unloaded = Unloaded.at_start(handle.spec, journal.last_seq, (), closes, now)
+                if unloaded.closing:  # else no marker can matter (alltime only, say): no read
+                    unloaded = Unloaded.at_start(handle.spec, journal.last_seq, await journal.close_markers(), closes, now)
+                activations.unloaded[name] = unloaded
+            except JournalError as exc:
+                log.error("board %s failed: %s", name, exc)
+                handle.fail(str(exc))
+            finally:
+                await journal.close()
 
     # -- activation on demand (`arena.board.activation.Carrier`) ---------------------------------
 

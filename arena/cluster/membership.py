@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
@@ -14,7 +14,7 @@ import orjson
 
 from arena.cluster.directory import Owner
 from arena.cluster.node import NodeState
-from arena.cluster.placement import placements
+from arena.cluster.placement import Placement, placements
 from arena.engine.spec import BoardSpec
 from arena.errors import JournalUnavailable
 from arena.journal.postgresql import STORE_ERRORS, PostgresBackend, PostgresStore
@@ -24,6 +24,7 @@ _NODES = (
     " FROM {s}.node_lease ORDER BY node_id"
 )
 _OWNERS = "SELECT board, node_id, instance, epoch FROM {s}.board_owner"
+_CONFIGS = "SELECT node_id, boards FROM {s}.node_config"
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,11 +59,22 @@ class ClusterRead:
 
     nodes: dict[str, NodeRow]
     owners: dict[str, OwnerRow]
+    configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Each node's config board definitions, a digest each (`publish_config`)."""
 
     @property
     def placing(self) -> list[str]:
         """The nodes that placement spreads the boards over (`NodeRow.placed`)."""
         return [n for n, row in self.nodes.items() if row.placed]
+
+    def placements(self, boards: Iterable[str], standbys: int) -> dict[str, Placement]:
+        """``boards``' placements over the `placing` nodes, given their configs (`placements`)."""
+        return placements(boards, self.placing, standbys, self.configs)
+
+    @property
+    def mismatched(self) -> list[str]:
+        """The config boards the live nodes define differently (`mismatched`)."""
+        return mismatched({n: config for n, config in self.configs.items() if n in self.nodes and self.nodes[n].alive})
 
     def holds(self, row: OwnerRow | None) -> bool:
         """Whether the process an owner row names holds its node's lease (live or not)."""
@@ -98,9 +110,11 @@ async def read_cluster(conn: asyncpg.Connection, store: PostgresStore) -> Cluste
     """Inside the caller's transaction. Raises what asyncpg raises."""
     nodes = await conn.fetch(store.sql(_NODES))
     owners = await conn.fetch(store.sql(_OWNERS))
+    configs = await conn.fetch(store.sql(_CONFIGS))
     return ClusterRead(
         nodes={n: NodeRow(n, instance, url, live, float(ago), NodeState(state)) for n, instance, url, live, ago, state in nodes},
         owners={board: OwnerRow(n, instance, int(epoch)) for board, n, instance, epoch in owners},
+        configs={n: orjson.loads(boards) for n, boards in configs},
     )
 
 
@@ -132,12 +146,9 @@ async def cluster_view(backend: PostgresBackend, boards: Iterable[str], standbys
     try:
         async with store.connection() as conn, conn.transaction(readonly=True):
             read = await read_cluster(conn, store)
-            rows = await conn.fetch(store.sql("SELECT node_id, boards FROM {s}.node_config"))
     except STORE_ERRORS as exc:
         raise JournalUnavailable(store.redact(f"cannot read the cluster at {store.where}: {exc}")) from exc
-    live = {n for n, row in read.nodes.items() if row.alive}
-    configs = {row["node_id"]: orjson.loads(row["boards"]) for row in rows if row["node_id"] in live}
-    return {**view(backend.node_id, read, boards, standbys), "config_mismatch": mismatched(configs)}
+    return {**view(backend.node_id, read, boards, standbys), "config_mismatch": read.mismatched}
 
 
 def view(node_id: str, read: ClusterRead, boards: Iterable[str], standbys: int) -> dict[str, Any]:
@@ -148,7 +159,7 @@ def view(node_id: str, read: ClusterRead, boards: Iterable[str], standbys: int) 
     ownership loop plans from), less its owner while a move makes it one of them."""
     shown: dict[str, Any] = {}
     owned: dict[str, list[str]] = {}
-    for board, place in placements(sorted(boards), read.placing, standbys).items():
+    for board, place in read.placements(sorted(boards), standbys).items():
         row = read.owners.get(board)
         if row is not None and read.holds(row):
             owned.setdefault(row.node_id, []).append(board)

@@ -42,7 +42,6 @@ from arena.cluster.grants import Grants
 from arena.cluster.lease import OWNERSHIP_CHANNEL, NodeLease, hint
 from arena.cluster.membership import ClusterRead, read_cluster
 from arena.cluster.node import NodeLife, NodeState
-from arena.cluster.placement import placements
 from arena.cluster.plan import Held, Plan, plan
 from arena.cluster.standby import Follower
 from arena.errors import ConfigError, JournalError, JournalUnavailable, OwnedElsewhere
@@ -205,7 +204,7 @@ class Ownership:
         held = Held(self.states.epochs, self.states.boards(*RUNNING), moving | self.states.boards(BoardState.FAILED),
                     {b: self._copies[b].follower.engine is not None for b in self.states.boards(BoardState.FOLLOWING)},
                     time.monotonic() - self._started)
-        todo = plan(self.backend.node_id, self.backend.instance, read, placements(boards, read.placing, self.standbys), held)
+        todo = plan(self.backend.node_id, self.backend.instance, read, read.placements(boards, self.standbys), held)
         for board in todo.disown:
             self.states.move(board, BoardEvent.DISOWN)
             self._start(board, self._disown(board))

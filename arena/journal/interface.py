@@ -224,7 +224,8 @@ class JournalBackend(Protocol):
 
     def watch(self, registry: CollectorRegistry, boards: Iterable[str]) -> None:
         """Register the metrics only this backend has (sqlite: each board's WAL size) for every
-        one of ``boards``, opened or not. Once per registry; read at each scrape."""
+        one of ``boards``, opened or not. Once per registry; read at each scrape, ``boards``
+        too: a live collection (the supervisor's handles), so boards added later are measured."""
 
     async def close(self) -> None:
         """Release what the backend holds beside its journals (PostgreSQL: the connections),

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import aiosqlite
 import orjson
-from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client import CollectorRegistry, Metric
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from arena.engine.events import Fingerprint
 from arena.engine.records import BoardRecord, CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
@@ -494,16 +495,7 @@ class SqliteBackend:
         return await SqliteJournal.open(path, spec, durability=self.durability, readonly=readonly)
 
     def watch(self, registry: CollectorRegistry, boards: Iterable[str]) -> None:
-        # A WAL that is never reset (a checkpoint starved by readers) slows every write and key
-        # lookup: measured, unbounded WAL growth took the lag p50 from about 2 to 14 ms.
-        wal = Gauge(
-            "arena_journal_wal_bytes",
-            "Size of a board's journal WAL file: a few MB while checkpoints keep up, growing when starved",
-            ["board"],
-            registry=registry,
-        )
-        for board in boards:
-            wal.labels(board).set_function(partial(_file_size, wal_path(journal_path(self.data_dir, board))))
+        registry.register(_WalSizes(self.data_dir, boards))
 
     async def close(self) -> None:
         pass  # each journal holds its own connections
@@ -544,6 +536,32 @@ def _check_not_truncated(path: Path) -> None:
     pages = int.from_bytes(header[28:32], "big")
     if header[92:96] == header[24:28] and size < pages * page_size:  # the in-header size is valid
         raise JournalCorrupt(f"{path}: journal is truncated: {size} bytes, its header says {pages} pages of {page_size}")
+
+
+class _WalSizes(Collector):
+    """`arena_journal_wal_bytes`: the WAL size of every board ``boards`` names at each scrape, so
+    a board added at runtime is measured too. A WAL that is never reset (a checkpoint starved by
+    readers) slows every write and key lookup: measured, unbounded WAL growth took the lag p50
+    from about 2 to 14 ms."""
+
+    def __init__(self, data_dir: Path, boards: Iterable[str]) -> None:
+        self.data_dir = data_dir
+        self.boards = boards
+
+    @staticmethod
+    def _family() -> GaugeMetricFamily:
+        return GaugeMetricFamily("arena_journal_wal_bytes",
+                                 "Size of a board's journal WAL file: a few MB while checkpoints keep up, growing when starved",
+                                 labels=["board"])
+
+    def describe(self) -> list[Metric]:
+        return [self._family()]
+
+    def collect(self) -> Iterator[Metric]:
+        family = self._family()
+        for board in list(self.boards):
+            family.add_metric([board], _file_size(wal_path(journal_path(self.data_dir, board))))
+        yield family
 
 
 def _file_size(path: Path) -> float:

@@ -62,3 +62,19 @@ def test_what_an_unloaded_board_records_and_its_due_close_markers() -> None:
     assert markers == [CloseRecord(8, today, close)]
     after = unloaded.closed(markers, 8)
     assert after.seq == 8 and after.closing == () and after.next_close is None and after.sizes == unloaded.sizes
+
+
+def test_what_a_board_not_loaded_since_the_start_records_from_its_journal() -> None:
+    """The same close moments as an actor loaded at the start would hold: the current window of
+    each kind and the one before while in its grace, less those the journal's markers close."""
+    engine = BoardEngine(spec())
+    today = engine.schedule.window_at(PeriodKind.DAILY, NOW)
+    yesterday = engine.schedule.previous(today)
+    in_grace = (today.start_ms or 0) + 30_000
+    at_start = Unloaded.at_start(spec(), 4, [], True, in_grace)
+    assert at_start.seq == 4 and at_start.sizes == ()
+    assert at_start.closing == (((yesterday.end_ms or 0) + 60_000, yesterday), ((today.end_ms or 0) + 60_000, today))
+    closed = Unloaded.at_start(spec(), 4, [CloseRecord(3, yesterday, in_grace - 1)], True, in_grace)
+    assert closed.closing == (((today.end_ms or 0) + 60_000, today),)
+    assert Unloaded.at_start(spec(), 4, [], True, NOW).closing == (((today.end_ms or 0) + 60_000, today),)
+    assert Unloaded.at_start(spec(), 4, [], False, NOW).closing == ()  # retired, or its definition not journaled yet

@@ -8,6 +8,7 @@ close moment without loading it. Small idle_unload_seconds and deadline loops, n
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -16,11 +17,12 @@ import httpx
 import pytest
 import websockets
 
-from arena.config import JournalSettings
+from arena.config import Config, JournalSettings
 from arena.engine.periods import PeriodKind
-from arena.journal import journal_backend
+from arena.engine.records import CloseRecord
+from arena.journal import JournalBackend, journal_backend
 from support.faults import parse_metric
-from support.server import Client, InProcessServer, event, make_config, token_for, until
+from support.server import Client, InProcessServer, event, make_config, now_ms, token_for, until
 
 PERIODS = ["alltime", "daily"]
 BOARDS = {name: {"aggregation": "sum", "periods": PERIODS} for name in ("a", "b", "c")}
@@ -42,17 +44,26 @@ async def inactive(http: httpx.AsyncClient, board: str) -> bool:
     return not row["active"] and row["state"] == "inactive"
 
 
-async def served(journal: JournalSettings, data_dir: Path, **settings: Any) -> InProcessServer:
-    server = InProcessServer(make_config(data_dir, BOARDS, journal=journal, **settings))
+async def close_markers(backend: JournalBackend, config: Config, board: str) -> list[CloseRecord]:
+    """The close markers in ``board``'s journal now, read beside the server."""
+    journal = await backend.open(config.boards[board], readonly=True)
+    try:
+        return await journal.close_markers()
+    finally:
+        await journal.close()
+
+
+async def served(journal: JournalSettings, data_dir: Path, now_ms: int | None = None, **settings: Any) -> InProcessServer:
+    server = InProcessServer(make_config(data_dir, BOARDS, journal=journal, **settings), now_ms=now_ms)
     await server.start()
     return server
 
 
 @pytest.fixture
 async def rig(tmp_path: Path, served_journal: JournalSettings) -> Any:
-    server = await served(served_journal, tmp_path, idle_unload_seconds=IDLE)
+    # pinned from the start: the close moments a start records are those of its own day
+    server = await served(served_journal, tmp_path, NOW, idle_unload_seconds=IDLE)
     async with httpx.AsyncClient(base_url=server.url) as http:
-        assert (await http.post("/v1/_test/clock", json={"now_ms": NOW})).status_code == 200
         client = await Client.connect(server.ws_url, token_for("gs"))
         try:
             yield server, http, client
@@ -155,14 +166,7 @@ async def test_an_inactive_board_s_close_marker_is_journaled_at_the_close_moment
     activations = await metric(http, "arena_board_activations_total")
     config = make_config(tmp_path, BOARDS, journal=served_journal)
     backend = journal_backend(config)
-
-    async def markers() -> list[Any]:
-        journal = await backend.open(config.boards["c"], readonly=True)
-        try:
-            return await journal.close_markers()
-        finally:
-            await journal.close()
-
+    markers = functools.partial(close_markers, backend, config, "c")
     try:
         assert (await http.post("/v1/_test/clock", json={"now_ms": close_moment - 1})).status_code == 200
         assert await markers() == []
@@ -178,6 +182,44 @@ async def test_an_inactive_board_s_close_marker_is_journaled_at_the_close_moment
     periods = (await http.get("/v1/boards/c/daily/periods")).json()["periods"]
     closed = next(p for p in periods if p["period_id"] == "2027-01-04")
     assert closed["closed_at"] == "2027-01-05T00:01:00.000Z"
+
+
+async def test_a_board_not_activated_since_the_start_journals_its_close_marker_on_time(
+    tmp_path: Path, served_journal: JournalSettings
+) -> None:
+    """The start reads what the close of a board needs when it checks its journal, so a board
+    no event, query or subscription has activated since is closed at the close moment too."""
+    first = await served(served_journal, tmp_path, idle_unload_seconds=IDLE)
+    try:
+        client = await Client.connect(first.ws_url, token_for("gs"))
+        try:
+            occurred = now_ms()
+            assert {r["status"] for r in await client.submit([event("c", "m", 3, occurred, "c1")])} == {"accepted"}
+        finally:
+            await client.close()
+    finally:
+        await first.stop()
+    close_moment = occurred - occurred % DAY + DAY + 60_000  # close_grace_seconds 60
+    config = make_config(tmp_path, BOARDS, journal=served_journal)
+    backend = journal_backend(config)
+    markers = functools.partial(close_markers, backend, config, "c")
+    server = await served(served_journal, tmp_path, idle_unload_seconds=IDLE)
+    try:
+        async with httpx.AsyncClient(base_url=server.url) as http:
+            assert await inactive(http, "c")
+            activations = await metric(http, "arena_board_activations_total")
+            assert (await http.post("/v1/_test/clock", json={"now_ms": close_moment - 1})).status_code == 200
+            assert await markers() == []
+            assert (await http.post("/v1/_test/clock", json={"now_ms": close_moment})).status_code == 200
+            await until(markers, "the close marker of the board not activated since the start")
+            [marker] = await markers()
+            assert (marker.seq, marker.window.kind, marker.closed_at) == (2, PeriodKind.DAILY, close_moment)
+            assert await inactive(http, "c") and await metric(http, "arena_board_activations_total") == activations
+            top = (await http.get(f"/v1/boards/c/daily/top?period_id={marker.window.period_id}")).json()
+            assert top["closed"] and top["size"] == 1 and top["seq"] == 2
+    finally:
+        await server.stop()
+        await backend.close()
 
 
 async def test_past_five_seconds_of_activation_events_are_unavailable_and_queries_not_ready(rig: Any) -> None:

@@ -1,15 +1,18 @@
 """Boards as data in a cluster of real `arena serve` nodes on one PostgreSQL: a board created
 through one node is served through every other one without a restart, and its retirement through
-another node holds on all of them."""
+another node holds on all of them; `/v1/boards` lists the boards of every owner on every page."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
 import httpx
 
-from support.cluster import NodeFactory, start_cluster
+from arena.api.queries import MAX_BOARDS_LIMIT
+from arena.cluster.placement import preference
+from support.cluster import NodeFactory, settled, start_cluster
 from support.server import ADMIN_TOKEN, Client, now_ms, token_for, until
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -80,3 +83,56 @@ async def test_a_node_whose_config_boards_differ_is_shown(cluster_nodes: NodeFac
             return bool(view.get("config_mismatch") == ["fixed"] and all(n["alive"] for n in view["nodes"]) and len(view["nodes"]) == 2)
 
         await until(shown, "the differing config board shown by /v1/cluster", timeout=15)
+
+
+async def test_every_page_of_the_boards_lists_the_tables_of_boards_served_elsewhere(cluster_nodes: NodeFactory) -> None:
+    """Past the first page (more boards than `limit` at most), a board owned by another node is
+    listed with the tables its owner lists, not only its state."""
+    nodes = ["node-a", "node-b"]
+    boards = {f"b{i:04}": {"periods": ["alltime"]} for i in range(MAX_BOARDS_LIMIT + 2)}
+    a, b = servers = [cluster_nodes(n, boards, standbys=0) for n in nodes]
+    await asyncio.gather(*(asyncio.to_thread(s.start) for s in servers))
+    await settled(servers, nodes, boards, timeout=120)  # a thousand boards placed: seconds, more on a busy machine
+    last = list(boards)[-1]
+    asked = a if preference(last, nodes)[0] == "node-b" else b  # the node that does not own the last board
+    async with httpx.AsyncClient(timeout=30) as http:
+        first = (await http.get(f"{asked.url}/v1/boards")).json()
+        assert len(first["boards"]) == MAX_BOARDS_LIMIT and first["next"] == list(boards)[MAX_BOARDS_LIMIT - 1]
+        assert all(row["periods"] for row in first["boards"])  # each with its alltime table, wherever it is served
+        second = (await http.get(f"{asked.url}/v1/boards", params={"after": first["next"]})).json()
+        assert [row["board"] for row in second["boards"]] == list(boards)[MAX_BOARDS_LIMIT:] and second["next"] is None
+        row = second["boards"][-1]
+        assert row["state"] == "ready" and [(t["period"], t["size"]) for t in row["periods"]] == [("alltime", 0)]
+        small = (await http.get(f"{asked.url}/v1/boards", params={"after": list(boards)[-4], "limit": 2})).json()
+        assert [row["board"] for row in small["boards"]] == list(boards)[-3:-1] and small["next"] == list(boards)[-2]
+        assert all(row["state"] == "ready" and row["periods"] for row in small["boards"])
+
+
+async def test_a_node_whose_config_board_differs_journals_nothing_under_it(cluster_nodes: NodeFactory) -> None:
+    """The board is placed over the nodes defining it as most do (a tie: as the lowest node id
+    does), so the node that defines it differently neither owns nor follows it: its events are
+    decided by the owner under the other definition, whichever node they come through."""
+    nodes = ["node-a", "node-b"]
+    board = next(name for i in range(100) if preference(name := f"fixed-{i}", nodes)[0] == "node-b")  # b's by hash
+    a = cluster_nodes("node-a", {board: {"periods": ["alltime"]}, "same": {}})
+    b = cluster_nodes("node-b", {board: {"periods": ["alltime"], "max_value": 5}, "same": {}})
+    await asyncio.to_thread(a.start)
+    await asyncio.to_thread(b.start)
+    async with httpx.AsyncClient(timeout=10) as http:
+        async def placed() -> bool:
+            view = (await http.get(f"{b.url}/v1/cluster")).json()
+            return bool(view.get("config_mismatch") == [board] and sum(n["alive"] for n in view["nodes"]) == 2
+                        and view["boards"][board]["owner"] == "node-a" and view["boards"][board]["standbys"] == []
+                        and view["boards"]["same"]["owner"] == preference("same", nodes)[0])
+
+        await until(placed, "the differing board owned by node-a alone, the other placed as usual", timeout=20)
+        for node, key in ((b, "through-b"), (a, "through-a")):
+            client = await Client.connect(node.ws_url, token_for("gs"))
+            try:
+                event = {"board": board, "member": "ann", "value": 6, "occurred_at": now_ms(), "idempotency_key": key}
+                assert [r["status"] for r in await client.submit([event])] == ["accepted"]  # node-b's max_value 5 holds nowhere
+            finally:
+                await client.close()
+        top = (await http.get(f"{b.url}/v1/boards/{board}/alltime/top")).json()
+        assert [(e["member"], e["score"]) for e in top["entries"]] == [("ann", 6)] and top["seq"] >= 2
+        assert (await http.get(f"{b.url}/v1/cluster")).json()["boards"][board]["owner"] == "node-a"

@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from arena.cluster.membership import ClusterRead, NodeRow, OwnerRow, view
 from arena.cluster.node import NodeState
-from arena.cluster.placement import Placement, placements, preference, weight
+from arena.cluster.placement import Placement, agreeing, placements, preference, weight
 
 boards = st.text(min_size=1, max_size=12)
 node_sets = st.sets(st.text(min_size=1, max_size=8), min_size=1, max_size=8)
@@ -63,3 +63,16 @@ def test_the_cluster_view_names_the_placements_standbys_while_a_board_is_ownerle
     assert shown == {"owner": None, "epoch": 3, "standbys": order[1:2]}
     taken = ClusterRead(nodes, {board: OwnerRow(order[0], f"i{order[0]}", 4)})
     assert view("node-a", taken, [board], 2)["boards"][board] == {"owner": order[0], "epoch": 4, "standbys": order[1:3]}
+
+
+def test_a_board_the_live_nodes_define_differently_is_placed_over_those_defining_it_as_most_do() -> None:
+    nodes = ["a", "b", "c"]
+    alike = {"a": {"fixed": "x"}, "b": {"fixed": "x"}, "c": {"fixed": "x"}}
+    assert agreeing("fixed", nodes, alike) == {"a", "b", "c"}
+    assert agreeing("api-board", nodes, alike) == {"a", "b", "c"}  # declared by no config
+    assert agreeing("fixed", nodes, {**alike, "c": {"fixed": "y"}}) == {"a", "b"}
+    assert agreeing("fixed", nodes, {**alike, "a": {"fixed": "y"}, "b": {}}) == {"a"}  # a tie: the lowest node id's
+    assert agreeing("fixed", nodes, {"a": {"fixed": "x"}, "b": {"fixed": "y"}}) == {"a", "c"}  # c has not recorded its config yet
+    place = placements(["fixed"], nodes, 2, {**alike, "b": {"fixed": "y"}})["fixed"]
+    assert "b" not in (place.owner, *place.standbys) and len(place.standbys) == 1
+    assert agreeing("only-b", nodes, {**alike, "b": {"only-b": "z"}}) == {"b"}  # the others do not know it

@@ -26,6 +26,7 @@ import websockets
 from websockets.asyncio.client import ClientConnection
 
 from arena.api.service import Arena
+from arena.board.clock import Clock
 from arena.cli.serve import ArenaServer, uvicorn_config
 from arena.client import ArenaClient
 from arena.config import Admin, ClusterSettings, Config, GameServer, JournalSettings, ServerSettings, parse_board
@@ -77,8 +78,12 @@ def make_config(
 class InProcessServer:
     """`async with InProcessServer(config) as server:` — uvicorn serving Arena in this loop."""
 
-    def __init__(self, config: Config, *, fault_injection: bool = True, wait_ready: bool = True) -> None:
+    def __init__(self, config: Config, *, fault_injection: bool = True, wait_ready: bool = True,
+                 now_ms: int | None = None) -> None:
+        """``now_ms``: the server's clock is pinned there from its start (else it follows the
+        wall clock until the clock route pins it)."""
         self.config = config
+        self.now_ms = now_ms
         self.fault_injection = fault_injection
         self.wait_ready = wait_ready
         self.arena: Arena | None = None
@@ -100,7 +105,10 @@ class InProcessServer:
         self.url = f"http://127.0.0.1:{self.port}"
         self.ws_url = f"ws://127.0.0.1:{self.port}/v1/ws"
         self._lock.acquire()
-        self.arena = Arena(self.config, wrap_backend=FaultyBackend if self.fault_injection else None)
+        clock = Clock()
+        if self.now_ms is not None:
+            clock.set(self.now_ms)
+        self.arena = Arena(self.config, clock=clock, wrap_backend=FaultyBackend if self.fault_injection else None)
         try:
             await self.arena.start()
         except BaseException:
