@@ -101,8 +101,9 @@ def test_the_body_pages_the_awards_and_hashes_them_all() -> None:
 @given(members, st.sampled_from([Fraction(25, 2), Fraction(9, 10), Fraction(100), Fraction(333, 10)]), st.booleans())
 def test_a_journaled_record_reads_back_as_it_was_made(scores: dict[str, int], percent: Fraction, revised: bool) -> None:
     """The text a board journals is read back by every load: the same settlement, tiers exact."""
-    tiers = (PrizeTier("gold", ranks=(1, 2)), PrizeTier("silver", top_percent=percent), PrizeTier("tin", score=900))
-    tiers = tuple(PrizeTier.from_json(t.as_json()) for t in tiers)  # as a definition's JSON gives them
+    written = (PrizeTier("gold", ranks=(1, 2)), PrizeTier("silver", top_percent=percent), PrizeTier("tin", score=900))
+    tiers = tuple(PrizeTier.from_json(t.as_json()) for t in written)  # as a definition's JSON gives them
+    assert tiers == written
     table = table_of(scores)
     made = settlement.first(tiers, table.entries(), len(table), Order.DESC)
     if revised and made.awards:
