@@ -16,6 +16,10 @@ import httpx
 
 from arena.client import ArenaClient, ScoreEvent
 from arena.config import Config, JournalSettings
+from arena.engine.events import Event
+from arena.engine.periods import PeriodKind, Window
+from arena.engine.records import CloseRecord, ScoreRecord
+from arena.journal import journal_backend
 from support import prize_oracle
 from support.documented import assert_documented
 from support.server import ADMIN_TOKEN, InProcessServer, make_config, token_for, until
@@ -180,3 +184,28 @@ async def test_an_inactive_board_is_activated_to_settle_and_unloaded_again(
         await until(inactive, "board p to be unloaded again")
         body = await settled(http, "p", "daily", "2027-01-04")
         assert [(a["member"], a["reward"]) for a in body["awards"]] == [("ann", "win")]
+
+
+async def test_a_table_closed_before_a_stop_and_not_settled_settles_at_the_next_start(
+    tmp_path: Path, served_journal: JournalSettings
+) -> None:
+    """As after a crash between the close marker and the settlement: the journal holds the
+    marker only; the next start settles the table (still retained) from the journal."""
+    config = make_config(tmp_path, BOARDS, journal=served_journal)
+    config.server.data_dir.mkdir(parents=True, exist_ok=True)
+    week = Window(PeriodKind.WEEKLY, "2027-W01", W1, W1 + 7 * DAY)
+    backend = journal_backend(config)
+    try:
+        journal = await backend.open(config.boards["hs"])
+        await journal.append([
+            *(ScoreRecord(i + 1, Event("hs", f"m{i}", 900 + i, W1 + i, f"k{i}"), W1 + i, "gs") for i in range(10)),
+            CloseRecord(11, week, W1 + 7 * DAY + MIN),
+        ])
+        await journal.close()
+    finally:
+        await backend.close()
+    async with serving(config, W1 + 7 * DAY + 2 * MIN) as http:
+        body = await settled(http, "hs", "weekly", "2027-W01")
+        expected = prize_oracle.awards([(f"m{i}", 900 + i) for i in reversed(range(10))], "desc", HS_TIERS)
+        assert (body["revision"], body["awards"], body["sha256"]) == (0, expected, prize_oracle.sha256(expected))
+        assert body["seq"] >= 12
