@@ -3,7 +3,9 @@ prizes settles at its close (revision 0, the oracle's awards of its final standi
 an empty one with no awards; `…/settlement` pages and names revisions, `…/settlement/members/{m}`
 answers "what did I win"; a restart (a full replay, then a start from a snapshot) serves the same
 revisions; a void that changes an award journals revision 1 with its `changes`, one that changes
-none journals nothing; retiring a board settles its open tables."""
+none journals nothing; retiring a board settles its open tables; an inactive board is activated
+to settle; a table closed and not settled before a stop settles at the next start; in a cluster
+the owner settles and either node answers."""
 
 from __future__ import annotations
 
@@ -19,10 +21,12 @@ from arena.config import Config, JournalSettings
 from arena.engine.events import Event
 from arena.engine.periods import PeriodKind, Window
 from arena.engine.records import CloseRecord, ScoreRecord
+from arena.engine.times import format_ms
 from arena.journal import journal_backend
 from support import prize_oracle
+from support.cluster import NodeFactory, owner_urls, start_cluster
 from support.documented import assert_documented
-from support.server import ADMIN_TOKEN, InProcessServer, make_config, token_for, until
+from support.server import ADMIN_TOKEN, InProcessServer, make_config, now_ms, token_for, until
 
 MIN = 60_000
 DAY = 24 * 60 * MIN
@@ -53,10 +57,11 @@ async def get(http: httpx.AsyncClient, path: str, status: int = 200, **params: A
     return body
 
 
-async def settled(http: httpx.AsyncClient, board: str, period: str, period_id: str, revision: int = 0) -> dict[str, Any]:
+async def settled(http: httpx.AsyncClient, board: str, period: str, period_id: str, revision: int = 0,
+                  base: str = "") -> dict[str, Any]:
     """The table's settlement once its revision ``revision`` is journaled (the close marker comes
-    with the clock; the settlement right after it)."""
-    path = SETTLEMENT.format(board=board, period=period)
+    with the clock; the settlement right after it), from the server at ``base`` (default: http's)."""
+    path = base + SETTLEMENT.format(board=board, period=period)
 
     async def ready() -> bool:
         answer = await http.get(path, params={"period_id": period_id})
@@ -209,3 +214,27 @@ async def test_a_table_closed_before_a_stop_and_not_settled_settles_at_the_next_
         expected = prize_oracle.awards([(f"m{i}", 900 + i) for i in reversed(range(10))], "desc", HS_TIERS)
         assert (body["revision"], body["awards"], body["sha256"]) == (0, expected, prize_oracle.sha256(expected))
         assert body["seq"] >= 12
+
+
+async def test_in_a_cluster_the_owner_settles_and_either_node_answers(cluster_nodes: NodeFactory) -> None:
+    """A tournament ending a few seconds from now (no grace): its owner settles it on the wall
+    clock, and the other node forwards both settlement routes to it."""
+    start = now_ms()
+    end = start - start % 1000 + 4_000
+    boards = {"cup": {"aggregation": "best", "periods": [], "close_grace_seconds": 0,
+                      "custom_periods": {"finals": {"start": format_ms(start - DAY), "end": format_ms(end)}},
+                      "prizes": {"finals": [{"reward": "cup", "ranks": [1, 1]}, {"reward": "pin", "top_percent": 50}]}}}
+    nodes = await start_cluster(cluster_nodes, ["a", "b"], boards)
+    async with httpx.AsyncClient() as http:
+        owner = (await owner_urls(http, nodes))["cup"]
+        await submit(owner, [ScoreEvent("cup", f"m{i}", i, start - i) for i in range(6)])
+        period_id = (await get(http, f"{owner}/v1/boards/cup/finals/top"))["period_id"]
+        answers = []
+        for node in nodes:
+            answers.append(await settled(http, "cup", "finals", period_id, base=node.url))
+            mine = await get(http, f"{node.url}{MEMBER.format(board='cup', period='finals', member='m5')}", period_id=period_id)
+            assert mine["award"] == {"rank": 1, "member": "m5", "score": 5, "reward": "cup"}
+        expected = prize_oracle.awards([(f"m{i}", i) for i in reversed(range(6))], "desc",
+                                       boards["cup"]["prizes"]["finals"])  # type: ignore[index]
+        assert all((a["awards"], a["revision"]) == (expected, 0) for a in answers)
+        assert answers[0]["sha256"] == answers[1]["sha256"]
