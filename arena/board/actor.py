@@ -433,7 +433,9 @@ class BoardActor:
     async def _journal_settlements(self, made: list[Made]) -> bool:
         """Journal the settlement revisions ``made`` in one transaction and serve them; False
         when the journal refused them (nothing written: their tables stay unsettled, to be
-        settled again). A write of unknown outcome is settled as `CommitPipeline._write` does."""
+        settled again). A write of unknown outcome is settled as `CommitPipeline._write` does.
+        The one place a revision becomes durable: the settlement feed and the webhooks' outbox
+        (issue 35, later steps) take each record from here, after the commit."""
         engine = self.handle.engine
         if not made or engine is None:
             return True

@@ -100,6 +100,7 @@ async def load(
     built).
     """
     started = time.perf_counter()
+    held = engine.last_seq if copy else 0
     engine.unpublish()  # before the first await: no reader sees a table while the load changes it
     board = engine.spec.name
     upto = journal.last_seq if upto_seq is None else upto_seq
@@ -112,7 +113,7 @@ async def load(
     board_records = await journal.board_records(upto)
     engine.retired = any(r.kind == BoardKind.RETIRED for r in board_records)
     for record in board_records:
-        if record.kind == BoardKind.SETTLEMENT:
+        if record.kind == BoardKind.SETTLEMENT and record.seq > held:  # a copy holds those up to its seq
             engine.settled(SettlementRecord.parse(record.seq, record.body))
     # The one end of every load: the tables now hold every record journaled up to `upto`. Open
     # the current windows and retire what the retention drops (not when loading `everything`:
