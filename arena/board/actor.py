@@ -382,8 +382,9 @@ class BoardActor:
             settler.start()
             if settler.due:
                 await pipeline.land()
-                if not await self._journal_settlements(settler.take()):
-                    await mailbox.wait(JOURNAL_RETRY_SECONDS)
+                made = settler.take()
+                if not await self._journal_settlements(made):
+                    settler.refused(made, JOURNAL_RETRY_SECONDS)
                 continue
             now = self.clock.now()
             # Derived afresh each turn (a few µs): a batch may open a table, a pinned clock
@@ -407,16 +408,21 @@ class BoardActor:
                 if pipeline.in_flight:
                     await pipeline.land()
                 elif self.stopping:
-                    await self._journal_settlements(await settler.finish())
+                    made = await settler.finish()
+                    if not await self._journal_settlements(made):
+                        log.error("board %s: stopping with settlements not journaled; the next start settles its closed tables"
+                                  " again, not the revisions after a void", self.handle.name)
                     return
                 else:
                     await mailbox.wait(None if deadline is None else (deadline - now) / 1000)
             elif isinstance(item, Command):
                 await pipeline.land()
-                # a command may void an event of a closed table: its revision 0 comes first
-                if await self._journal_settlements(await settler.finish()):
+                # a command may void an event of a closed table: its pending revisions come first
+                made = await settler.finish()
+                if await self._journal_settlements(made):
                     await self._command(item)
                 else:
+                    settler.refused(made, JOURNAL_RETRY_SECONDS)
                     self._refuse(item)
             else:
                 await pipeline.push(item)
@@ -575,4 +581,6 @@ class BoardActor:
         for window in disputed:
             self.metrics.disputes.labels(self.handle.name, str(window.kind)).inc()
         revised = [await self.settler.revision(key) for key in dict.fromkeys((w.kind, w.period_id) for w in disputed)]
-        await self._journal_settlements([made for made in revised if made is not None])
+        made = [revision for revision in revised if revision is not None]
+        if not await self._journal_settlements(made):
+            self.settler.refused(made, JOURNAL_RETRY_SECONDS)  # journaled before the next command: no void revises twice

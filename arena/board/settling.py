@@ -51,9 +51,15 @@ class Settler:
         self.engine = engine
         self._wake = wake
         self._tasks: dict[TableKey, asyncio.Task[Made]] = {}
+        self._refused: list[Made] = []  # revisions after a void that the journal refused: made again never
+        self._paused = False  # after a refusal: nothing is due until the pause ends
 
     def start(self) -> None:
         """Start settling every unsettled table not under way. O(unsettled tables)."""
+        if not self._paused:
+            self._start()
+
+    def _start(self) -> None:
         engine = self.engine
         for key, tiers in engine.unsettled.items():
             if key not in self._tasks:
@@ -69,17 +75,33 @@ class Settler:
     @property
     def due(self) -> bool:
         """Whether a settlement is made and waits to be journaled."""
-        return any(task.done() for task in self._tasks.values())
+        if self._paused:
+            return False
+        return bool(self._refused) or any(task.done() for task in self._tasks.values())
 
     def take(self) -> list[Made]:
-        """The settlements made, in the order of their tables' close markers; raises what a task
-        raised (a bug: the actor crashes and its restart settles again)."""
+        """The settlements made: revisions the journal refused first, then the revisions 0 made,
+        in the order of their tables' close markers; raises what a task raised (a bug: the actor
+        crashes and its restart settles again)."""
         done = sorted((key for key, task in self._tasks.items() if task.done()), key=lambda k: self.engine.markers[k].seq)
-        return [self._tasks.pop(key).result() for key in done]
+        refused, self._refused = self._refused, []
+        return [*refused, *(self._tasks.pop(key).result() for key in done)]
+
+    def refused(self, made: list[Made], pause: float) -> None:
+        """The journal refused ``made``: nothing is due for ``pause`` seconds (the board's
+        batches go on meanwhile), then `take` gives its revisions after a void again (a revision
+        0 is made again from its table, which stays unsettled)."""
+        self._refused.extend(m for m in made if m[2].revision > 0)
+        self._paused = True
+        asyncio.get_running_loop().call_later(pause, self._resume)
+
+    def _resume(self) -> None:
+        self._paused = False
+        self._wake()
 
     async def finish(self) -> list[Made]:
-        """Every unsettled table's settlement, once made (`take`)."""
-        self.start()
+        """Every unsettled table's settlement, once made (`take`), a pause after a refusal or not."""
+        self._start()
         await asyncio.gather(*self._tasks.values(), return_exceptions=True)
         return self.take()
 
