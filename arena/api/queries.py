@@ -218,8 +218,6 @@ async def settlement(arena: Arena, board: str, period: str, period_id: str | Non
     check_range("limit", limit, 1, MAX_LIMIT)
     check_range("offset", offset, 0)
     spec = arena.board(board).spec
-    if not spec.prize_tiers(period_kind(spec, period)):  # its errors come first (unless settled before)
-        _settled(arena, board, period, period_id)
     body, revisions, window = _settled(arena, board, period, period_id)
     if revisions:
         return settlements.body(body, _revision(revisions, revision).settlement, limit, offset)
