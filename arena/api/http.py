@@ -33,7 +33,7 @@ from arena.api.routing import Local, settled, where
 from arena.api.service import Arena
 from arena.api.wire import RETRY_AFTER, Body
 from arena.cluster.peer.protocol import HttpAnswer
-from arena.errors import QueryError, invalid_request
+from arena.errors import QueryError, invalid_request, not_found
 
 JSON = "application/json"
 
@@ -175,10 +175,15 @@ def _digest(arena: Arena, p: Params) -> Awaitable[Body]:
     return queries.digest(arena, *p.table)
 
 
-def _settlement(arena: Arena, p: Params) -> Awaitable[Body]:
+def _settlement(arena: Arena, p: Params) -> Body | Awaitable[Body]:
     limit, offset = p.int("limit", queries.MAX_LIMIT), p.int("offset", 0)
     assert limit is not None and offset is not None
-    return queries.settlement(arena, *p.table, flag_param(p.get("preview"), "preview"), limit, offset)
+    if p.member is not None:  # …/settlement/members/{member}
+        member = p.member.removeprefix("members/")
+        if member == p.member or not member:
+            raise not_found("not_found", "no such route: a member's award is …/settlement/members/{member}")
+        return queries.settlement_member(arena, *p.table, member)
+    return queries.settlement(arena, *p.table, flag_param(p.get("preview"), "preview"), p.int("revision"), limit, offset)
 
 
 def _periods(arena: Arena, p: Params) -> Body:
@@ -251,6 +256,7 @@ QUERY_ROUTES = (
     QueryRoute(_TABLE + "digest", "GET", "digest", _digest),
     QueryRoute(_TABLE + "periods", "GET", "periods", _periods),
     QueryRoute(_TABLE + "settlement", "GET", "settlement", _settlement),
+    QueryRoute(_TABLE + "settlement/members/{member}", "GET", "settlement_member", _settlement),
 )
 """The dispatcher's table: `match` reads it, and `QueryRoutes.routes` lists it."""
 

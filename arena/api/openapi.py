@@ -176,6 +176,13 @@ SCHEMAS: Doc = {
         "preview": {"const": True, "description": "an open table's awards if it closed now: not journaled"},
         "changes": {"type": "array", "items": _CHANGE, "description": "after revision 0: members whose reward changed"},
     }}]},
+    "SettlementMember": _with(
+        "Table",
+        revision=_int(0, description="the latest revision"),
+        sha256={"type": "string", "pattern": "^[0-9a-f]{64}$", "description": "the revision's"},
+        member=_STRING,
+        award={"oneOf": [_ref("Award"), {"type": "null"}], "description": "null: no reward in this revision"},
+    ),
     "Periods": _object(
         ["board", "period", "periods", "seq"],
         board=_STRING,
@@ -409,19 +416,28 @@ PATHS: Doc = {
         ], "TableEntries", invalid=True)},
     f"{TABLE}/digest": {"get": _table_query("sha256 of the canonical standings and the journal seq it reflects. O(n)", [],
                                             "Digest")},
-    f"{TABLE}/settlement": {"get": _operation("What the table's prizes award: with preview=true on an open table, what "
-                                              "it would award if it closed now (journaled settlements: not yet)", [
-        BOARD, PERIOD,
-        _param("preview", "query", {"type": "boolean", "default": False}, "true: an open table's awards as of now"),
-        _param("limit", "query", _int(1, MAX_LIMIT, MAX_LIMIT), "awards to return"),
-        _param("offset", "query", _int(0, default=0), "awards to skip; past the end gives no awards"),
-        PERIOD_ID,
-    ], _json(_ref("Settlement"), "the awards"), {
-        "400": INVALID,
-        "404": _error("no such board, period or table; a kind without prizes; a table not settled (open, without "
-                      "preview; or closed: not served yet)", *TABLE_MISSING, "no_prizes", "not_settled"),
-        "503": NOT_READY,
-    })},
+    f"{TABLE}/settlement": {"get": _operation(
+        "What the table's prizes award: a closed table's journaled settlement (its latest revision, or the one "
+        "named); with preview=true on an open table, what it would award if it closed now", [
+            BOARD, PERIOD,
+            _param("preview", "query", {"type": "boolean", "default": False}, "true: an open table's awards as of now"),
+            _param("revision", "query", _int(0), "a revision of a closed table's settlement (default: the latest)"),
+            _param("limit", "query", _int(1, MAX_LIMIT, MAX_LIMIT), "awards to return"),
+            _param("offset", "query", _int(0, default=0), "awards to skip; past the end gives no awards"),
+            PERIOD_ID,
+        ], _json(_ref("Settlement"), "the awards"), {
+            "400": INVALID,
+            "404": _error("no such board, period or table; a kind without prizes; a table not settled (open, without "
+                          "preview; or closed a moment ago: being settled)", *TABLE_MISSING, "no_prizes", "not_settled"),
+            "503": NOT_READY,
+        })},
+    f"{TABLE}/settlement/members/{{member}}": {"get": _operation(
+        "What a member won: its award in the latest revision of the table's settlement (null: none)",
+        [BOARD, PERIOD, MEMBER, PERIOD_ID], _json(_ref("SettlementMember"), "the member's award"), {
+            "404": _error("no such board, period or table; a kind without prizes; a table not settled yet",
+                          *TABLE_MISSING, "no_prizes", "not_settled"),
+            "503": NOT_READY,
+        })},
     f"{TABLE}/periods": {"get": _operation("The open and retained tables, newest first", [BOARD, PERIOD],
                                            _json(_ref("Periods"), "the tables"),
                                            {"404": _error("no such board or period", "unknown_board", "unknown_period"),

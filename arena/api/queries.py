@@ -17,9 +17,10 @@ import orjson
 from arena.api import wire
 from arena.api.service import Arena
 from arena.api.wire import Body
+from arena.board import settling
 from arena.engine import settlement as settlements
-from arena.engine.periods import period_name
-from arena.engine.prizes import rank_bound
+from arena.engine.periods import Window, period_name
+from arena.engine.settlement import SettlementRecord
 from arena.engine.spec import BoardSpec
 from arena.engine.table import RankedTable
 from arena.engine.times import format_optional_ms
@@ -168,45 +169,79 @@ async def digest(arena: Arena, board: str, period: str, period_id: str | None) -
     return body
 
 
-SETTLEMENT_STEP = 256
-"""Entries a preview reads between two turns of the event loop: about 1 ms (an entry decoded,
-judged and hashed costs a few µs)."""
-
-
-def _not_settled(table: RankedTable, closed: bool) -> QueryError:
-    window = table.window
+def _not_settled(window: Window, closed: bool) -> QueryError:
     if closed:
-        return not_found("not_settled", f"{window.kind} {window.period_id} is closed; "
-                                         "settlements of closed tables are not served yet")
+        return not_found("not_settled", f"{window.kind} {window.period_id} is closed and being settled: ask again shortly")
     return not_found("not_settled", f"{window.kind} {window.period_id} is open: it settles at its close "
                                      "(?preview=true: what it would award now)")
 
 
+def _settled(arena: Arena, board: str, period: str, period_id: str | None) -> tuple[Body, list[SettlementRecord] | None, Window]:
+    """The table a settlement route names: its fields with ``seq`` (`view`), its journaled
+    revisions (None: none yet) and its window. A table past the retention still answers when
+    it was settled: its fields then are those of its settlement (closed, its size then)."""
+    handle = arena.board(board)
+    kind = period_kind(handle.spec, period)
+    try:
+        table, body = view(arena, board, period, period_id)
+    except QueryError as exc:
+        engine = handle.engine
+        if exc.code != "period_not_retained" or engine is None or period_id is None:
+            raise
+        revisions = engine.settlements.get((kind, period_id))
+        if not revisions:
+            raise
+        window = revisions[0].window
+        return {**wire.window_fields(board, window, revisions[-1].size, True), "seq": engine.last_seq}, revisions, window
+    engine = handle.engine
+    assert engine is not None  # the table was viewed
+    window = table.window
+    revisions = engine.settlements.get((kind, window.period_id))
+    if revisions is None and not handle.spec.prize_tiers(kind):
+        raise not_found("no_prizes", f"board {board!r} has no prizes for {kind}")
+    return body, revisions, window
+
+
+def _revision(revisions: list[SettlementRecord], revision: int | None) -> SettlementRecord:
+    if revision is None:
+        return revisions[-1]
+    check_range("revision", revision, 0, len(revisions) - 1)
+    return revisions[revision]
+
+
 async def settlement(arena: Arena, board: str, period: str, period_id: str | None, preview: bool,
-                     limit: int, offset: int) -> Body:
-    """An open table's preview: the settlement it would journal if it closed now (``awards``
-    paged, ``sha256`` over all of them), at ``seq``. Awards are made in steps from a copy of the
-    entries that can win (all of them with a `score` tier), one O(n) answer at a time per server
-    as for `digest`. Otherwise 404 ``not_settled``: journaled settlements are not served yet."""
+                     revision: int | None, limit: int, offset: int) -> Body:
+    """A closed table's journaled settlement (its latest revision, or ``revision``), ``awards``
+    paged, ``sha256`` over all of them; with ``preview`` on an open table, the settlement it
+    would journal if it closed now, at ``seq``, made in steps from a copy of the entries that can
+    win, one O(n) answer at a time per server as for `digest`. 404 ``not_settled`` otherwise."""
     check_range("limit", limit, 1, MAX_LIMIT)
     check_range("offset", offset, 0)
-    kind = period_kind(arena.board(board).spec, period)
-    tiers = arena.board(board).spec.prize_tiers(kind)
-    if not tiers:
-        raise not_found("no_prizes", f"board {board!r} has no prizes for {kind}")
-    table, body = view(arena, board, period, period_id)  # its errors come first
+    spec = arena.board(board).spec
+    body, revisions, window = _settled(arena, board, period, period_id)
+    if revisions:
+        return settlements.body(body, _revision(revisions, revision).settlement, limit, offset)
     if not preview or body["closed"]:
-        raise _not_settled(table, body["closed"])
+        raise _not_settled(window, body["closed"])
     async with arena.digest_turn:
         table, body = view(arena, board, period, period_id)  # again: the copy is of this moment
         if body["closed"]:
-            raise _not_settled(table, True)
-        size = len(table)
-        can_win = None if any(tier.score is not None for tier in tiers) else rank_bound(tiers, size)
-        settling = settlements.Settling(tiers, table.decoded(table.snapshot(can_win)), size, table.rule.order)
-        while not settling.run(SETTLEMENT_STEP):
-            await asyncio.sleep(0)
-    return settlements.body(body, settling.settlement(), limit, offset, preview=True)
+            raise _not_settled(window, True)
+        made, _size = await settling.first(spec.prize_tiers(table.window.kind), table, table.rule.order)
+    return settlements.body(body, made, limit, offset, preview=True)
+
+
+def settlement_member(arena: Arena, board: str, period: str, period_id: str | None, name: str) -> Body:
+    """"What did I win": ``member``'s award in the table's latest settlement revision (``award``
+    null: none), with the revision and its ``sha256``. O(awards)."""
+    body, revisions, window = _settled(arena, board, period, period_id)
+    if not revisions:
+        raise _not_settled(window, body["closed"])
+    latest = revisions[-1].settlement
+    won = next((award for award in latest.awards if award.member == name), None)
+    body.update({"revision": latest.revision, "sha256": latest.sha256, "member": name,
+                 "award": None if won is None else won._asdict()})
+    return body
 
 
 def periods(arena: Arena, board: str, period: str) -> Body:

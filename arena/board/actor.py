@@ -20,6 +20,7 @@ from arena.board.clock import Clock
 from arena.board.commands import Barrier, Order, Redefine, Retire, VoidEvent, VoidMember, VoidOutcome
 from arena.board.load import load
 from arena.board.mailbox import Command, Mailbox, Submission
+from arena.board.settling import Made, Settler, settlement_records
 from arena.board.snapshots import Snapshotter
 from arena.board.state import BoardEvent, BoardState, BoardStates
 from arena.config import parse_board
@@ -324,6 +325,7 @@ class BoardActor:
         self.metrics = handle.metrics
         self.stopping = False
         self.pipeline: CommitPipeline | None = None
+        self.settler: Settler
         self.snapshots = snapshots if snapshot_every > 0 else None
         """Where the board's snapshots are kept; None: snapshots are off."""
         self.snapshot_every = snapshot_every
@@ -357,6 +359,7 @@ class BoardActor:
         if handle.defined_by_api:
             await self._record_definition(engine, handle.spec)
         pipeline = self.pipeline = CommitPipeline(handle, engine, self.journal, self.clock)
+        settler = self.settler = Settler(engine, handle.mailbox.poke)
         snapshotter = None
         if self.snapshots is not None:
             snapshotter = Snapshotter(engine, self.journal, self.snapshots, self.snapshot_every, self.clock, report.snapshot_seq)
@@ -364,6 +367,7 @@ class BoardActor:
             await self._serve(engine, pipeline, handle.mailbox, snapshotter)
         except BaseException:
             pipeline.abandon()
+            settler.abandon()
             if snapshotter is not None:
                 snapshotter.abandon()
             raise
@@ -371,9 +375,17 @@ class BoardActor:
             await snapshotter.finish()
 
     async def _serve(self, engine: BoardEngine, pipeline: CommitPipeline, mailbox: Mailbox, snapshotter: Snapshotter | None) -> None:
+        settler = self.settler
         while True:
             if snapshotter is not None:
                 snapshotter.poll()
+            settler.start()
+            if settler.due:
+                await pipeline.land()
+                made = settler.take()
+                if not await self._journal_settlements(made):
+                    settler.refused(made, JOURNAL_RETRY_SECONDS)
+                continue
             now = self.clock.now()
             # Derived afresh each turn (a few µs): a batch may open a table, a pinned clock
             # may move back.
@@ -396,12 +408,22 @@ class BoardActor:
                 if pipeline.in_flight:
                     await pipeline.land()
                 elif self.stopping:
+                    made = await settler.finish()
+                    if not await self._journal_settlements(made):
+                        log.error("board %s: stopping with settlements not journaled; the next start settles its closed tables"
+                                  " again, not the revisions after a void", self.handle.name)
                     return
                 else:
                     await mailbox.wait(None if deadline is None else (deadline - now) / 1000)
             elif isinstance(item, Command):
                 await pipeline.land()
-                await self._command(item)
+                # a command may void an event of a closed table: its pending revisions come first
+                made = await settler.finish()
+                if await self._journal_settlements(made):
+                    await self._command(item)
+                else:
+                    settler.refused(made, JOURNAL_RETRY_SECONDS)
+                    self._refuse(item)
             else:
                 await pipeline.push(item)
 
@@ -409,6 +431,37 @@ class BoardActor:
         """Finish what is queued, then return from `run`."""
         self.stopping = True
         self.handle.mailbox.poke()
+
+    def _refuse(self, command: Command) -> None:
+        if not command.future.done():
+            command.future.set_exception(unavailable(self.handle.name))
+
+    async def _journal_settlements(self, made: list[Made]) -> bool:
+        """Journal the settlement revisions ``made`` in one transaction and serve them; False
+        when the journal refused them (nothing written: their tables stay unsettled, to be
+        settled again). A write of unknown outcome is settled as `CommitPipeline._write` does.
+        The one place a revision becomes durable: the settlement feed and the webhooks' outbox
+        (issue 35, later steps) take each record from here, after the commit."""
+        engine = self.handle.engine
+        if not made or engine is None:
+            return True
+        settled = settlement_records(made, engine.last_seq)
+        try:
+            await self.journal.append([BoardRecord(r.seq, BoardKind.SETTLEMENT, r.text()) for r in settled])
+        except JournalWriteFailed as exc:
+            log.error("board %s: settlements not journaled: %s; settling again", self.handle.name, exc)
+            committed = await self.journal.committed_seq()
+            if committed != settled[-1].seq:
+                if committed != engine.last_seq:
+                    raise JournalError(f"{self.journal.path}: journal at seq {committed}, expected {engine.last_seq}") from exc
+                return False
+        for record in settled:
+            engine.settled(record)
+            self.metrics.settlements.inc()
+            log.info("board %s: %s %s settled at seq %d: revision %d, %d awards", self.handle.name, record.window.kind,
+                     record.window.period_id, record.seq, record.settlement.revision, len(record.settlement.awards))
+        engine.last_seq = settled[-1].seq
+        return True
 
     async def _command(self, command: Command) -> None:
         try:
@@ -524,5 +577,10 @@ class BoardActor:
         # never sees the void's seq without its effect, and a failed read changes nothing.
         remaining = [e for e in await self.journal.member_events(member) if e.seq not in voided]
         await self.journal.append(records)
-        for window in engine.void(records, targets, remaining):
+        disputed = engine.void(records, targets, remaining)
+        for window in disputed:
             self.metrics.disputes.labels(self.handle.name, str(window.kind)).inc()
+        revised = [await self.settler.revision(key) for key in dict.fromkeys((w.kind, w.period_id) for w in disputed)]
+        made = [revision for revision in revised if revision is not None]
+        if not await self._journal_settlements(made):
+            self.settler.refused(made, JOURNAL_RETRY_SECONDS)  # journaled before the next command: no void revises twice

@@ -42,6 +42,7 @@ from arena.engine.loader import Loader
 from arena.engine.periods import Window
 from arena.engine.records import BoardKind
 from arena.engine.routing import window_at
+from arena.engine.settlement import SettlementRecord
 from arena.engine.snapshot import SnapshotInvalid, decode, rejection
 from arena.engine.table import RankedTable
 from arena.errors import JournalError
@@ -99,6 +100,7 @@ async def load(
     built).
     """
     started = time.perf_counter()
+    held = engine.last_seq if copy else 0
     engine.unpublish()  # before the first await: no reader sees a table while the load changes it
     board = engine.spec.name
     upto = journal.last_seq if upto_seq is None else upto_seq
@@ -108,12 +110,20 @@ async def load(
         events = await _tail(engine, journal, upto, now)
     else:
         events, tables = await _replay(engine, journal, upto, now, everything, on_ready, fold)
-    engine.retired = any(r.kind == BoardKind.RETIRED for r in await journal.board_records(upto))
+    board_records = await journal.board_records(upto)
+    engine.retired = any(r.kind == BoardKind.RETIRED for r in board_records)
+    for record in board_records:
+        if record.kind == BoardKind.SETTLEMENT and record.seq > held:  # a copy holds those up to its seq
+            engine.settled(SettlementRecord.parse(record.seq, record.body))
     # The one end of every load: the tables now hold every record journaled up to `upto`. Open
     # the current windows and retire what the retention drops (not when loading `everything`:
     # that would retire the older closed tables just loaded on purpose), and publish every kind.
     engine.publish(upto, engine.kinds)
     if not everything:
+        retained = retained_by(engine.retention_floors(now))
+        for key in [key for key in engine.unsettled if not retained(engine.markers[key].window)]:
+            log.warning("board %s: %s %s closed unsettled and is no longer retained: it is not settled", board, *key)
+            del engine.unsettled[key]  # its table was not loaded: nothing left to settle from
         engine.rotate(now)
     if on_ready:
         on_ready(frozenset(engine.kinds))

@@ -218,9 +218,16 @@ class Supervisor:
         return unloaded
 
     async def close_inactive(self, name: str, unloaded: Unloaded) -> Unloaded:
-        """Raises JournalError (nothing journaled)."""
-        # Issue 35 (settlement): a board with a table to settle is activated here instead.
-        journal = await self.backend.open(self.handles[name].spec)
+        """Journal the due close markers of an inactive board; a board with a table to settle
+        among them is activated instead: its actor journals them and settles, and it is unloaded
+        again once idle. Raises JournalError (nothing journaled)."""
+        spec = self.handles[name].spec
+        now = self.clock.now()
+        if self.activations is not None and any(spec.prize_tiers(w.kind) for m, w in unloaded.closing if m <= now):
+            log.info("board %s (inactive): activated to close and settle its tables", name)
+            self.activations.used(name)
+            return unloaded
+        journal = await self.backend.open(spec)
         try:
             markers = due_markers(unloaded, journal.last_seq, self.clock.now())
             if markers:

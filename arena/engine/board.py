@@ -19,9 +19,11 @@ from typing import TypeVar
 
 from arena.engine.events import Fingerprint, Reason, Result, Status, instant, rejected, value_rule
 from arena.engine.periods import PeriodKind, UnknownPeriod, Window
+from arena.engine.prizes import PrizeTier
 from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
 from arena.engine.routing import NO_MARKER, Intake, Plan, Route, Routed, Router, TableKey, window_at
 from arena.engine.scoring import ScoringRule, State, Update
+from arena.engine.settlement import SettlementRecord
 from arena.engine.spec import BoardSpec
 from arena.engine.table import RankedTable
 from arena.errors import not_found, not_ready
@@ -65,6 +67,12 @@ class BoardEngine:
         """Routes journaled records (replay, voids) by the markers installed here."""
         self.retired = False
         """The board's journal holds its retirement: events after rule 4 are `board_retired`."""
+        self.settlements: dict[TableKey, list[SettlementRecord]] = {}
+        """Every journaled revision of each settled table, in order; kept after the table leaves
+        retention (its settlement stays readable)."""
+        self.unsettled: dict[TableKey, tuple[PrizeTier, ...]] = {}
+        """Closed tables of kinds with prizes whose revision 0 is not journaled yet, with the
+        tiers in force at their close: the actor settles them (`arena.board.settling`)."""
         self._in_flight: list[Plan] = []  # decided, neither committed nor refused; oldest first
         self._retained: dict[str, list[Window]] = {}  # see `retained_windows`
 
@@ -221,14 +229,26 @@ class BoardEngine:
         if table is not None:
             table.closed_seq = marker.seq
             table.closed_at = marker.closed_at
+        tiers = self.spec.prize_tiers(window.kind)
+        if tiers and key not in self.settlements:
+            self.unsettled[key] = tiers
+
+    def settled(self, record: SettlementRecord) -> None:
+        """Install a journaled settlement revision (again: a standby's next load reads it once
+        more, and keeps it once). O(1)."""
+        revisions = self.settlements.setdefault(record.key, [])
+        if len(revisions) == record.settlement.revision:
+            revisions.append(record)
+        self.unsettled.pop(record.key, None)
 
     def rotate(self, now: int) -> None:
         """Open the current window's table of every loaded kind, and retire closed tables older
-        than the retention. Call when `next_deadline` passes. O(tables + kinds)."""
+        than the retention (once settled, when their kind has prizes). Call when `next_deadline`
+        passes. O(tables + kinds)."""
         floors = self.retention_floors(now)
         for key, table in list(self.tables.items()):
             floor = floors[key[0]]
-            if table.closed and floor is not None and (table.window.start_ms or 0) < floor:
+            if table.closed and floor is not None and (table.window.start_ms or 0) < floor and key not in self.unsettled:
                 del self.tables[key]
         for kind in () if self.retired else self.ready:
             window = window_at(self.schedule, kind, now)

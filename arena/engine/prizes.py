@@ -53,6 +53,18 @@ class PrizeTier:
             rule = {"score": self.score}
         return {"reward": self.reward, **rule}
 
+    @classmethod
+    def from_json(cls, tier: dict[str, object]) -> PrizeTier:
+        """A tier as `as_json` wrote it (a journaled settlement's tiers read back)."""
+        reward = str(tier["reward"])
+        ranks, percent, score = tier.get("ranks"), tier.get("top_percent"), tier.get("score")
+        if isinstance(ranks, list):
+            return cls(reward, ranks=(int(ranks[0]), int(ranks[1])))
+        if isinstance(percent, int | float):
+            return cls(reward, top_percent=Fraction(repr(percent)))
+        assert isinstance(score, int)
+        return cls(reward, score=score)
+
 
 Prizes = tuple[tuple[str, tuple[PrizeTier, ...]], ...]
 """A board's tiers by period name, in the definition's order; a kind without prizes is absent."""

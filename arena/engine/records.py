@@ -39,14 +39,16 @@ class VoidRecord:
 
 
 class BoardKind:
-    """The kinds of `BoardRecord`: one table holds them all (later issues add settlements and
-    league records as further kinds, not further tables)."""
+    """The kinds of `BoardRecord`: one table holds them all (later issues add league records
+    as further kinds, not further tables)."""
 
     DEFINITION = "definition"
     """The board's whole definition (`BoardSpec.document`) from this seq on: what a rebuild reads
     to know which bounds held when."""
     RETIRED = "retired"
     """The board takes no event after this seq (its open tables were closed just before)."""
+    SETTLEMENT = "settlement"
+    """A revision of a closed table's settlement (`arena.engine.settlement.SettlementRecord`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
 
+import orjson
+
+from arena.engine.periods import Window, period_name
 from arena.engine.prizes import Award, Awarding, PrizeTier, award_text, awards, changes, sha256_of
 from arena.engine.scoring import Order
 from arena.engine.table import Entry
@@ -68,6 +71,44 @@ def revise(before: Settlement, awards: Sequence[Award]) -> Settlement | None:
         return None
     return Settlement(before.revision + 1, before.tiers, tuple(awards), sha256_of(awards),
                       tuple(changes(before.awards, awards)))
+
+
+@dataclass(frozen=True, slots=True)
+class SettlementRecord:
+    """A revision as journaled (a `BoardRecord` of kind "settlement" at ``seq``): the table it
+    settles (``window``; ``partition`` None: the global table), the table's ``size`` then, and
+    the settlement. Its text is what the journal keeps, read back by every load and copied by
+    `arena migrate`, so a rebuild serves the revision exactly as it was made."""
+
+    seq: int
+    window: Window
+    size: int
+    settlement: Settlement
+    partition: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.window.kind, self.window.period_id)
+
+    def text(self) -> str:
+        s, w = self.settlement, self.window
+        document: dict[str, object] = {
+            "period": str(w.kind), "period_id": w.period_id, "start": w.start_ms, "end": w.end_ms,
+            "partition": self.partition, "size": self.size, "revision": s.revision, "sha256": s.sha256,
+            "tiers": [tier.as_json() for tier in s.tiers], "awards": [a._asdict() for a in s.awards],
+        }
+        if s.revision > 0:
+            document["changes"] = list(s.changes)
+        return orjson.dumps(document).decode()
+
+    @classmethod
+    def parse(cls, seq: int, text: str) -> SettlementRecord:
+        d = orjson.loads(text)
+        window = Window(period_name(d["period"]), d["period_id"], d["start"], d["end"])
+        won = tuple(Award(a["rank"], a["member"], a["score"], a["reward"]) for a in d["awards"])
+        tiers = tuple(PrizeTier.from_json(t) for t in d["tiers"])
+        settlement = Settlement(d["revision"], tiers, won, d["sha256"], tuple(d.get("changes", ())))
+        return cls(seq, window, d["size"], settlement, d["partition"])
 
 
 def body(fields: Mapping[str, object], settlement: Settlement, limit: int, offset: int, *, preview: bool = False) -> dict[str, object]:

@@ -45,6 +45,8 @@ class Metrics:
         )
         self.restarts = Counter("arena_actor_restarts", "Board actor restarts after a crash", ["board"], registry=r)
         self.disputes = Counter("arena_disputes", "Admin voids by table", ["board", "period"], registry=r)
+        self.settlements = Counter("arena_settlements", "Settlement revisions journaled (revision 0 at a close, "
+                                   "then one per void that changes an award)", registry=r)
         self.journal_failures = Counter(
             "arena_journal_write_failures", "Batches rejected because the journal write failed", ["board"], registry=r
         )

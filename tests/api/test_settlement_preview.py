@@ -1,8 +1,9 @@
 """`GET …/settlement?preview=true` through real servers: an open table's awards if it closed now,
 as the contract's oracle (`support.prize_oracle`) makes them from the standings answered at the
 same seq; paged, hashed over every award, on both journal backends, from a config.toml read by
-`arena serve` and through either node of a cluster. Closed tables and requests without preview
-are `not_settled` for now; a kind without prizes is `no_prizes`."""
+`arena serve` and through either node of a cluster. On a closed table it answers the journaled
+settlement (tests/api/test_settlement_journaled.py); an open table without preview is `not_settled`; a
+kind without prizes is `no_prizes`."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from support import prize_oracle
 from support.cluster import NodeFactory, owner_urls, settled, start_cluster
 from support.documented import assert_documented
 from support.faults import write_config
-from support.server import ChildServer, make_config, now_ms, token_for
+from support.server import ChildServer, make_config, now_ms, token_for, until
 
 MIN = 60_000
 DAY = 24 * 60 * MIN
@@ -106,10 +107,16 @@ async def test_no_prizes_not_settled_and_bad_parameters(rig: Rig) -> None:
                                   {"preview": "true", "offset": -1}, {"preview": "true", "limit": "ten"}]
     for bad in bads:
         assert await rig.error(path, 400, **bad) == "invalid_request"
-    # the week closes at its end plus the grace: from then on its settlement is not served yet
+    # the week closes at its end plus the grace: from then on the preview answers its settlement
     await rig.clock(W1 + 7 * DAY + MIN)
-    assert await rig.error(path, 404, preview="true", period_id="2027-W01") == "not_settled"
-    assert await rig.error(path, 404, period_id="2027-W01") == "not_settled"
+
+    async def settled() -> bool:
+        return (await rig.http.get(path, params={"preview": "true", "period_id": "2027-W01"})).status_code == 200
+
+    await until(settled, "the week to settle")
+    closed = await rig.get(path, period_id="2027-W01")
+    assert (closed["revision"], closed["closed"], closed["awards"][0]["member"]) == (0, True, "ann")
+    assert "preview" not in closed
     empty = await rig.preview("hs", "weekly")  # the new week: open and empty
     assert (empty["period_id"], empty["size"], empty["awards"], empty["awards_total"]) == ("2027-W02", 0, [], 0)
     assert empty["sha256"] == prize_oracle.sha256([])

@@ -16,7 +16,9 @@ from arena.cluster.lease import NodeLease
 from arena.config import Config, JournalSettings, load_config
 from arena.engine.events import Event
 from arena.engine.periods import Calendar, PeriodKind
-from arena.engine.records import CloseRecord, Record, ScoreRecord, VoidRecord
+from arena.engine.prizes import Award, PrizeTier, sha256_of
+from arena.engine.records import BoardKind, BoardRecord, CloseRecord, Record, ScoreRecord, VoidRecord
+from arena.engine.settlement import Settlement, SettlementRecord
 from arena.journal import journal_backend
 from arena.journal.datadir import DataDirLock
 from arena.journal.postgresql import PostgresBackend
@@ -42,6 +44,9 @@ def history(board: str, now: int) -> list[Record]:
     ]
     out.append(CloseRecord(4_001, yesterday, now))
     out.append(VoidRecord(4_002, 7, "k\x007", "bot\x00", "ops", now))
+    won = (Award(1, "m\uffff1", 2**53 - 1, "gold\uffff"),)
+    settled = SettlementRecord(4_003, yesterday, 1, Settlement(0, (PrizeTier("gold\uffff", ranks=(1, 1)),), won, sha256_of(won)))
+    out.append(BoardRecord(4_003, BoardKind.SETTLEMENT, settled.text()))  # a settlement, copied as it was journaled
     return out
 
 
@@ -111,7 +116,7 @@ async def test_migrate_to_postgresql_and_back_copies_every_record_with_equal_dig
     tables = migrated(done.stdout)
     assert ("best", "daily", next(iter(k[2] for k in tables if k[1] == "daily"))) in tables
     assert all(result == "ok" and source == target for source, target, result in tables.values()), done.stdout
-    assert "best\tcopied\t4002 records" in done.stdout
+    assert "best\tcopied\t4003 records" in done.stdout
     assert PASSWORD not in done.stdout + done.stderr
 
     on_postgresql = config_in(tmp_path / "b", replace(pg_journal, url=url))

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from arena.engine import settlement
-from arena.engine.periods import ALLTIME_WINDOW
+from arena.engine.periods import ALLTIME_WINDOW, PeriodKind, Window
 from arena.engine.prizes import Award, PrizeTier, awards, rank_bound, sha256_of
 from arena.engine.scoring import Aggregation, Order, ScoringRule, Tie
 from arena.engine.table import Entry, RankedTable
@@ -96,3 +96,20 @@ def test_the_body_pages_the_awards_and_hashes_them_all() -> None:
         {"member": "m00", "before": "gold", "after": None}, {"member": "m01", "before": "silver", "after": "gold"},
         {"member": "m05", "before": "tin", "after": "silver"},  # 12.5 % of 39 is still 5 ranks: m05 moves into them
     ]
+
+
+@given(members, st.sampled_from([Fraction(25, 2), Fraction(9, 10), Fraction(100), Fraction(333, 10)]), st.booleans())
+def test_a_journaled_record_reads_back_as_it_was_made(scores: dict[str, int], percent: Fraction, revised: bool) -> None:
+    """The text a board journals is read back by every load: the same settlement, tiers exact."""
+    written = (PrizeTier("gold", ranks=(1, 2)), PrizeTier("silver", top_percent=percent), PrizeTier("tin", score=900))
+    tiers = tuple(PrizeTier.from_json(t.as_json()) for t in written)  # as a definition's JSON gives them
+    assert tiers == written
+    table = table_of(scores)
+    made = settlement.first(tiers, table.entries(), len(table), Order.DESC)
+    if revised and made.awards:
+        made = settlement.revise(made, made.awards[1:]) or made
+    window = Window(PeriodKind.WEEKLY, "2027-W01", 1_799_020_800_000, 1_799_625_600_000)
+    record = settlement.SettlementRecord(7, window, len(table), made)
+    again = settlement.SettlementRecord.parse(7, record.text())
+    assert again == record and again.key == (PeriodKind.WEEKLY, "2027-W01")
+    assert [t.top_percent for t in again.settlement.tiers if t.top_percent is not None] == [percent]

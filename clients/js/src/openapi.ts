@@ -1220,12 +1220,14 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** What the table's prizes award: with preview=true on an open table, what it would award if it closed now (journaled settlements: not yet) */
+        /** What the table's prizes award: a closed table's journaled settlement (its latest revision, or the one named); with preview=true on an open table, what it would award if it closed now */
         get: {
             parameters: {
                 query?: {
                     /** @description true: an open table's awards as of now */
                     preview?: boolean;
+                    /** @description a revision of a closed table's settlement (default: the latest) */
+                    revision?: number;
                     /** @description awards to return */
                     limit?: number;
                     /** @description awards to skip; past the end gives no awards */
@@ -1268,7 +1270,83 @@ export interface paths {
                         };
                     };
                 };
-                /** @description no such board, period or table; a kind without prizes; a table not settled (open, without preview; or closed: not served yet) */
+                /** @description no such board, period or table; a kind without prizes; a table not settled (open, without preview; or closed a moment ago: being settled) */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                /** @enum {string} */
+                                code: "unknown_board" | "unknown_period" | "period_not_retained" | "no_prizes" | "not_settled";
+                                message: string;
+                            };
+                        };
+                    };
+                };
+                /** @description the board is still loading its tables, or failed */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                /** @enum {string} */
+                                code: "not_ready" | "unavailable";
+                                message: string;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/boards/{board}/{period}/settlement/members/{member}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** What a member won: its award in the latest revision of the table's settlement (null: none) */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description a past table: 2026-12-02T13, 2026-12-02, 2026-W49, 2026-12, 2026; a custom period's 2026-01-05 or 2026-01-05T06Z (default: the current one) */
+                    period_id?: string;
+                };
+                header?: never;
+                path: {
+                    /** @description a board of config.toml */
+                    board: string;
+                    /** @description a period kind (alltime, hourly, daily, weekly, monthly, yearly) or one of the board's custom periods */
+                    period: string;
+                    /** @description percent-encoded; may contain '/' */
+                    member: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description the member's award */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SettlementMember"];
+                    };
+                };
+                /** @description no such board, period or table; a kind without prizes; a table not settled yet */
                 404: {
                     headers: {
                         [name: string]: unknown;
@@ -2215,6 +2293,15 @@ export interface components {
                 before: string | null;
                 after: string | null;
             }[];
+        };
+        SettlementMember: components["schemas"]["Table"] & {
+            /** @description the latest revision */
+            revision: number;
+            /** @description the revision's */
+            sha256: string;
+            member: string;
+            /** @description null: no reward in this revision */
+            award: components["schemas"]["Award"] | null;
         };
         Periods: {
             board: string;
