@@ -11,9 +11,10 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from arena.config import JournalSettings
+from arena.config import ClusterSettings, JournalSettings
 from loadtest.process import free_port
 from support.arena_cli import arena
+from support.cluster import SECRET
 from support.faults import Ledger, assert_standings_match_rebuild, random_writers, seed, write_config
 from support.postgres import journaled
 from support.server import ChildServer, Client, event, now_ms, statuses, token_for, until
@@ -25,6 +26,7 @@ BOARDS: dict[str, dict[str, Any]] = {
 PERIODS = {name: body["periods"] for name, body in BOARDS.items()}
 MEMBERS = [f"player-{i:02d}" for i in range(20)]
 WAITING = "waiting for its lease to expire"
+RESTART_LEASE = 15.0
 
 
 def config_in(directory: Path, journal: JournalSettings) -> Path:
@@ -51,10 +53,15 @@ async def test_a_second_server_on_the_same_schema_refuses_to_start_naming_the_ho
 
 
 async def test_a_restart_right_after_a_sigkill_waits_for_the_dead_lease_and_loses_nothing(
-    tmp_path: Path, pg_journal: JournalSettings
+    tmp_path: Path, pg_journal: JournalSettings, monkeypatch: Any
 ) -> None:
+    """A node of one, so that its lease can be long enough for the restart to come before it
+    expires even on a loaded machine (a lone node's lease is 3 s); a restarted process of the
+    same node id waits for the dead one's lease just the same."""
     assert pg_journal.url is not None
-    config = write_config(tmp_path, BOARDS, journal=pg_journal)
+    monkeypatch.setenv("ARENA_CLUSTER_SECRET", SECRET)
+    config = write_config(tmp_path, BOARDS, journal=pg_journal,
+                          cluster=ClusterSettings(node_id="node-a", lease_seconds=RESTART_LEASE))
     server = ChildServer(config)
     await asyncio.to_thread(server.start)
     try:
