@@ -217,10 +217,11 @@ async def test_a_table_closed_before_a_stop_and_not_settled_settles_at_the_next_
 
 
 async def test_in_a_cluster_the_owner_settles_and_either_node_answers(cluster_nodes: NodeFactory) -> None:
-    """A tournament ending a few seconds from now (no grace): its owner settles it on the wall
-    clock, and the other node forwards both settlement routes to it."""
+    """A tournament ending 20 s from now (no grace; enough for two nodes to start and take its
+    events on a loaded machine): its owner settles it on the wall clock, and the other node
+    forwards both settlement routes to it."""
     start = now_ms()
-    end = start - start % 1000 + 4_000
+    end = start - start % 1000 + 20_000
     boards = {"cup": {"aggregation": "best", "periods": [], "close_grace_seconds": 0,
                       "custom_periods": {"finals": {"start": format_ms(start - DAY), "end": format_ms(end)}},
                       "prizes": {"finals": [{"reward": "cup", "ranks": [1, 1]}, {"reward": "pin", "top_percent": 50}]}}}
