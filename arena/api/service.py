@@ -26,7 +26,15 @@ from arena.config import (
 )
 from arena.engine.spec import BoardSpec
 from arena.errors import ConfigError, JournalUnavailable, QueryError, not_found
-from arena.journal import BoardCatalog, CatalogEntry, JournalBackend, board_catalog, journal_backend
+from arena.journal import (
+    BoardCatalog,
+    CatalogEntry,
+    JournalBackend,
+    SettlementLog,
+    board_catalog,
+    journal_backend,
+    settlement_log,
+)
 from arena.journal.snapshots import snapshot_store
 from arena.live.views import LiveViews
 from arena.metrics import Metrics
@@ -74,11 +82,14 @@ class Arena:
         self._leased = False
         self.catalog: BoardCatalog = board_catalog(config, backend)
         """The boards created through the admin API (`arena.api.boards`)."""
+        self.settlement_log: SettlementLog = settlement_log(config, backend)
+        """Every board's settlement revisions in commit order: what `GET /v1/settlements` reads."""
         self._generation = -1  # the catalog's generation last read (`sync_catalog`)
         self._catalog_turn = asyncio.Lock()
         journals: JournalBackend = grants or backend
         self.backend = wrap_backend(journals) if wrap_backend is not None else journals
-        self.supervisor = Supervisor(config, self.clock, self.metrics, self.backend, snapshot_store(backend), self.states)
+        self.supervisor = Supervisor(config, self.clock, self.metrics, self.backend, snapshot_store(backend), self.states,
+                                     self.settlement_log)
         self.boards: dict[str, BoardHandle] = self.supervisor.handles
         self.specs: Mapping[str, BoardSpec] = _Specs(self.boards)
         """Every board's definition as this node serves it now: what validation reads."""
@@ -246,6 +257,7 @@ class Arena:
             await self.lease.release()
             self._leased = False
         await self.catalog.close()
+        await self.settlement_log.close()
         await self.backend.close()
 
 
