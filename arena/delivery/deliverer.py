@@ -18,7 +18,7 @@ from typing import Protocol
 import orjson
 
 from arena.config import Webhook
-from arena.delivery.outbox import Delivery, Outbox, Outcome, State, deliveries
+from arena.delivery.outbox import Delivery, Outbox, Outcome, deliveries
 from arena.delivery.sender import Sender
 from arena.errors import IllegalTransition, JournalError
 from arena.journal import SettlementLog
@@ -160,12 +160,12 @@ class Deliverer:
         await self.outbox.save(delivery.moved(outcome, now, backoff_seconds=self.backoff_seconds, error=error))
 
     async def _gauge(self) -> None:
-        counts = await self.outbox.counts()
-        oldest = await self.outbox.oldest_pending()
+        pending = await self.outbox.pending()
         now = self.clock()
         for hook in self.webhooks:
-            self.metrics.webhook_pending.labels(hook).set(counts.get(hook, {}).get(State.PENDING, 0))
-            self.metrics.webhook_oldest_pending.labels(hook).set(max(0, now - oldest[hook]) / 1000 if hook in oldest else 0)
+            count, oldest = pending.get(hook, (0, now))
+            self.metrics.webhook_pending.labels(hook).set(count)
+            self.metrics.webhook_oldest_pending.labels(hook).set(max(0, now - oldest) / 1000)
 
     async def retry(self, hook: Webhook, delivery_id: str) -> Delivery | None:
         """Make ``delivery_id`` pending again, due now, with a new max age (None: no such delivery)."""

@@ -188,8 +188,9 @@ class Outbox(Protocol):
     async def counts(self) -> dict[str, dict[State, int]]:
         """Each webhook's deliveries per state."""
 
-    async def oldest_pending(self) -> dict[str, int]:
-        """Each webhook's oldest pending delivery's ``created_at``."""
+    async def pending(self) -> dict[str, tuple[int, int]]:
+        """Each webhook's pending deliveries: how many, and the oldest one's ``created_at``
+        (read through the index on state: cheap however many were delivered)."""
 
     async def close(self) -> None:
         """Release what it holds."""

@@ -83,10 +83,10 @@ class PostgresOutbox:
             counts.setdefault(r["webhook"], {})[State(r["state"])] = int(r["n"])
         return counts
 
-    async def oldest_pending(self) -> dict[str, int]:
-        rows = await self._fetch("SELECT webhook, min(created_at) AS oldest FROM {s}.webhook_delivery"
+    async def pending(self) -> dict[str, tuple[int, int]]:
+        rows = await self._fetch("SELECT webhook, count(*) AS n, min(created_at) AS oldest FROM {s}.webhook_delivery"
                                  " WHERE state = 'pending' GROUP BY webhook")
-        return {r["webhook"]: int(r["oldest"]) for r in rows}
+        return {r["webhook"]: (int(r["n"]), int(r["oldest"])) for r in rows}
 
     async def close(self) -> None:
         pass  # the store's connections are the backend's

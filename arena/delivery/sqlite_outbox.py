@@ -130,9 +130,10 @@ class SqliteOutbox:
             counts.setdefault(webhook, {})[State(state)] = int(count)
         return counts
 
-    async def oldest_pending(self) -> dict[str, int]:
-        rows = await self._read("SELECT webhook, min(created_at) FROM webhook_delivery WHERE state = 'pending' GROUP BY webhook")
-        return {webhook: int(oldest) for webhook, oldest in rows}
+    async def pending(self) -> dict[str, tuple[int, int]]:
+        rows = await self._read("SELECT webhook, count(*), min(created_at) FROM webhook_delivery WHERE state = 'pending'"
+                                " GROUP BY webhook")
+        return {webhook: (int(count), int(oldest)) for webhook, count, oldest in rows}
 
     async def close(self) -> None:
         if self._db is not None:
