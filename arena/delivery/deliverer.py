@@ -37,8 +37,8 @@ DUE_LIMIT = 200
 class DeliveryBoards(Protocol):
     """What the deliverer asks of the node's boards."""
 
-    def delivers(self, board: str) -> bool:
-        """Whether this node sends ``board``'s deliveries now: it owns the board."""
+    def delivered_here(self) -> list[str]:
+        """The boards whose deliveries this node sends now: those it owns."""
 
     async def body(self, delivery: Delivery) -> bytes | None:
         """The body of ``delivery`` (its revision's answer with the awards of its page); None when
@@ -101,8 +101,8 @@ class Deliverer:
 
     async def _tick(self) -> None:
         await self._read_log()
-        due = [d for d in await self.outbox.due(self.clock(), DUE_LIMIT)
-               if d.webhook in self.webhooks and (d.webhook, d.id) not in self._in_flight and self.boards.delivers(d.board)]
+        due = [d for d in await self.outbox.due(self.clock(), DUE_LIMIT, self.boards.delivered_here())
+               if d.webhook in self.webhooks and (d.webhook, d.id) not in self._in_flight]
         for d in due:
             self._in_flight.add((d.webhook, d.id))
         try:
