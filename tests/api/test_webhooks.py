@@ -93,6 +93,10 @@ async def test_a_failing_hanging_receiver_gets_every_revision_signed_in_order(
         assert set(ids) == set(REVISIONS)  # the board "other" is not this webhook's
         assert ids.count(REVISIONS[0]) == 4  # three 500s, then 200
         async with httpx.AsyncClient(base_url=server.url) as http:
+            async def saved() -> bool:  # the receiver's 2xx is seen before the outbox records it
+                return len(await deliveries(http, state="delivered")) == 2
+
+            await until(saved, "both deliveries recorded as delivered")
             body = orjson.loads(receiver.delivered()[REVISIONS[1]][0].body)
             query = (await http.get("/v1/boards/hs/weekly/settlement", params={"period_id": "2027-W01", "limit": 1000})).json()
             assert {k: body[k] for k in ("board", "period", "period_id", "revision", "sha256", "awards", "changes")} == {
