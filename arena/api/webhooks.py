@@ -20,7 +20,7 @@ from arena.delivery.outbox import State
 from arena.errors import JournalError, QueryError, invalid_request, not_found
 
 DEFAULT_LIMIT = 100
-
+OUTBOX_DOWN = QueryError("unavailable", "the webhooks' outbox cannot be reached; try again", 503)
 
 WebhookAnswer = Callable[[Deliverer, Webhook, Request], Awaitable[Body]]
 
@@ -41,7 +41,7 @@ def _webhook_route(path: str, answer: WebhookAnswer, method: str) -> Route:
         except QueryError as exc:
             return error_response(exc)
         except JournalError:
-            return error_response(QueryError("unavailable", "the webhooks' outbox cannot be reached; try again", 503))
+            return error_response(OUTBOX_DOWN)
 
     return Route(path, endpoint, methods=[method])
 
@@ -56,7 +56,7 @@ async def _webhooks(request: Request) -> Response:
     try:
         counts = await arena.deliverer.outbox.counts()
     except JournalError:
-        return error_response(QueryError("unavailable", "the webhooks' outbox cannot be reached; try again", 503))
+        return error_response(OUTBOX_DOWN)
     return json_response({"webhooks": [
         {"id": hook.id, "url": hook.shown_url, "boards": list(hook.boards), "max_age_hours": hook.max_age_hours,
          "deliveries": {str(state): counts.get(hook.id, {}).get(state, 0) for state in State}}
