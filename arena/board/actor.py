@@ -332,7 +332,7 @@ class BoardActor:
         self.snapshots = snapshots if snapshot_every > 0 else None
         """Where the board's snapshots are kept; None: snapshots are off."""
         self.snapshot_every = snapshot_every
-        self.feed = FeedWriter(handle.name, settlement_log) if settlement_log is not None else None
+        self.feed = FeedWriter(handle.name, settlement_log, handle.metrics) if settlement_log is not None else None
         """Where the revisions this actor journals go after their commit; None: no settlement log."""
 
     @property
