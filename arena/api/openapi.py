@@ -14,7 +14,16 @@ from typing import Any
 
 from arena.api.live import TABLE_FIELDS as VIEW_TABLE_FIELDS
 from arena.api.live import VIEW_FIELDS
-from arena.api.queries import MAX_AUDIT_LIMIT, MAX_LIMIT, MAX_MEMBER_CODE_POINTS, MAX_MEMBERS, MAX_RADIUS, MAX_SEARCH_LIMIT
+from arena.api.queries import (
+    FEED_LIMIT,
+    MAX_AUDIT_LIMIT,
+    MAX_FEED_LIMIT,
+    MAX_LIMIT,
+    MAX_MEMBER_CODE_POINTS,
+    MAX_MEMBERS,
+    MAX_RADIUS,
+    MAX_SEARCH_LIMIT,
+)
 from arena.api.ws import MAX_ECHOED_CHARS
 from arena.engine.events import MAX_KEY_CHARS, MAX_MEMBER_CHARS, MAX_META_BYTES, Reason, Status
 from arena.engine.periods import PeriodKind
@@ -74,6 +83,7 @@ PERIOD_ID = _param("period_id", "query", _STRING, (
     " (default: the current one)"))
 RADIUS = _param("radius", "query", _int(0, MAX_RADIUS, 5), "neighbours on each side, clipped at both ends")
 ADMIN_HEADERS = "Authorization: Bearer <token> of an [[admins]] entry"
+SERVER_HEADERS = "Authorization: Bearer <token> of a [[servers]] entry (a game server)"
 
 TABLE_MISSING = ("unknown_board", "unknown_period", "period_not_retained")
 INVALID = _error("a bad parameter or body", "invalid_request")
@@ -207,6 +217,23 @@ SCHEMAS: Doc = {
         sha256={"type": "string", "pattern": "^[0-9a-f]{64}$", "description": "the revision's"},
         member=_STRING,
         award={"oneOf": [_ref("Award"), {"type": "null"}], "description": "null: no reward in this revision"},
+    ),
+    "SettlementFeed": _object(
+        ["items", "next"],
+        items={"type": "array", "items": _ref("SettlementFeedItem"), "description": "in log order"},
+        next=_int(0, description="the cursor to pass as `after` next: the last item's, or `after` when there is none"),
+    ),
+    "SettlementFeedItem": _object(
+        ["cursor", "board", "period", "period_id", "partition", "revision", "seq", "sha256", "awards"],
+        cursor=_int(1, description="the revision's position in the settlement log"),
+        board=_STRING,
+        period=_STRING,
+        period_id=_STRING,
+        partition={"type": ["string", "null"], "description": "a region or division; null: the global table"},
+        revision=_int(0),
+        seq=_int(1, description="the board's journal seq of the revision"),
+        sha256={"type": "string", "pattern": "^[0-9a-f]{64}$", "description": "the revision's (see Settlement)"},
+        awards=_int(0, description="the number of awards: read them at /v1/boards/{board}/{period}/settlement"),
     ),
     "Periods": _object(
         ["board", "period", "periods", "seq"],
@@ -495,6 +522,16 @@ PATHS: Doc = {
                                                                                   "text/css": {"schema": _STRING},
                                                                                   "image/svg+xml": {"schema": _STRING}}},
                                           {"404": _error("no such file", "not_found")})},
+    "/v1/settlements": {"get": _operation(
+        "The settlement feed: every settlement revision in the settlement log's order (commit order), after a cursor, "
+        "of the boards the caller may write (an admin: every board); poll with the last `next`", [
+            _param("after", "query", _int(0, default=0), "the cursor of the last item seen (0: from the start)"),
+            _param("limit", "query", _int(1, MAX_FEED_LIMIT, FEED_LIMIT), "items to return"),
+        ], _json(_ref("SettlementFeed"), "the items"), {
+            "400": INVALID,
+            "401": _error("no valid game-server or admin token", "unauthorized"),
+            "503": _error("the settlement log cannot be read now", "unavailable"),
+        }, security=[{"server": []}, {"admin": []}])},
     "/v1/admin/whoami": {"get": _operation("The admin a bearer token belongs to", [],
                                            _json(_object(["admin"], admin=_STRING), "the admin's id"),
                                            {"401": UNAUTHORIZED}, security=[{"admin": []}])},
@@ -540,7 +577,8 @@ DOCUMENT: Doc = {
     "paths": PATHS,
     "components": {
         "schemas": SCHEMAS,
-        "securitySchemes": {"admin": {"type": "http", "scheme": "bearer", "description": ADMIN_HEADERS}},
+        "securitySchemes": {"admin": {"type": "http", "scheme": "bearer", "description": ADMIN_HEADERS},
+                            "server": {"type": "http", "scheme": "bearer", "description": SERVER_HEADERS}},
     },
 }
 """The document; served as is (see `arena.api.http`)."""

@@ -332,7 +332,7 @@ class BoardActor:
         self.snapshots = snapshots if snapshot_every > 0 else None
         """Where the board's snapshots are kept; None: snapshots are off."""
         self.snapshot_every = snapshot_every
-        self.feed = FeedWriter(handle.name, settlement_log) if settlement_log is not None else None
+        self.feed = FeedWriter(handle.name, settlement_log, handle.metrics) if settlement_log is not None else None
         """Where the revisions this actor journals go after their commit; None: no settlement log."""
 
     @property
@@ -372,6 +372,7 @@ class BoardActor:
             revisions = sorted((r for rs in engine.settlements.values() for r in rs), key=lambda r: r.seq)
             self.feed.add(log_item(board, r) for r in revisions)
         try:
+            await self._catch_up(engine)
             await self._serve(engine, pipeline, handle.mailbox, snapshotter)
         except BaseException:
             pipeline.abandon()
@@ -438,6 +439,30 @@ class BoardActor:
                     self._refuse(item)
             else:
                 await pipeline.push(item)
+
+    async def _catch_up(self, engine: BoardEngine) -> None:
+        """What a stop or a crash left undone, at load (a takeover too): the close markers of
+        windows with prizes that no table closed (`BoardEngine.missed_closes`), and the revision
+        of each settled, retained table whose awards a void changed before its revision was
+        journaled (only a disputed table can need one). A journal that refuses them now leaves
+        them to the next load."""
+        if not engine.retired:
+            markers = engine.missed_closes(self.clock.now())
+            if markers:
+                try:
+                    await self.journal.append(markers)
+                except JournalError as exc:
+                    log.error("board %s: %d missed close markers not journaled: %s", self.handle.name, len(markers), exc)
+                    return
+                for marker in markers:
+                    engine.close(marker)
+                engine.last_seq = markers[-1].seq
+                log.info("board %s: %d tables no event reached closed at load, last at seq %d", self.handle.name,
+                         len(markers), engine.last_seq)
+        revised = [await self.settler.revision(key) for key in list(engine.settlements) if engine.disputes.get(key)]
+        made = [revision for revision in revised if revision is not None]
+        if made and not await self._journal_settlements(made):
+            self.settler.refused(made, JOURNAL_RETRY_SECONDS)
 
     def stop(self) -> None:
         """Finish what is queued, then return from `run`."""

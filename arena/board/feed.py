@@ -14,6 +14,7 @@ from arena.engine.records import BoardKind, BoardRecord
 from arena.engine.settlement import LogItem, SettlementRecord, log_item
 from arena.errors import JournalError
 from arena.journal import SettlementLog
+from arena.metrics import Metrics
 
 log = logging.getLogger("arena.board")
 
@@ -23,9 +24,10 @@ RETRY_SECONDS = 1.0
 class FeedWriter:
     """Appends one board's items in the order they are added, one append at a time."""
 
-    def __init__(self, board: str, settlement_log: SettlementLog) -> None:
+    def __init__(self, board: str, settlement_log: SettlementLog, metrics: Metrics) -> None:
         self.board = board
         self.log = settlement_log
+        self.metrics = metrics
         self._pending: list[LogItem] = []
         self._task: asyncio.Task[None] | None = None
 
@@ -41,6 +43,7 @@ class FeedWriter:
             try:
                 await self.log.append(items)
             except JournalError as exc:
+                self.metrics.settlement_log_failures.inc()
                 log.warning("board %s: %d settlement revisions not in the settlement log yet: %s; trying again in %.0fs",
                             self.board, len(items), exc, RETRY_SECONDS)
                 await asyncio.sleep(RETRY_SECONDS)

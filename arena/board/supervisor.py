@@ -178,6 +178,7 @@ class Supervisor:
             try:
                 await self.settlement_log.append(revisions)
             except JournalError as exc:  # each board's activation appends its own again
+                self.metrics.settlement_log_failures.inc()
                 log.warning("%d settlement revisions may be missing from the settlement log: %s", len(revisions), exc)
 
     # -- activation on demand (`arena.board.activation.Carrier`) ---------------------------------

@@ -27,5 +27,10 @@ class SettlementLog(Protocol):
         """At most ``limit`` items after ``cursor`` in log order, only of the boards ``boards``
         accepts."""
 
+    async def restore(self, items: Sequence[LogItem]) -> bool:
+        """Add ``items`` as they are, cursors included, in one transaction, to an empty log
+        (`arena migrate` copies a log, so a backend's stored cursor keeps its meaning); False,
+        adding nothing, when the log holds items already."""
+
     async def close(self) -> None:
         """Release what it holds."""

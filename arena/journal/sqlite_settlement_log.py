@@ -106,6 +106,27 @@ class SqliteSettlementLog:
                 cursor = rows[-1][0]
         return items[:limit]
 
+    async def restore(self, items: Sequence[LogItem]) -> bool:
+        rows = [(i.cursor, i.board, i.period, i.period_id, i.partition or "*", i.revision, i.seq, i.sha256, i.awards) for i in items]
+        async with self._turn:
+            db = await self._conn()
+            assert db is not None, "a writable log"
+            try:
+                await db.execute("BEGIN IMMEDIATE")
+                try:
+                    if list(await db.execute_fetchall("SELECT 1 FROM settlement_log LIMIT 1")):
+                        await db.execute("ROLLBACK")
+                        return False
+                    await db.executemany(f"INSERT INTO settlement_log (cursor, {_HEADER}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                    await db.execute("COMMIT")
+                except BaseException:
+                    if db.in_transaction:
+                        await db.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                raise JournalError(f"{self.path}: settlement log write failed: {exc}") from exc
+        return True
+
     async def close(self) -> None:
         if self._db is not None:
             db, self._db = self._db, None

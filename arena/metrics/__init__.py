@@ -55,6 +55,11 @@ class Metrics:
         self.webhook_oldest_pending = Gauge(
             "arena_webhook_oldest_pending_seconds", "Age of the oldest pending webhook delivery (0: none)", ["webhook"],
             registry=r)
+        self.settlement_log_failures = Counter(
+            "arena_settlement_log_failures", "Appends to the settlement log that failed (tried again: the feed lags meanwhile)",
+            registry=r,
+        )
+        self.feed_items = Counter("arena_settlement_feed_items", "Items answered by GET /v1/settlements", registry=r)
         self.journal_failures = Counter(
             "arena_journal_write_failures", "Batches rejected because the journal write failed", ["board"], registry=r
         )

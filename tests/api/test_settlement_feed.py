@@ -1,13 +1,16 @@
-"""The settlement log through real servers on both journal backends: every revision a board
-journals (revision 0 at a close, the next after a void) reaches the log after its commit, in its
-board's journal order; what is missing from the log (a crash between the commit and the append)
-is appended by the board's next load."""
+"""The settlement log and its feed through real servers on both journal backends: every revision
+a board journals (revision 0 at a close, the next after a void) reaches the log after its commit,
+in its board's journal order; what is missing from the log (a crash between the commit and the
+append) is appended by the next start. `GET /v1/settlements` answers the log after a cursor to a
+game server (the boards it may write, patterns matched at each request) or an admin (every board),
+401 to anyone else, pages by `limit` with `next`, and refuses bad parameters."""
 
 from __future__ import annotations
 
 import sqlite3
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -15,6 +18,7 @@ from arena.client import ArenaClient, ScoreEvent
 from arena.config import JournalSettings
 from arena.engine.settlement import LogItem, log_item
 from arena.journal.sqlite_settlement_log import LOG_FILE
+from support.documented import assert_documented
 from support.postgres import fetchval
 from support.server import ADMIN_TOKEN, InProcessServer, make_config, token_for, until
 
@@ -113,9 +117,94 @@ async def test_every_journaled_revision_reaches_the_log_and_a_load_appends_what_
     await server.start()
     try:
         async def refilled() -> bool:
-            return len(await logged(server)) == len(items)
+            return any(i.revision == 1 for i in await logged(server))
 
         await until(refilled, "the revision 1 to be appended again")
-        assert replace((await logged(server))[-1], cursor=0) == [i for i in everything if i.revision == 1][0]
+        hs = [i for i in await logged(server) if i.board == "hs"]  # (the boards' appends interleave)
+        assert hs[0] == week[0] and replace(hs[1], cursor=0) == [i for i in everything if i.revision == 1][0]
     finally:
         await server.stop()
+
+
+FEED = "/v1/settlements"
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+async def feed(http: httpx.AsyncClient, token: str, status: int = 200, **params: int) -> dict[str, Any]:
+    answer = await http.get(FEED, params=params, headers=bearer(token))
+    assert answer.status_code == status, answer.text
+    body: dict[str, Any] = answer.json()
+    assert_documented(FEED, "GET", body, status)
+    return body
+
+
+async def read_all(http: httpx.AsyncClient, token: str, limit: int) -> list[dict[str, Any]]:
+    """Every item the token may see, page by page from cursor 0."""
+    items: list[dict[str, Any]] = []
+    cursor = 0
+    for _ in range(1000):
+        page = await feed(http, token, after=cursor, limit=limit)
+        assert len(page["items"]) <= limit
+        if not page["items"]:
+            assert page["next"] == cursor
+            return items
+        items += page["items"]
+        cursor = page["next"]
+        assert cursor == page["items"][-1]["cursor"]
+    raise AssertionError("the feed did not end within 1000 pages")
+
+
+async def test_the_feed_answers_each_caller_the_boards_it_may_write_in_log_order(
+    tmp_path: Path, served_journal: JournalSettings
+) -> None:
+    servers = {"gs": ["*"], "hs-only": ["hs"], "cups": ["cup-*"]}
+    config = make_config(tmp_path / "data", BOARDS, servers, journal=served_journal)
+    async with InProcessServer(config, now_ms=W1 + DAY) as server, httpx.AsyncClient(base_url=server.url) as http:
+        assert (await feed(http, token_for("cups")))["items"] == []
+        async with ArenaClient(server.url, token_for("gs")) as client:
+            assert all(r.recorded for r in await client.submit_many(
+                [ScoreEvent("hs", f"m{i}", 10 * i, W1 + i) for i in range(5)] + [ScoreEvent("low", "m", 1, W1)]))
+        assert (await http.post("/v1/_test/clock", json={"now_ms": W1 + 8 * DAY})).status_code == 200
+        await until_logged(server, 1)
+        # a board created later that a pattern matches: its revisions are seen without a restart
+        cup = {"aggregation": "sum", "periods": ["daily"], "prizes": {"daily": [{"reward": "cup", "ranks": [1, 1]}]}}
+        assert (await http.put("/v1/boards/cup-1", json=cup, headers=ADMIN)).status_code == 201
+        async with ArenaClient(server.url, token_for("gs")) as client:
+            assert all(r.recorded for r in await client.submit_many([ScoreEvent("cup-1", "winner", 3, W1 + 8 * DAY)]))
+        assert (await http.post("/v1/_test/clock", json={"now_ms": W1 + 10 * DAY})).status_code == 200
+
+        async def settled() -> bool:  # what the jump closes: cup-1's and low's 2027-01-12 (nothing more until 01-15)
+            closed = {i.board for i in await logged(server) if i.period_id == "2027-01-12"}
+            return closed == {"cup-1", "low"}
+
+        await until(settled, "cup-1's and low's 2027-01-12 to settle")
+        log = await logged(server)
+        everything = await read_all(http, ADMIN_TOKEN, 3)
+        assert everything == [i.as_json() for i in log]  # the admin: every board, in log order
+        assert await read_all(http, token_for("gs"), 1000) == everything
+        assert await read_all(http, token_for("hs-only"), 2) == [i for i in everything if i["board"] == "hs"]
+        cups = await read_all(http, token_for("cups"), 1)
+        assert cups == [i for i in everything if i["board"] == "cup-1"] and cups
+        hs = [i for i in everything if i["board"] == "hs"]
+        assert {k: hs[0][k] for k in ("board", "period", "period_id", "partition", "revision", "awards")} == {
+            "board": "hs", "period": "weekly", "period_id": "2027-W01", "partition": None, "revision": 0, "awards": 2}
+        settlement = (await http.get("/v1/boards/hs/weekly/settlement", params={"period_id": "2027-W01"})).json()
+        assert (hs[0]["sha256"], hs[0]["awards"]) == (settlement["sha256"], settlement["awards_total"])
+        assert hs[0]["seq"] <= settlement["seq"]
+        # after a cursor: only what follows it; past the end: nothing, and `next` stays
+        middle = everything[len(everything) // 2]["cursor"]
+        assert (await feed(http, ADMIN_TOKEN, after=middle))["items"] == [i for i in everything if i["cursor"] > middle]
+        end = everything[-1]["cursor"]
+        assert await feed(http, ADMIN_TOKEN, after=end + 10) == {"items": [], "next": end + 10}
+        # who may not read it, and bad parameters
+        for headers in ({}, bearer("not-a-token"), {"Authorization": "Basic x"}):
+            answer = await http.get(FEED, headers=headers)
+            assert answer.status_code == 401 and answer.json()["error"]["code"] == "unauthorized", answer.text
+        for params in ({"after": -1}, {"after": "x"}, {"limit": 0}, {"limit": 1001}, {"limit": "1.5"}):
+            answer = await http.get(FEED, params=params, headers=bearer(ADMIN_TOKEN))
+            assert answer.status_code == 400 and answer.json()["error"]["code"] == "invalid_request", (params, answer.text)
+        assert len((await feed(http, ADMIN_TOKEN, limit=1000))["items"]) == len(everything)
+        assert "arena_settlement_feed_items_total" in (await http.get("/metrics")).text

@@ -1,7 +1,8 @@
 """The settlement log on both backends: an append gives cursors in order and is idempotent by
 (board, period, period_id, partition or '*', revision); `after` pages in log order and keeps
-only the boards asked for; readers polling with their last cursor while many appends commit at
-once (on PostgreSQL from two processes' pools) see every item once, in the log's order."""
+only the boards asked for; a restore (`arena migrate`) keeps the cursors, into an empty log
+only; readers polling with their last cursor while many appends commit at once (on PostgreSQL
+from two processes' pools) see every item once, in the log's order."""
 
 from __future__ import annotations
 
@@ -119,3 +120,13 @@ async def test_readers_polling_their_last_cursor_see_every_append_once_in_log_or
     finally:
         for log in (*writers, reader):
             await log.close()
+
+
+async def test_a_restore_keeps_the_cursors_into_an_empty_log_only(log: SettlementLog) -> None:
+    copied = [replace(item("a", "2027-01-04"), cursor=7), replace(item("b", "2027-01-04"), cursor=12)]
+    assert await log.restore(copied)
+    assert await everything(log) == copied
+    await log.append([item("c", "2027-01-04")])
+    assert (await everything(log))[-1].cursor == 13  # appends follow the copied cursors
+    assert not await log.restore([replace(item("d", "2027-01-04"), cursor=20)])
+    assert len(await everything(log)) == 3

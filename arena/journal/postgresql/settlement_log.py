@@ -14,6 +14,8 @@ from arena.engine.settlement import LogItem
 from arena.errors import JournalUnavailable
 from arena.journal.postgresql.store import STORE_ERRORS, PostgresStore
 
+LOG_VERSION = 6
+"""The schema version that has the settlement log."""
 READ_ROWS = 1000
 """Rows read at a time while looking for the items of the boards a reader may see."""
 _HEADER = "board, period, period_id, partition, revision, seq, sha256, awards"
@@ -63,7 +65,7 @@ class PostgresSettlementLog:
         store = self.store
         items: list[LogItem] = []
         try:
-            if not await store.prepare(self.readonly):
+            if not await store.prepare(self.readonly) or store.version < LOG_VERSION:  # older tables (read-only): no log
                 return items
             async with store.connection() as conn:
                 while len(items) < limit:
@@ -77,6 +79,22 @@ class PostgresSettlementLog:
         except (*STORE_ERRORS, JournalUnavailable) as exc:
             raise store.failure(f"{store.where}, settlement log", exc, "unreadable") from exc
         return items[:limit]
+
+    async def restore(self, items: Sequence[LogItem]) -> bool:
+        store = self.store
+        rows = [(i.cursor, i.board, i.period, i.period_id, i.partition or "*", i.revision, i.seq, i.sha256, i.awards) for i in items]
+        try:
+            await store.prepare(False)
+            async with store.connection() as conn, conn.transaction():
+                await conn.execute(store.sql("SELECT cursor FROM {s}.settlement_log_head FOR UPDATE"))
+                if await conn.fetchval(store.sql("SELECT EXISTS (SELECT FROM {s}.settlement_log)")):
+                    return False
+                await conn.executemany(store.sql(
+                    f"INSERT INTO {{s}}.settlement_log (cursor, {_HEADER}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"), rows)
+                await conn.execute(store.sql("UPDATE {s}.settlement_log_head SET cursor = $1"), max((r[0] for r in rows), default=0))
+        except (*STORE_ERRORS, JournalUnavailable) as exc:
+            raise store.failure(f"{store.where}, settlement log", exc, "write failed") from exc
+        return True
 
     async def close(self) -> None:
         pass  # the store's connections are the backend's
