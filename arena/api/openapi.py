@@ -14,7 +14,16 @@ from typing import Any
 
 from arena.api.live import TABLE_FIELDS as VIEW_TABLE_FIELDS
 from arena.api.live import VIEW_FIELDS
-from arena.api.queries import MAX_AUDIT_LIMIT, MAX_LIMIT, MAX_MEMBER_CODE_POINTS, MAX_MEMBERS, MAX_RADIUS, MAX_SEARCH_LIMIT
+from arena.api.queries import (
+    FEED_LIMIT,
+    MAX_AUDIT_LIMIT,
+    MAX_FEED_LIMIT,
+    MAX_LIMIT,
+    MAX_MEMBER_CODE_POINTS,
+    MAX_MEMBERS,
+    MAX_RADIUS,
+    MAX_SEARCH_LIMIT,
+)
 from arena.api.ws import MAX_ECHOED_CHARS
 from arena.engine.events import MAX_KEY_CHARS, MAX_MEMBER_CHARS, MAX_META_BYTES, Reason, Status
 from arena.engine.periods import PeriodKind
@@ -74,6 +83,7 @@ PERIOD_ID = _param("period_id", "query", _STRING, (
     " (default: the current one)"))
 RADIUS = _param("radius", "query", _int(0, MAX_RADIUS, 5), "neighbours on each side, clipped at both ends")
 ADMIN_HEADERS = "Authorization: Bearer <token> of an [[admins]] entry"
+SERVER_HEADERS = "Authorization: Bearer <token> of a [[servers]] entry (a game server)"
 
 TABLE_MISSING = ("unknown_board", "unknown_period", "period_not_retained")
 INVALID = _error("a bad parameter or body", "invalid_request")
@@ -111,6 +121,31 @@ def _table_query(
 def _admin(summary: str, parameters: list[Doc], ok: Doc, missing: tuple[str, ...], **extra: Any) -> Doc:
     errors = {"400": INVALID, "401": UNAUTHORIZED, "404": _error("not found", *missing), "503": _error("the board failed", "unavailable")}
     return _operation(summary, [BOARD, *parameters], ok, errors, security=[{"admin": []}], **extra)
+
+
+_OUTBOX_DOWN = _error("the webhooks' outbox cannot be reached", "unavailable")
+_WEBHOOK = _object(["id", "url", "boards", "max_age_hours", "deliveries"], id=_STRING,
+                   url={"type": "string", "description": "without credentials"}, boards={"type": "array", "items": _STRING},
+                   max_age_hours={"type": "number"},
+                   deliveries=_object(["pending", "delivered", "failed"], pending={"type": "integer"},
+                                      delivered={"type": "integer"}, failed={"type": "integer"}))
+_NULLABLE_INT = {"type": ["integer", "null"]}
+_DELIVERY = _object(
+    ["delivery", "state", "attempts", "next_at", "last_error", "board", "period", "period_id", "partition", "revision", "page",
+     "created_at", "delivered_at"],
+    delivery={"type": "string", "description": "the Arena-Delivery id: <board>/<period>/<period_id>/<partition or *>/<revision>[/<page>]"},
+    state={"type": "string", "enum": ["pending", "delivered", "failed"]}, attempts={"type": "integer"},
+    next_at={"type": "integer", "description": "epoch ms of the next attempt (pending)"}, last_error={"type": ["string", "null"]},
+    board=_STRING, period=_STRING, period_id=_STRING, partition={"type": ["string", "null"]}, revision={"type": "integer"},
+    page=_NULLABLE_INT, created_at={"type": "integer", "description": "epoch ms"},
+    delivered_at={**_NULLABLE_INT, "description": "epoch ms"})
+
+
+def _webhook_op(summary: str, parameters: list[Doc], ok: Doc, missing: tuple[str, ...] = ()) -> Doc:
+    errors = {"400": INVALID, "401": UNAUTHORIZED, "404": _error("no such webhook or delivery", "unknown_webhook", *missing),
+              "503": _OUTBOX_DOWN}
+    return _operation(summary, [_param("webhook", "path", _STRING, "a webhook's id"), *parameters], ok, errors,
+                      security=[{"admin": []}])
 
 
 def _body(schema: Doc) -> Doc:
@@ -182,6 +217,23 @@ SCHEMAS: Doc = {
         sha256={"type": "string", "pattern": "^[0-9a-f]{64}$", "description": "the revision's"},
         member=_STRING,
         award={"oneOf": [_ref("Award"), {"type": "null"}], "description": "null: no reward in this revision"},
+    ),
+    "SettlementFeed": _object(
+        ["items", "next"],
+        items={"type": "array", "items": _ref("SettlementFeedItem"), "description": "in log order"},
+        next=_int(0, description="the cursor to pass as `after` next: the last item's, or `after` when there is none"),
+    ),
+    "SettlementFeedItem": _object(
+        ["cursor", "board", "period", "period_id", "partition", "revision", "seq", "sha256", "awards"],
+        cursor=_int(1, description="the revision's position in the settlement log"),
+        board=_STRING,
+        period=_STRING,
+        period_id=_STRING,
+        partition={"type": ["string", "null"], "description": "a region or division; null: the global table"},
+        revision=_int(0),
+        seq=_int(1, description="the board's journal seq of the revision"),
+        sha256={"type": "string", "pattern": "^[0-9a-f]{64}$", "description": "the revision's (see Settlement)"},
+        awards=_int(0, description="the number of awards: read them at /v1/boards/{board}/{period}/settlement"),
     ),
     "Periods": _object(
         ["board", "period", "periods", "seq"],
@@ -470,9 +522,36 @@ PATHS: Doc = {
                                                                                   "text/css": {"schema": _STRING},
                                                                                   "image/svg+xml": {"schema": _STRING}}},
                                           {"404": _error("no such file", "not_found")})},
+    "/v1/settlements": {"get": _operation(
+        "The settlement feed: every settlement revision in the settlement log's order (commit order), after a cursor, "
+        "of the boards the caller may write (an admin: every board); poll with the last `next`", [
+            _param("after", "query", _int(0, default=0), "the cursor of the last item seen (0: from the start)"),
+            _param("limit", "query", _int(1, MAX_FEED_LIMIT, FEED_LIMIT), "items to return"),
+        ], _json(_ref("SettlementFeed"), "the items"), {
+            "400": INVALID,
+            "401": _error("no valid game-server or admin token", "unauthorized"),
+            "503": _error("the settlement log cannot be read now", "unavailable"),
+        }, security=[{"server": []}, {"admin": []}])},
     "/v1/admin/whoami": {"get": _operation("The admin a bearer token belongs to", [],
                                            _json(_object(["admin"], admin=_STRING), "the admin's id"),
                                            {"401": UNAUTHORIZED}, security=[{"admin": []}])},
+    "/v1/webhooks": {"get": _operation("The webhooks of the config and their deliveries per state", [],
+                                       _json(_object(["webhooks"], webhooks={"type": "array", "items": _WEBHOOK}), "the webhooks"),
+                                       {"401": UNAUTHORIZED, "503": _OUTBOX_DOWN}, security=[{"admin": []}])},
+    "/v1/webhooks/{webhook}/deliveries": {"get": _webhook_op("A webhook's deliveries, in the order they were made", [
+        _param("state", "query", {"type": "string", "enum": ["pending", "delivered", "failed"]}, "only those in this state"),
+        _param("limit", "query", _int(1, MAX_LIMIT, 100), "deliveries to return"),
+        _param("after", "query", _int(0, None, 0), "the `next` of the page before"),
+    ], _json(_object(["webhook", "deliveries", "next"], webhook=_STRING, deliveries={"type": "array", "items": _DELIVERY},
+                     next={"type": ["integer", "null"], "description": "the `after` of the next page; null: no more"}),
+             "the deliveries"))},
+    "/v1/webhooks/{webhook}/deliveries/{delivery}/retry": {"post": _webhook_op(
+        "Make a delivery pending again, due now, with a new max age", [
+            _param("delivery", "path", _STRING, "its Arena-Delivery id (it contains '/')")],
+        _json({"allOf": [_DELIVERY, _object(["webhook"], webhook=_STRING)]}, "the delivery"), ("unknown_delivery",))},
+    "/v1/webhooks/{webhook}/test": {"post": _webhook_op("Send a signed test delivery now (not stored, not retried)", [], _json(
+        _object(["webhook", "delivery", "delivered", "error"], webhook=_STRING, delivery=_STRING, delivered={"type": "boolean"},
+                error={"type": ["string", "null"]}), "whether the receiver answered 2xx"))},
     "/v1/boards/{board}/events": {"get": _admin("A member's journaled events, newest first (audit)", [
         _param("member", "query", _STRING, "the member", required=True),
         _param("limit", "query", _int(1, MAX_AUDIT_LIMIT, 100), "events to return"),
@@ -498,7 +577,8 @@ DOCUMENT: Doc = {
     "paths": PATHS,
     "components": {
         "schemas": SCHEMAS,
-        "securitySchemes": {"admin": {"type": "http", "scheme": "bearer", "description": ADMIN_HEADERS}},
+        "securitySchemes": {"admin": {"type": "http", "scheme": "bearer", "description": ADMIN_HEADERS},
+                            "server": {"type": "http", "scheme": "bearer", "description": SERVER_HEADERS}},
     },
 }
 """The document; served as is (see `arena.api.http`)."""

@@ -30,6 +30,7 @@ MAX_LIMIT = 1000
 MAX_RADIUS = 100
 MAX_MEMBERS = 1000
 MAX_AUDIT_LIMIT = 1000  # the admin audit route's limit
+FEED_LIMIT, MAX_FEED_LIMIT = 100, 1000  # the settlement feed's items per answer (arena.api.feed)
 MAX_SEARCH_LIMIT = 100
 MAX_MEMBER_CODE_POINTS = 128  # a member name's longest (the event field's rule)
 

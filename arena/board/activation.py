@@ -69,7 +69,8 @@ class Unloaded:
         """The record of a board not loaded since the start, from what its journal's open reads
         (``last_seq``, its close markers): the close moments of its definition's open windows (the
         current one of each kind and the earlier ones still in their grace) not closed yet — the
-        tables its actor would hold and close on time. ``closes`` False (a retired board, an API
+        tables its actor would hold and close on time — and of the windows with prizes its actor
+        would close at load (`BoardEngine.missed_closes`). ``closes`` False (a retired board, an API
         board whose definition is not journaled yet): nothing to close. No sizes: `GET
         /v1/boards` lists its tables once it has been loaded. Pure. O(markers + kinds)."""
         engine = BoardEngine(spec, last_seq)
@@ -81,6 +82,8 @@ class Unloaded:
                 moment = engine.close_moment(window)
                 if moment is not None and moment > now and not engine.is_closed((window.kind, window.period_id)):
                     closing.append((moment, window))
+        if closes:  # due already (a stop spanned them): the board is activated at once to close and settle them
+            closing += [(marker.closed_at, marker.window) for marker in engine.missed_closes(now)]
         return cls(last_seq, (), tuple(sorted(closing, key=lambda c: (c[0], c[1].kind))))
 
     @property

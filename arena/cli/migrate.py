@@ -5,7 +5,8 @@ Each board is copied whole in one transaction of the target (`Journal.append_all
 streamed from the source in seq order (`Journal.records`) with their seqs, so a board is either
 all there or not at all. A board whose target already holds records is skipped. Afterwards both
 sides are replayed read-only, as `arena rebuild` does, and every retained table's digest is
-printed for both: any difference is a failure.
+printed for both: any difference is a failure. The settlement log is copied last, its cursors
+kept, into the target's empty log.
 
 While it runs it holds the data_dir lock and a lease on the schema, as `arena serve` does: it
 refuses to start while a server holds either, and no server starts until it is done.
@@ -28,13 +29,16 @@ from arena.cluster.grants import Grants
 from arena.cluster.lease import NodeLease
 from arena.config import Config, JournalSettings, parse_board
 from arena.engine.records import Record
+from arena.engine.settlement import LogItem
 from arena.engine.spec import BoardSpec
 from arena.errors import ArenaError
-from arena.journal import Journal, JournalBackend, board_catalog
+from arena.journal import Journal, JournalBackend, board_catalog, settlement_log
 from arena.journal.datadir import DataDirLock
 from arena.journal.postgresql import PostgresBackend
 from arena.journal.sqlite import SqliteBackend
 
+MAX_LOG_PAGE = 10_000
+"""Settlement log items read at a time."""
 PROGRESS_SECONDS = 2.0
 """A progress line on stderr at most this often while a board is copied."""
 
@@ -95,6 +99,8 @@ async def _migrate(config: Config, where: Sides, print_line: Callable[[str], Non
                         failed += 1
             finally:
                 await target.close()
+            if not await _copy_log(where, print_line):
+                failed += 1
         finally:
             renewals.cancel()
             await lease.release()
@@ -102,6 +108,25 @@ async def _migrate(config: Config, where: Sides, print_line: Callable[[str], Non
         await where.postgres.close()
     print_line(f"# {len(boards) - failed} of {len(boards)} boards copied with equal digests")
     return 1 if failed else 0
+
+
+async def _copy_log(where: Sides, print_line: Callable[[str], None]) -> bool:
+    """Copy the settlement log with its cursors (a game backend's stored cursor means the same
+    on the target); False when the target's log holds items already (it is kept as it is)."""
+    source = settlement_log(where.source, where.postgres, readonly=True)
+    target = settlement_log(where.target, where.postgres)
+    try:
+        items: list[LogItem] = []
+        while page := await source.after(items[-1].cursor if items else 0, MAX_LOG_PAGE, lambda _board: True):
+            items += page
+        if not await target.restore(items):
+            print_line("# settlement log: the target's holds items already; kept as it is")
+            return False
+    finally:
+        await source.close()
+        await target.close()
+    print_line(f"# settlement log: {len(items)} items copied")
+    return True
 
 
 async def _board(spec: BoardSpec, where: Sides, print_line: Callable[[str], None]) -> bool:

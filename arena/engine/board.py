@@ -368,6 +368,28 @@ class BoardEngine:
         self._retained[kind] = retained
         return retained
 
+    def missed_closes(self, now: int) -> list[CloseRecord]:
+        """The close markers due at ``now`` that no table will journal (numbered after
+        `last_seq`, each closed at its close moment, in that order): the retained windows of the
+        kinds with prizes that no loaded table holds and no marker closes, such as the windows
+        of a stop or of a clock's jump, which no event reached. Only within the board's life: from
+        the earliest window a marker closes (a board that never closed a table has none).
+        Installed with `close`, they settle with no award. O(markers + kinds × keep_closed)."""
+        born = min((m.window.start_ms for m in self.markers.values() if m.window.start_ms is not None), default=None)
+        if born is None:
+            return []
+        missed: list[tuple[int, Window]] = []
+        for kind in self.kinds:
+            if not self.spec.prize_tiers(kind):
+                continue
+            for window in self.retained_windows(kind, now):
+                key = (kind, window.period_id)
+                moment = self.close_moment(window)
+                if (window.start_ms or 0) >= born and moment is not None and key not in self.markers and key not in self.tables:
+                    missed.append((moment, window))
+        missed.sort(key=lambda m: (m[0], m[1].kind))
+        return [CloseRecord(self.last_seq + i + 1, window, moment) for i, (moment, window) in enumerate(missed)]
+
     def retention_floor(self, kind: str, now: int) -> int | None:
         """Start of the oldest window of a kind still queryable: every open window, then the
         last ``keep_closed`` closed ones. None for alltime. Cost: `retained_windows`."""

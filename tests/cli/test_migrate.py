@@ -1,5 +1,6 @@
 """`arena migrate` through the real command line and a real PostgreSQL: sqlite journals copied
-into PostgreSQL and back with every record, seq and digest equal; a board the target already
+into PostgreSQL and back with every record, seq and digest equal, and the settlement log with
+its cursors (the next append follows them); a board the target already
 holds is skipped (exit 1); a held data_dir or schema refuses the run; a password in the URL
 never shows."""
 
@@ -18,8 +19,8 @@ from arena.engine.events import Event
 from arena.engine.periods import Calendar, PeriodKind
 from arena.engine.prizes import Award, PrizeTier, sha256_of
 from arena.engine.records import BoardKind, BoardRecord, CloseRecord, Record, ScoreRecord, VoidRecord
-from arena.engine.settlement import Settlement, SettlementRecord
-from arena.journal import journal_backend
+from arena.engine.settlement import LogItem, Settlement, SettlementRecord
+from arena.journal import journal_backend, settlement_log
 from arena.journal.datadir import DataDirLock
 from arena.journal.postgresql import PostgresBackend
 from support.arena_cli import arena, rebuild_digests
@@ -110,6 +111,9 @@ async def test_migrate_to_postgresql_and_back_copies_every_record_with_equal_dig
     url = with_password(pg_journal.url)
     on_sqlite = config_in(tmp_path / "a", JournalSettings("sqlite", None, pg_journal.schema))
     await write_journals(load_config(on_sqlite))
+    feed = [LogItem(5, "best", "daily", "2026-12-01", None, 0, 4_003, "ab" * 32, 2),
+            LogItem(9, "best", "daily", "2026-12-01", "eu", 1, 4_004, "cd" * 32, 0)]  # cursors as a server left them
+    assert await logged(load_config(on_sqlite), feed)
 
     done = await asyncio.to_thread(arena, "migrate", "--config", on_sqlite, "--to", url)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -131,6 +135,26 @@ async def test_migrate_to_postgresql_and_back_copies_every_record_with_equal_dig
     original = await all_records(load_config(on_sqlite))
     assert await all_records(load_config(on_postgresql)) == original
     assert await all_records(load_config(back)) == original
+    assert "# settlement log: 2 items copied" in done.stdout
+    assert await logged(load_config(back)) == feed
+    assert await logged(load_config(on_postgresql), [LogItem(0, "total", "alltime", "x", None, 0, 1, "ef" * 32, 0)]) == [
+        *feed, LogItem(10, "total", "alltime", "x", None, 0, 1, "ef" * 32, 0)]
+
+
+async def logged(config: Config, restore: list[LogItem] | None = None) -> list[LogItem]:
+    """The settlement log of ``config``'s store, after restoring ``restore`` into it when empty
+    (on sqlite), or appending it (on PostgreSQL)."""
+    backend = journal_backend(config)
+    log = settlement_log(config, backend)
+    try:
+        if restore and config.journal.backend == "sqlite":
+            assert await log.restore(restore)
+        elif restore:
+            await log.append(restore)
+        return await log.after(0, 1000, lambda _board: True)
+    finally:
+        await log.close()
+        await backend.close()
 
 
 async def test_a_board_the_target_already_holds_is_skipped_and_the_run_fails(tmp_path: Path, pg_journal: JournalSettings) -> None:

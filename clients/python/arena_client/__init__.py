@@ -6,6 +6,8 @@ standings and follow live views, all typed.
         table = await arena.top("high_score", "daily", limit=10)    # Table with .entries
         async for top in arena.subscribe(TopView("high_score", "daily", limit=10)):
             ...                                                      # a Table at each change
+        async for item in (feed := arena.settlements(after=stored)):  # SettlementItem, each once
+            ...; stored = feed.cursor
 
 For scripts without an event loop, `connect_sync` (or `ArenaClientSync`) gives the same methods,
 blocking, over a private event loop in a thread (`subscribe` there is a plain iterator). Without
@@ -45,9 +47,12 @@ orjson; the server's package re-exports it as ``arena.client``):
                    and live views alike
     connection.py  `ArenaClient`: one connection, batching per board, pipelining, resends,
                    reconnects, live views
+    feed.py        `SettlementFeed`: the settlement feed, polled over HTTP
     sync.py        `ArenaClientSync`, `connect_sync`: the same methods, blocking
     backoff.py     `Backoff`, the schedule of reconnects and retries (the server's connections
                    to its peer nodes use the same one)
+    signature.py   `verify_signature`: check a webhook delivery's ``Arena-Signature`` (the
+                   server signs with the same module)
 """
 
 from arena_client.backoff import Backoff
@@ -61,6 +66,7 @@ from arena_client.errors import (
     FrameTooLarge,
     QueryFailed,
 )
+from arena_client.feed import SettlementFeed
 from arena_client.models import (
     ClientStats,
     Entry,
@@ -70,6 +76,7 @@ from arena_client.models import (
     Percentile,
     ScoreAtPercentile,
     ScoreEvent,
+    SettlementItem,
     Standing,
     SubmitResult,
     SubmitStatus,
@@ -77,7 +84,8 @@ from arena_client.models import (
     TableInfo,
     new_idempotency_key,
 )
-from arena_client.sync import ArenaClientSync, connect_sync
+from arena_client.signature import verify_signature
+from arena_client.sync import ArenaClientSync, SettlementFeedSync, connect_sync
 from arena_client.views import (
     AroundView,
     MembersView,
@@ -113,6 +121,9 @@ __all__ = [
     "ScoreAtPercentile",
     "ScoreAtPercentileView",
     "ScoreEvent",
+    "SettlementFeed",
+    "SettlementFeedSync",
+    "SettlementItem",
     "Standing",
     "SubmitResult",
     "SubmitStatus",
@@ -122,5 +133,6 @@ __all__ = [
     "View",
     "connect_sync",
     "new_idempotency_key",
+    "verify_signature",
     "ws_url",
 ]

@@ -28,6 +28,7 @@ from arena_client.errors import (
     FrameTooLarge,
     QueryFailed,
 )
+from arena_client.feed import SettlementFeed
 from arena_client.models import (
     ClientStats,
     EventFields,
@@ -408,6 +409,18 @@ class ArenaClient:
         their global rank, and which are not (`Members.missing`). O(k log n) on the server for k
         members. Raises `QueryFailed` (invalid_request, unknown_board...)."""
         return await self._ask(MembersView(board, period, tuple(members), period_id))
+
+    def settlements(self, after: int | None = None, *, poll_seconds: float = 1.0, limit: int = 100) -> SettlementFeed:
+        """The settlement feed after cursor ``after`` (None: from the start): an async iterator
+        of `SettlementItem`, each settlement revision of the boards this game server may write
+        once, in the server's log order, polling every ``poll_seconds`` when there is none; its
+        ``cursor`` is the last item's. Keep ``cursor`` once an item is handled and pass it as
+        ``after`` next time. Needs a token; works over HTTP, with or without `connect`.
+
+        ``feed = client.settlements(after=stored)``; ``async for item in feed: ...; stored = feed.cursor``
+        """
+        return SettlementFeed(self.urls, self._token, after or 0, poll_seconds=poll_seconds, limit=limit,
+                              backoff=Backoff(self._reconnect.base, self._reconnect.cap), timeout=self.open_timeout)
 
     async def _ask(self, view: View[T]) -> T:
         return view.parse(await self._query(view.frame_fields()))

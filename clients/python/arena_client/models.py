@@ -204,3 +204,26 @@ def parse_info(body: Mapping[str, Any]) -> dict[str, Any]:
         "seq": body["seq"],
     }
 
+
+
+@dataclass(frozen=True, slots=True)
+class SettlementItem:
+    """One settlement revision in the feed (`ArenaClient.settlements`): its ``cursor`` (its
+    position in the server's settlement log) and its header. ``partition`` None: the global
+    table; ``awards``: how many (read them with the table's settlement route, and check them
+    against ``sha256``); ``seq``: the board's journal seq of the revision."""
+
+    cursor: int
+    board: str
+    period: str
+    period_id: str
+    partition: str | None
+    revision: int
+    seq: int
+    sha256: str
+    awards: int
+
+    @classmethod
+    def from_json(cls, item: Mapping[str, Any]) -> SettlementItem:
+        return cls(item["cursor"], item["board"], item["period"], item["period_id"], item["partition"], item["revision"],
+                   item["seq"], item["sha256"], item["awards"])

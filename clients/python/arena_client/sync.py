@@ -9,6 +9,7 @@ from typing import Any, TypeVar, Unpack
 
 from arena_client.connection import ArenaClient, ClientOptions
 from arena_client.errors import ClientClosed
+from arena_client.feed import SettlementFeed
 from arena_client.models import (
     ClientStats,
     EventFields,
@@ -18,6 +19,7 @@ from arena_client.models import (
     Percentile,
     ScoreAtPercentile,
     ScoreEvent,
+    SettlementItem,
     Standing,
     SubmitResult,
     Table,
@@ -161,6 +163,32 @@ class ArenaClientSync:
     def ping(self) -> None:
         """As `ArenaClient.ping`."""
         self._call(self._client.ping())
+
+    def settlements(self, after: int | None = None, *, poll_seconds: float = 1.0, limit: int = 100) -> SettlementFeedSync:
+        """As `ArenaClient.settlements`, as a blocking iterator (``cursor`` as there).
+
+        ``feed = client.settlements(after=stored)``; ``for item in feed: ...; stored = feed.cursor``
+        """
+        return SettlementFeedSync(self, self._client.settlements(after, poll_seconds=poll_seconds, limit=limit))
+
+
+class SettlementFeedSync:
+    """`SettlementFeed` for `ArenaClientSync`: each ``next`` waits for the next item."""
+
+    def __init__(self, client: ArenaClientSync, feed: SettlementFeed) -> None:
+        self._client = client
+        self._feed = feed
+
+    @property
+    def cursor(self) -> int:
+        """The cursor of the last item yielded."""
+        return self._feed.cursor
+
+    def __iter__(self) -> SettlementFeedSync:
+        return self
+
+    def __next__(self) -> SettlementItem:
+        return self._client._call(anext(self._feed))
 
 
 async def _next(updates: AsyncGenerator[T, None]) -> T:
