@@ -218,7 +218,7 @@ SCHEMAS: Doc = {
                                             "description": "the void record: its journal seq, reason, admin id and time"}]},
     )}),
     "Boards": _object(["boards", "next"], boards={"type": "array", "items": _object(
-        ["board", "aggregation", "order", "tie", "state", "active", "retired", "metadata", "periods"],
+        ["board", "aggregation", "order", "tie", "state", "active", "retired", "metadata", "prizes", "periods"],
         board=_STRING,
         aggregation={"enum": ["best", "sum", "latest"]},
         order={"enum": ["desc", "asc"]},
@@ -227,6 +227,8 @@ SCHEMAS: Doc = {
         active={"type": "boolean", "description": "its tables are in memory"},
         retired={"type": "boolean", "description": "retired: it takes no more events; its tables stay queryable"},
         metadata={"type": ["object", "null"], "description": "the definition's metadata (title, category...)"},
+        prizes={"type": "object", "additionalProperties": {"type": "array", "items": _TIER},
+                "description": "the prize tiers in force by period; a period without prizes is absent"},
         periods={"type": "array", "items": {"type": "object", "description": "table fields without board, and partitions"}},
     )}, next={"type": ["string", "null"], "description": "more boards follow: pass it as `after` for the next page"}),
     "BoardDefinition": _object(

@@ -326,6 +326,7 @@ def boards(arena: Arena, limit: int = MAX_BOARDS_LIMIT, after: str | None = None
             "state": arena.states.shown(name),
             "retired": handle.retired,
             "metadata": metadata,
+            "prizes": {period: [tier.as_json() for tier in tiers] for period, tiers in spec.prizes},
             "periods": tables,
         })
     return {"boards": listed, "next": listed[-1]["board"] if more else None}
