@@ -3,7 +3,8 @@ on both journal backends: a kind with prizes offers its tables' settlements (a k
 an open table its preview; a closed table shows its journaled revision 0 (sha256, awards paged as
 the route pages them); a void after the close brings revision 1 with what to grant and revoke,
 and revision 0 stays pickable; a member's search shows what it won; at a phone's width the
-section fits the screen. The deliveries beside a settlement need the webhook admin routes (branch
+section fits the screen; in a cluster, the node that does not own the board shows its owner's
+settlement. The deliveries beside a settlement need the webhook admin routes (branch
 `hooks`): here only the page's word that they need an admin token.
 
 Every test ends as in test_console.py: no error in the browser console, no dialog, no request
@@ -21,9 +22,12 @@ import httpx
 import pytest
 from playwright.async_api import Browser, Page, ViewportSize, expect
 
+from arena.client import ArenaClient, ScoreEvent
 from arena.config import JournalSettings
+from arena.engine.times import format_ms
 from support.browser import Watched, chromium
-from support.server import ADMIN_TOKEN, Client, InProcessServer, event, make_config, token_for, until
+from support.cluster import NodeFactory, owner_urls, start_cluster
+from support.server import ADMIN_TOKEN, Client, InProcessServer, event, make_config, now_ms, token_for, until
 
 NOW = calendar.timegm((2027, 1, 5, 12, 0, 0)) * 1000  # after the wall clock: its table is current
 DAY = 86_400_000
@@ -174,3 +178,38 @@ async def test_at_a_phone_width_the_settlement_fits_the_screen(rig: Rig) -> None
         assert 0 <= box["x"] and box["x"] + box["width"] <= NARROW_PHONE["width"], await control.evaluate("c => c.id || c.textContent")
     overflow = await page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
     assert overflow <= 0, f"{overflow}px of horizontal overflow"
+
+
+async def test_in_a_cluster_the_other_node_shows_the_owners_settlement(cluster_nodes: NodeFactory) -> None:
+    """A tournament ending 20 s from now on the wall clock (two nodes to start first), settled by
+    its owner; the console of the other node lists its prizes and shows the settlement
+    (forwarded queries)."""
+    start = now_ms()
+    end = start - start % 1000 + 20_000
+    boards = {"final": {"periods": [], "close_grace_seconds": 0,
+                        "custom_periods": {"finals": {"start": format_ms(start - DAY), "end": format_ms(end)}},
+                        "prizes": {"finals": [{"reward": "cup", "ranks": [1, 1]}, {"reward": "pin", "top_percent": 50}]}}}
+    nodes = await start_cluster(cluster_nodes, ["a", "b"], boards)
+    async with httpx.AsyncClient() as http:
+        owner = (await owner_urls(http, nodes))["final"]
+        async with ArenaClient(owner, token_for("gs")) as client:
+            answers = await client.submit_many([ScoreEvent("final", f"m{i}", i, start - i) for i in range(6)])
+            assert all(r.recorded for r in answers), answers
+        other = next(node.url for node in nodes if node.url != owner)
+        path = f"{other}/v1/boards/final/finals/settlement"
+        period_id = (await http.get(f"{owner}/v1/boards/final/finals/top")).json()["period_id"]
+
+        async def ready() -> bool:
+            return (await http.get(path, params={"period_id": period_id})).status_code == 200
+
+        await until(ready, "the tournament to settle", timeout=60)
+        settled = (await http.get(path, params={"period_id": period_id})).json()
+    async with chromium() as browser:
+        watched = await Watched.open(browser, f"{other}/console")
+        page = watched.page
+        await page.locator('#boards-table tr[data-board="final"]').get_by_role("button", name="Settlement").click()
+        await expect(page.locator("#sl-caption")).to_have_text(f"final / finals / {period_id}: settled, revision 0 at the close.")
+        await expect(page.locator("#sl-sha")).to_have_text(settled["sha256"])
+        await expect(awards(page).locator("td.member")).to_have_text(["m5", "m4", "m3"])
+        await page.close()
+    assert watched.errors == [] and watched.dialogs == []
