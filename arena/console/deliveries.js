@@ -1,7 +1,7 @@
 // A settled table's webhook deliveries, with the admin token: each webhook's deliveries of the
 // table by state (pending, delivered, failed with its last error), and a retry of a failed one.
 // The admin routes list a webhook's deliveries of every table, so the table's are picked here
-// from at most PAGES pages per state.
+// from the first PAGES pages listed per state (the caption says when there were more).
 
 import { api, code, hasToken, path, problem } from "/console/api.js";
 import { $, el, num, replace, row, say, when } from "/console/dom.js";
@@ -65,7 +65,7 @@ export class Deliveries {
     if (quiet && seen === this.shown) return;
     this.shown = seen;
     const counts = STATES.map((state) => `${rows.filter((d) => d.state === state).length} ${state}`).join(", ");
-    const partial = answers.every((a) => a.complete) ? "" : ` (among each webhook's latest ${LIMIT * PAGES} per state)`;
+    const partial = answers.every((a) => a.complete) ? "" : ` (looked through the first ${LIMIT * PAGES} listed per state of each webhook)`;
     this.say(`${rows.length} deliveries of this table to ${webhooks.length} webhook${webhooks.length === 1 ? "" : "s"}: ${counts}${partial}.`);
     replace($("sl-deliveries-table").tBodies[0], rows.map((d) => this.line(d)));
     $("sl-deliveries-table").hidden = rows.length === 0;
@@ -81,7 +81,7 @@ export class Deliveries {
     const retry = el("button", { type: "button", hidden: d.state !== "failed" }, "Retry");
     retry.addEventListener("click", () => this.retry(d.webhook, d.delivery));
     return row([d.webhook, el("td", { class: "member" }, d.delivery), el("td", { class: `delivery-${d.state}` }, d.state),
-      num(d.attempts), moment(d.next_at), moment(d.delivered_at), el("td", { class: d.last_error ? "error" : null }, d.last_error ?? "—"),
+      num(d.attempts), d.state === "pending" ? moment(d.next_at) : "—", moment(d.delivered_at), el("td", { class: d.last_error ? "error" : null }, d.last_error ?? "—"),
       el("td", {}, retry)], { "data-delivery": d.delivery, "data-webhook": d.webhook });
   }
 
