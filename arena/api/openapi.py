@@ -189,9 +189,11 @@ SCHEMAS: Doc = {
         period=_STRING,
         seq=SEQ,
         periods={"type": "array", "items": _object(
-            ["period_id", "start", "end", "closed", "closed_at", "size", "disputes"],
+            ["period_id", "start", "end", "closed", "closed_at", "size", "disputes", "revision"],
             period_id=_STRING, start=_NULLABLE_TIME, end=_NULLABLE_TIME, closed={"type": "boolean"},
             closed_at={"type": ["string", "null"], "format": "date-time"}, size=_int(0), disputes=_int(0),
+            revision={"type": ["integer", "null"], "minimum": 0,
+                      "description": "the latest revision of its settlement (null: not settled)"},
         )},
     ),
     "Stats": _object(

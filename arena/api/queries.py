@@ -256,6 +256,7 @@ def periods(arena: Arena, board: str, period: str) -> Body:
     for table in engine.listed_tables(kind, now):
         window = table.window
         closed = engine.window_closed(window, now)  # by the clock, before the actor's marker too
+        settled = engine.settlements.get((kind, window.period_id))
         listed.append({
             "period_id": window.period_id,
             "start": format_optional_ms(window.start_ms),
@@ -264,6 +265,7 @@ def periods(arena: Arena, board: str, period: str) -> Body:
             "closed_at": format_optional_ms(engine.close_moment(window) if closed else None),
             "size": len(table),
             "disputes": engine.disputes.get((kind, window.period_id), 0),
+            "revision": None if settled is None else settled[-1].settlement.revision,
         })
     return {"board": board, "period": str(kind), "periods": listed, "seq": engine.last_seq}
 

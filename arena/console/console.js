@@ -63,7 +63,7 @@ function renderBoards() {
           settled.addEventListener("click", () => openSettlement(board.board, table.period));
         }
         cells.push(el("td", {}, table.period), el("td", {}, table.period_id), num(table.size),
-          el("td", {}, table.closed ? "closed" : "open"), num(current ? current.disputes : null), el("td", { class: "actions" }, open, settled));
+          el("td", {}, current ? tableState(current) : table.closed ? "closed" : "open"), num(current ? current.disputes : null), el("td", { class: "actions" }, open, settled));
       }
       rows.push(el("tr", { "data-board": board.board }, cells));
     });
@@ -94,14 +94,15 @@ function fillPeriodIds() {
     `${t.period_id} (${t.closed ? "closed" : "open"}, ${t.size}${t.disputes ? `, ${t.disputes} disputes` : ""})`])]);
 }
 
-// The settlement's table picker: the listed tables, first the newest closed one with members (a
-// retained window that closed before the board's table for it existed has no settlement), else
-// the open one. True when the pick changed.
+const tableState = (t) => (t.revision !== null ? `settled, revision ${t.revision}` : t.closed ? "closed" : "open");
+
+// The settlement's table picker: the listed tables, first the newest settled one with members,
+// else the open one. True when the pick changed.
 function fillSettledTables() {
   const select = $("sl-period-id"), previous = select.value;
   const tables = listed.get(`${$("sl-board").value}/${$("sl-period").value}`) ?? [];
-  options(select, tables.map((t) => [t.period_id, `${t.period_id} (${t.closed ? "closed" : "open"}, ${t.size})`]));
-  const first = tables.find((t) => t.closed && t.size > 0) ?? tables.find((t) => !t.closed);
+  options(select, tables.map((t) => [t.period_id, `${t.period_id} (${tableState(t)}, ${t.size} members)`]));
+  const first = tables.find((t) => t.revision !== null && t.size > 0) ?? tables.find((t) => !t.closed);
   if (select.value !== previous && first) select.value = first.period_id;
   return select.value !== previous;
 }
@@ -216,22 +217,25 @@ async function everyTable(board, member) {
     api(`/v1/boards/${path(board, period)}/members?period_id=${encodeURIComponent(t.period_id)}`,
       { method: "POST", body: { members: [member] } })));
   const settles = (period) => prized(boards.get(board), period);
-  const won = await Promise.all(tables.map(([period, t], i) => (t.closed && settles(period) && answers[i].ok && answers[i].body.entries.length ? api(`/v1/boards/${path(board, period)}` +
-    `/settlement/members/${path(member)}?period_id=${encodeURIComponent(t.period_id)}`) : null)));
+  const won = await Promise.all(tables.map(([period, t], i) => {
+    const inIt = answers[i].ok && answers[i].body.entries.length > 0;
+    return t.revision !== null && inIt ? api(`/v1/boards/${path(board, period)}/settlement/members/${path(member)}` +
+      `?period_id=${encodeURIComponent(t.period_id)}`) : null;
+  }));
   return el("div", { class: "scroll" }, el("table", { id: "se-tables" },
     el("thead", {}, el("tr", {}, ...["Period", "Table", "Rank", "Score", "Won"].map((h) => el("th", {}, h)))),
     el("tbody", {}, tables.map(([period, t], i) => {
       const e = answers[i].ok ? answers[i].body.entries[0] : undefined;
       return row([period, `${t.period_id}${t.closed ? " (closed)" : ""}`,
         num(e ? `${e.rank} of ${answers[i].body.size}` : "not in table"), num(e ? e.score : null),
-        settles(period) ? wonText(won[i], e) : "no prizes"]);
+        settles(period) ? wonText(won[i], t, e) : "no prizes"]);
     }))));
 }
 
 // "What did it win" in a table: the reward of its latest settlement revision.
-function wonText(answer, entry) {
-  if (answer === null) return entry ? "open: nothing yet" : "—";
-  if (!answer.ok) return code(answer) === "not_settled" ? "not settled yet" : problem(answer);
+function wonText(answer, table, entry) {
+  if (answer === null) return !entry ? "—" : table.closed ? "not settled yet" : "open: nothing yet";
+  if (!answer.ok) return problem(answer);
   const { award, revision } = answer.body;
   return `${award === null ? "nothing" : award.reward}${revision > 0 ? ` (revision ${revision})` : ""}`;
 }

@@ -22,7 +22,7 @@ function meaning(change) {
 export class SettlementPanel {
   constructor({ memberCell, tableOf }) {
     this.memberCell = memberCell;
-    this.tableOf = tableOf; // (board, period, period_id) -> the table as its /periods lists it
+    this.tableOf = tableOf; // (board, period, period_id) -> the table as GET …/periods lists it
     this.offset = 0;
     this.preview = false; // showing the open table's preview (until another table is chosen)
     this.asked = 0;       // the latest show(): an older answer arriving later is dropped
@@ -71,9 +71,11 @@ export class SettlementPanel {
     if (!t.board || !t.period || !t.periodId) return this.clear("No board has prizes: nothing is settled.");
     const table = `${t.board} / ${t.period} / ${t.periodId}`;
     const listed = this.tableOf(t.board, t.period, t.periodId);
-    if (!this.preview && listed !== undefined && !listed.closed) {
+    // asked only once settled (the periods' revision), but a preview: no 404 for the browser to log
+    if (!this.preview && listed !== undefined && listed.revision === null) {
       this.shown = null;
       this.journaled = false;
+      if (listed.closed) return this.clear(`${table}: closed, not settled (a table is settled a few seconds after its close).`);
       this.clear(`${table}: open. It settles at its close; the preview computes what it would award now.`);
       $("sl-preview").hidden = false;
       return;

@@ -132,6 +132,7 @@ async def test_a_tables_preview_settlement_and_revisions_through_the_page(rig: R
     second = await rig.settled("2027-01-05", 1)
     await expect(page.locator("#sl-caption")).to_have_text("cup / daily / 2027-01-05: settled, revision 1 after disputes.")
     await expect(page.locator("#sl-revision option")).to_have_text(["latest (1)", "revision 1", "revision 0"])
+    await expect(page.locator("#sl-period-id option:checked")).to_have_text("2027-01-05 (settled, revision 1, 24 members)")
     await expect(page.locator("#sl-sha")).to_have_text(second["sha256"])
     changes = page.locator("#sl-changes-table tbody tr")
     await expect(changes.locator("td.member")).to_have_text([c["member"] for c in second["changes"]])
