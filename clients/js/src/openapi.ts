@@ -2325,6 +2325,8 @@ export interface components {
                 closed_at: string | null;
                 size: number;
                 disputes: number;
+                /** @description the latest revision of its settlement (null: not settled) */
+                revision: number | null;
             }[];
         };
         Stats: {
@@ -2422,6 +2424,15 @@ export interface components {
                 retired: boolean;
                 /** @description the definition's metadata (title, category...) */
                 metadata: Record<string, never> | null;
+                /** @description the prize tiers in force by period; a period without prizes is absent */
+                prizes: {
+                    [key: string]: {
+                        reward: string;
+                        ranks?: number[];
+                        top_percent?: number;
+                        score?: number;
+                    }[];
+                };
                 periods: Record<string, never>[];
             }[];
             /** @description more boards follow: pass it as `after` for the next page */
