@@ -63,7 +63,8 @@ function renderBoards() {
           settled.addEventListener("click", () => openSettlement(board.board, table.period));
         }
         cells.push(el("td", {}, table.period), el("td", {}, table.period_id), num(table.size),
-          el("td", {}, current ? tableState(current) : table.closed ? "closed" : "open"), num(current ? current.disputes : null), el("td", { class: "actions" }, open, settled));
+          el("td", {}, current ? tableState(current) : table.closed ? "closed" : "open"), num(current ? current.disputes : null),
+          el("td", { class: "actions" }, open, settled));
       }
       rows.push(el("tr", { "data-board": board.board }, cells));
     });
@@ -117,12 +118,12 @@ function openSettlement(board, period) {
   $("settlements").focus();
 }
 
+const settlement = new SettlementPanel({ memberCell,
+  tableOf: (board, period, periodId) => (listed.get(`${board}/${period}`) ?? []).find((t) => t.period_id === periodId) });
+
 // ---- live standings --------------------------------------------------------------------------
 
 let offset = 0;
-
-const settlement = new SettlementPanel({ memberCell,
-  tableOf: (board, period, periodId) => (listed.get(`${board}/${period}`) ?? []).find((t) => t.period_id === periodId) });
 
 const live = new LiveView({
   onUpdate: renderStandings,
