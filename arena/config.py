@@ -82,6 +82,15 @@ class ServerSettings:
     """After SIGTERM, how long /readyz answers 503 `draining` (everything else still served)
     before the node hands its boards off and stops: a load balancer's health checks move new
     work away meanwhile."""
+    webhook_backoff_seconds: float = 1.0
+    """The wait after a webhook delivery's first failed attempt; it doubles after each failure,
+    up to `WEBHOOK_BACKOFF_CAP_SECONDS`."""
+    webhook_timeout_seconds: float = 10.0
+    """How long a webhook delivery waits for the receiver's answer before it counts as failed."""
+
+
+WEBHOOK_BACKOFF_CAP_SECONDS = 600.0
+DEFAULT_MAX_AGE_HOURS = 72.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +128,35 @@ class GameServer:
     boards: tuple[str, ...]
 
     def may_write(self, board: str) -> bool:
-        return any(board == p or (p.endswith("*") and board.startswith(p[:-1])) for p in self.boards)
+        return board_matches(self.boards, board)
+
+
+def board_matches(patterns: tuple[str, ...], board: str) -> bool:
+    """Whether ``board`` is one of ``patterns``: names, and patterns with one trailing "*"."""
+    return any(board == p or (p.endswith("*") and board.startswith(p[:-1])) for p in patterns)
+
+
+@dataclass(frozen=True, slots=True)
+class Webhook:
+    """``[[webhooks]]``: where the settlements of the boards matching ``boards`` are POSTed,
+    signed with the secrets in the environment variable ``secret_env`` (`webhook_secrets`)."""
+
+    id: str
+    url: str
+    secret_env: str
+    boards: tuple[str, ...] = ("*",)
+    max_age_hours: float = DEFAULT_MAX_AGE_HOURS
+    """A delivery still failing this long after it was made is given up (marked failed)."""
+
+    def wants(self, board: str) -> bool:
+        return board_matches(self.boards, board)
+
+    @property
+    def shown_url(self) -> str:
+        """The url without credentials (a user and password in it), as admin routes and logs show it."""
+        scheme, _, rest = self.url.partition("://")
+        host, slash, path = rest.partition("/")
+        return f"{scheme}://{host.rpartition('@')[2]}{slash}{path}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +174,7 @@ class Config:
     journal: JournalSettings = JournalSettings()
     cluster: ClusterSettings | None = None
     """None: a single node (on postgresql, a cluster of one named after its address)."""
+    webhooks: tuple[Webhook, ...] = ()
 
     @property
     def node_id(self) -> str:
@@ -158,6 +196,21 @@ def require_cluster_secret(config: Config) -> None:
     `arena rebuild`, `verify` and `migrate` talk to no peer and never need it."""
     if config.cluster is not None and not config.cluster.secret:  # no message that could quote it
         raise ConfigError("cluster: $ARENA_CLUSTER_SECRET must be set: the nodes authenticate to each other with it")
+
+
+def webhook_secrets(config: Config, environ: Mapping[str, str]) -> dict[str, tuple[str, ...]]:
+    """Each webhook's signing secrets, from the environment variable its ``secret_env`` names: the
+    secret, or two separated by a comma during a rotation (both sign). Raises ConfigError when one
+    is missing or empty (naming the variable, never its value)."""
+    secrets: dict[str, tuple[str, ...]] = {}
+    for index, hook in enumerate(config.webhooks):
+        value = environ.get(hook.secret_env, "")
+        parts = tuple(part.strip() for part in value.split(","))
+        if not value or not all(parts) or len(parts) > 2:
+            raise ConfigError(f"webhooks[{index}].secret_env: ${hook.secret_env} must hold the signing secret, "
+                              "or two secrets separated by a comma during a rotation")
+        secrets[hook.id] = parts
+    return secrets
 
 
 def load_config(path: Path, *, journal_url: str | None = None, cluster_secret: str | None = None) -> Config:
@@ -262,7 +315,9 @@ def parse_config(data: dict[str, Any], *, journal_url: str | None = None, cluste
         raise ConfigError(f"boards: {len(boards)} boards, more than server.max_boards ({server.max_boards})")
     servers = tuple(_game_server(i, entry) for i, entry in enumerate(_entries(root, "servers")))
     admins = tuple(_admin(i, entry) for i, entry in enumerate(_entries(root, "admins")))
-    for kind, ids in (("servers", [s.id for s in servers]), ("admins", [a.id for a in admins])):
+    webhooks = tuple(_webhook(i, entry) for i, entry in enumerate(_entries(root, "webhooks")))
+    for kind, ids in (("servers", [s.id for s in servers]), ("admins", [a.id for a in admins]),
+                      ("webhooks", [w.id for w in webhooks])):
         duplicate = next((i for i in ids if ids.count(i) > 1), None)
         if duplicate is not None:
             raise ConfigError(f"{kind}: id {duplicate!r} is defined twice")
@@ -273,7 +328,8 @@ def parse_config(data: dict[str, Any], *, journal_url: str | None = None, cluste
             raise ConfigError(f"{entry}.token_sha256: the same token as {holders[token]}; give each its own (`arena token`)")
         holders[token] = entry
     root.done()
-    return Config(server=server, servers=servers, admins=admins, boards=boards, journal=journal, cluster=cluster)
+    return Config(server=server, servers=servers, admins=admins, boards=boards, journal=journal, cluster=cluster,
+                  webhooks=webhooks)
 
 
 def _entries(root: _Section, key: str) -> list[object]:
@@ -310,6 +366,8 @@ def _server(s: _Section) -> ServerSettings:
         max_active_boards=s.int("max_active_boards", d.max_active_boards, 1),
         drain_seconds=s.number("drain_seconds", d.drain_seconds, 0),
         max_boards=s.int("max_boards", d.max_boards, 1),
+        webhook_backoff_seconds=s.number("webhook_backoff_seconds", d.webhook_backoff_seconds, 0.001),
+        webhook_timeout_seconds=s.number("webhook_timeout_seconds", d.webhook_timeout_seconds, 0.001),
     )
     s.done()
     return settings
@@ -564,16 +622,45 @@ def _token_hash(s: _Section) -> str:
     return value
 
 
-def _game_server(index: int, entry: object) -> GameServer:
-    s = _Section(f"servers[{index}]", entry)
-    server_id = s.str("id")
-    token = _token_hash(s)
+def _board_patterns(s: _Section) -> tuple[str, ...]:
     allowed = s.str_list("boards", ["*"])
     for board in allowed:
         if not _BOARD_PATTERN.match(board):
             raise s.fail("boards", f"{board!r} is neither a board name nor a pattern with one trailing '*' (\"cup-*\")")
+    return tuple(allowed)
+
+
+def _game_server(index: int, entry: object) -> GameServer:
+    s = _Section(f"servers[{index}]", entry)
+    server_id = s.str("id")
+    token = _token_hash(s)
+    allowed = _board_patterns(s)
     s.done()
-    return GameServer(server_id, token, tuple(allowed))
+    return GameServer(server_id, token, allowed)
+
+
+_WEBHOOK_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_WEBHOOK_URL = re.compile(r"^https?://[^/?#\s]+(/\S*)?$")
+
+
+def _webhook(index: int, entry: object) -> Webhook:
+    s = _Section(f"webhooks[{index}]", entry)
+    hook_id = s.str("id")
+    if not _WEBHOOK_ID.match(hook_id):
+        raise s.fail("id", "must be 1..64 of A-Z a-z 0-9 _ - (it is part of the admin routes' paths)")
+    url = s.str("url")
+    if not _WEBHOOK_URL.match(url):
+        raise s.fail("url", "must be an http:// or https:// url")
+    secret_env = s.str("secret_env")
+    if not _ENV_NAME.match(secret_env):
+        raise s.fail("secret_env", "must be the name of an environment variable (the secret itself is never in the config)")
+    boards = _board_patterns(s)
+    max_age_hours = s.number("max_age_hours", DEFAULT_MAX_AGE_HOURS, 0)
+    if max_age_hours <= 0:
+        raise s.fail("max_age_hours", "must be > 0")
+    s.done()
+    return Webhook(hook_id, url, secret_env, boards, max_age_hours)
 
 
 def _admin(index: int, entry: object) -> Admin:

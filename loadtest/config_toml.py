@@ -57,6 +57,8 @@ def config_toml(config: Config) -> str:
                                        "boards": list(game_server.boards)})
     for admin in config.admins:
         lines += table("[[admins]]", {"id": admin.id, "token_sha256": admin.token_sha256})
+    for hook in config.webhooks:
+        lines += table("[[webhooks]]", {f.name: getattr(hook, f.name) for f in dataclasses.fields(hook)})
     for name, spec in config.boards.items():
         lines += table(f"[boards.{name}]", _board_table(spec))
         for custom in spec.custom_periods:

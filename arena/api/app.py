@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, WebSocketRoute
 
-from arena.api import admin, boards, console, http, live, peer, ws
+from arena.api import admin, boards, console, http, live, peer, webhooks, ws
 from arena.api.cors import Cors, Refusals
 from arena.api.forward import Forwarding
 from arena.api.http import json_response
@@ -30,8 +30,9 @@ def create_app(arena: Arena, extra_routes: Sequence[BaseRoute] = ()) -> http.Que
     """Routes only; the caller starts and stops ``arena`` around the server (see arena.cli.serve).
     ``extra_routes`` are served beside Arena's own (their handlers find ``arena`` in
     ``request.app.state.arena``). `QueryRoutes.routes` lists every HTTP route it serves."""
-    routes: list[BaseRoute] = [*http.routes, *admin.routes, *boards.routes, *console.routes, WebSocketRoute("/v1/ws", ws.ingest),
-                               WebSocketRoute("/v1/live", ws.live), WebSocketRoute(PEER_PATH, peer.serve), *extra_routes]
+    routes: list[BaseRoute] = [*http.routes, *admin.routes, *boards.routes, *webhooks.routes, *console.routes,
+                               WebSocketRoute("/v1/ws", ws.ingest), WebSocketRoute("/v1/live", ws.live),
+                               WebSocketRoute(PEER_PATH, peer.serve), *extra_routes]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
     app.state.arena = arena
     app.state.cors = Cors.of(arena.settings.cors_origins)  # once: every request and handshake reads it

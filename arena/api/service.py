@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from arena.api.delivering import ServedBoards, wall_ms
 from arena.auth import identify
 from arena.board.actor import BoardHandle
 from arena.board.clock import Clock
@@ -23,10 +25,22 @@ from arena.config import (
     GameServer,
     parse_board,
     require_cluster_secret,
+    webhook_secrets,
 )
+from arena.delivery import outbox_store
+from arena.delivery.deliverer import Deliverer
+from arena.delivery.outbox import Outbox
 from arena.engine.spec import BoardSpec
 from arena.errors import ConfigError, JournalUnavailable, QueryError, not_found
-from arena.journal import BoardCatalog, CatalogEntry, JournalBackend, board_catalog, journal_backend
+from arena.journal import (
+    BoardCatalog,
+    CatalogEntry,
+    JournalBackend,
+    SettlementLog,
+    board_catalog,
+    journal_backend,
+    settlement_log,
+)
 from arena.journal.snapshots import snapshot_store
 from arena.live.views import LiveViews
 from arena.metrics import Metrics
@@ -47,6 +61,8 @@ class Arena:
     def __init__(self, config: Config, *, clock: Clock | None = None,
                  wrap_backend: Callable[[JournalBackend], JournalBackend] | None = None) -> None:
         require_cluster_secret(config)
+        self.webhook_secrets = webhook_secrets(config, os.environ)
+        """Each webhook's signing secrets (from the environment; checked before anything starts)."""
         self.config = config
         self.settings = config.server
         self.clock = clock or Clock()
@@ -74,11 +90,16 @@ class Arena:
         self._leased = False
         self.catalog: BoardCatalog = board_catalog(config, backend)
         """The boards created through the admin API (`arena.api.boards`)."""
+        self.settlement_log: SettlementLog = settlement_log(config, backend)
+        """Every board's settlement revisions in commit order: what `GET /v1/settlements` reads."""
+        self.outbox: Outbox | None = outbox_store(config, backend) if config.webhooks else None
+        """With ``[[webhooks]]``: their deliveries, kept with the journals."""
         self._generation = -1  # the catalog's generation last read (`sync_catalog`)
         self._catalog_turn = asyncio.Lock()
         journals: JournalBackend = grants or backend
         self.backend = wrap_backend(journals) if wrap_backend is not None else journals
-        self.supervisor = Supervisor(config, self.clock, self.metrics, self.backend, snapshot_store(backend), self.states)
+        self.supervisor = Supervisor(config, self.clock, self.metrics, self.backend, snapshot_store(backend), self.states,
+                                     self.settlement_log)
         self.boards: dict[str, BoardHandle] = self.supervisor.handles
         self.specs: Mapping[str, BoardSpec] = _Specs(self.boards)
         """Every board's definition as this node serves it now: what validation reads."""
@@ -100,6 +121,14 @@ class Arena:
         self._readers: set[asyncio.Task[None]] = set()
         self.digest_turn = asyncio.Lock()  # see queries.digest
         self.live: LiveViews | None = None  # the app's registry of live views (arena.api.app)
+        self.deliverer: Deliverer | None = None
+        """With ``[[webhooks]]``: the loop that delivers settlements to them."""
+        if self.outbox is not None:
+            served = ServedBoards(self.boards, self.states, self.activated)
+            self.deliverer = Deliverer(config.webhooks, self.webhook_secrets, self.outbox, self.settlement_log, served,
+                                       self.metrics, backoff_seconds=self.settings.webhook_backoff_seconds,
+                                       timeout_seconds=self.settings.webhook_timeout_seconds, clock=wall_ms)
+        self._delivering: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         for server in self.config.servers:
@@ -122,6 +151,9 @@ class Arena:
                 else:
                     self._renewals = asyncio.create_task(self.lease.keep(), name="lease")
             await self.supervisor.start()
+            if self.deliverer is not None:
+                await self.deliverer.begin()
+                self._delivering = asyncio.create_task(self.deliverer.run(), name="webhooks")
         except BaseException:
             await self._release()
             raise
@@ -226,6 +258,9 @@ class Arena:
             task.cancel()
 
     async def stop(self) -> None:
+        if self._delivering is not None:
+            self._delivering.cancel()
+            await asyncio.gather(self._delivering, return_exceptions=True)
         if self.ownership is not None:
             await self.ownership.leave()
             await self._stop_renewals()  # no board is taken or disowned while the actors stop
@@ -246,6 +281,11 @@ class Arena:
             await self.lease.release()
             self._leased = False
         await self.catalog.close()
+        if self.deliverer is not None:
+            await self.deliverer.close()
+        if self.outbox is not None:
+            await self.outbox.close()
+        await self.settlement_log.close()
         await self.backend.close()
 
 

@@ -18,6 +18,7 @@ import orjson
 
 from arena.board.clock import Clock
 from arena.board.commands import Barrier, Order, Redefine, Retire, VoidEvent, VoidMember, VoidOutcome
+from arena.board.feed import FeedWriter
 from arena.board.load import load
 from arena.board.mailbox import Command, Mailbox, Submission
 from arena.board.settling import Made, Settler, settlement_records
@@ -28,10 +29,11 @@ from arena.engine.board import BoardEngine
 from arena.engine.events import Event, Fingerprint, Reason, Result, Status, rejected
 from arena.engine.records import BoardKind, BoardRecord, StoredEvent, VoidRecord
 from arena.engine.routing import Plan
+from arena.engine.settlement import log_item
 from arena.engine.spec import BoardSpec
 from arena.engine.table import RankedTable
 from arena.errors import JournalError, JournalWriteFailed, OwnershipLost, QueryError, not_found, not_ready, unavailable
-from arena.journal import FoldingJournal, Journal
+from arena.journal import FoldingJournal, Journal, SettlementLog
 from arena.journal.snapshots import SnapshotStore
 from arena.metrics import Metrics
 
@@ -315,7 +317,8 @@ class BoardActor:
     """One life of a board's actor: load, then serve batches until stopped or crashed."""
 
     def __init__(self, handle: BoardHandle, journal: Journal, clock: Clock, snapshots: SnapshotStore | None = None,
-                 snapshot_every: int = 0, engine: BoardEngine | None = None) -> None:
+                 snapshot_every: int = 0, engine: BoardEngine | None = None,
+                 settlement_log: SettlementLog | None = None) -> None:
         self.handle = handle
         self.followed = engine
         """A standby's engine of the board, loaded up to its last_seq (`arena.cluster.standby`):
@@ -329,6 +332,8 @@ class BoardActor:
         self.snapshots = snapshots if snapshot_every > 0 else None
         """Where the board's snapshots are kept; None: snapshots are off."""
         self.snapshot_every = snapshot_every
+        self.feed = FeedWriter(handle.name, settlement_log) if settlement_log is not None else None
+        """Where the revisions this actor journals go after their commit; None: no settlement log."""
 
     @property
     def unanswered(self) -> list[Submission]:
@@ -363,16 +368,23 @@ class BoardActor:
         snapshotter = None
         if self.snapshots is not None:
             snapshotter = Snapshotter(engine, self.journal, self.snapshots, self.snapshot_every, self.clock, report.snapshot_seq)
+        if self.feed is not None:  # what a crash or a failed append left out of the log
+            revisions = sorted((r for rs in engine.settlements.values() for r in rs), key=lambda r: r.seq)
+            self.feed.add(log_item(board, r) for r in revisions)
         try:
             await self._serve(engine, pipeline, handle.mailbox, snapshotter)
         except BaseException:
             pipeline.abandon()
             settler.abandon()
+            if self.feed is not None:
+                self.feed.abandon()
             if snapshotter is not None:
                 snapshotter.abandon()
             raise
         if snapshotter is not None:
             await snapshotter.finish()
+        if self.feed is not None:
+            await self.feed.finish()
 
     async def _serve(self, engine: BoardEngine, pipeline: CommitPipeline, mailbox: Mailbox, snapshotter: Snapshotter | None) -> None:
         settler = self.settler
@@ -461,6 +473,8 @@ class BoardActor:
             log.info("board %s: %s %s settled at seq %d: revision %d, %d awards", self.handle.name, record.window.kind,
                      record.window.period_id, record.seq, record.settlement.revision, len(record.settlement.awards))
         engine.last_seq = settled[-1].seq
+        if self.feed is not None:
+            self.feed.add(log_item(self.handle.name, record) for record in settled)
         return True
 
     async def _command(self, command: Command) -> None:

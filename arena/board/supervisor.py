@@ -30,12 +30,14 @@ from collections.abc import Awaitable, Callable
 from arena.board.activation import ACTIVATION_WAIT_SECONDS, Activations, Unloaded, due_markers
 from arena.board.actor import BoardActor, BoardHandle, unavailable_results
 from arena.board.clock import Clock
+from arena.board.feed import journaled_items
 from arena.board.state import RUNNING, STOPPING, BoardEvent, BoardState, BoardStates
 from arena.config import Config
 from arena.engine.board import BoardEngine
+from arena.engine.settlement import LogItem
 from arena.engine.spec import BoardSpec
 from arena.errors import BoardDefinitionChanged, JournalCorrupt, JournalError, JournalUnavailable, OwnedElsewhere
-from arena.journal import Journal, JournalBackend
+from arena.journal import Journal, JournalBackend, SettlementLog
 from arena.journal.snapshots import SnapshotStore
 from arena.metrics import Metrics
 
@@ -46,9 +48,12 @@ REOPEN_RETRY_SECONDS = 1.0
 
 class Supervisor:
     def __init__(self, config: Config, clock: Clock, metrics: Metrics, backend: JournalBackend,
-                 snapshots: SnapshotStore | None = None, states: BoardStates | None = None) -> None:
+                 snapshots: SnapshotStore | None = None, states: BoardStates | None = None,
+                 settlement_log: SettlementLog | None = None) -> None:
         self.config = config
         self.snapshots = snapshots
+        self.settlement_log = settlement_log
+        """Where every actor appends the settlement revisions it journals; None: nowhere."""
         self.clock = clock
         self.metrics = metrics
         self.backend = backend
@@ -146,6 +151,7 @@ class Supervisor:
         each open reads is recorded as if the board had been unloaded (`Unloaded.at_start`), so
         the close markers of a board never activated are journaled on time too."""
         now = self.clock.now()
+        revisions: list[LogItem] = []  # what a crash left out of the settlement log is appended now, not at an activation
         for name, handle in self.handles.items():
             try:
                 journal = await self.backend.open(handle.spec)
@@ -161,11 +167,18 @@ class Supervisor:
                 if unloaded.closing:  # else no marker can matter (alltime only, say): no read
                     unloaded = Unloaded.at_start(handle.spec, journal.last_seq, await journal.close_markers(), closes, now)
                 activations.unloaded[name] = unloaded
+                if self.settlement_log is not None:
+                    revisions += journaled_items(name, await journal.board_records())
             except JournalError as exc:
                 log.error("board %s failed: %s", name, exc)
                 handle.fail(str(exc))
             finally:
                 await journal.close()
+        if revisions and self.settlement_log is not None:
+            try:
+                await self.settlement_log.append(revisions)
+            except JournalError as exc:  # each board's activation appends its own again
+                log.warning("%d settlement revisions may be missing from the settlement log: %s", len(revisions), exc)
 
     # -- activation on demand (`arena.board.activation.Carrier`) ---------------------------------
 
@@ -309,7 +322,8 @@ class Supervisor:
         crashes: deque[float] = deque()
         try:
             while True:
-                actor = BoardActor(handle, journal, self.clock, self.snapshots, settings.snapshot_every_events, engine)
+                actor = BoardActor(handle, journal, self.clock, self.snapshots, settings.snapshot_every_events, engine,
+                                   self.settlement_log)
                 engine = None  # a restart replays
                 self.actors[handle.name] = actor
                 if handle.state is BoardState.HANDING_OFF:  # handed off before its actor started

@@ -111,6 +111,40 @@ class SettlementRecord:
         return cls(seq, window, d["size"], settlement, d["partition"])
 
 
+@dataclass(frozen=True, slots=True)
+class LogItem:
+    """A revision in the settlement log (DESIGN.md "The settlement feed"): its ``cursor`` (the
+    log position; 0 before the log gave it one) and its header, not its awards (``awards`` is
+    their number). A revision is one item whatever its appends: `key` is its identity."""
+
+    cursor: int
+    board: str
+    period: str
+    period_id: str
+    partition: str | None
+    revision: int
+    seq: int
+    sha256: str
+    awards: int
+
+    @property
+    def key(self) -> tuple[str, str, str, str, int]:
+        """(board, period, period_id, partition or '*', revision): what makes an append idempotent."""
+        return (self.board, self.period, self.period_id, self.partition or "*", self.revision)
+
+    def as_json(self) -> dict[str, object]:
+        """The item as the feed answers it."""
+        return {"cursor": self.cursor, "board": self.board, "period": self.period, "period_id": self.period_id,
+                "partition": self.partition, "revision": self.revision, "seq": self.seq, "sha256": self.sha256,
+                "awards": self.awards}
+
+
+def log_item(board: str, record: SettlementRecord) -> LogItem:
+    """``record`` of ``board`` as an item to append to the settlement log (no cursor yet)."""
+    s, w = record.settlement, record.window
+    return LogItem(0, board, str(w.kind), w.period_id, record.partition, s.revision, record.seq, s.sha256, len(s.awards))
+
+
 def body(fields: Mapping[str, object], settlement: Settlement, limit: int, offset: int, *, preview: bool = False) -> dict[str, object]:
     """The answer: the table's ``fields`` (with its ``seq``), the revision, its ``sha256`` over
     every award, the tiers, ``awards_total`` and the awards at ``offset`` .. ``offset+limit``

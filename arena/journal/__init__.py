@@ -5,9 +5,10 @@ from arena.config import Config
 from arena.engine.scoring import FoldRow
 from arena.journal.catalog import BoardCatalog, CatalogEntry
 from arena.journal.interface import FoldingJournal, Journal, JournalBackend, ScoreRow, check_definition
+from arena.journal.settlement_log import SettlementLog
 
 __all__ = ["BoardCatalog", "CatalogEntry", "FoldRow", "FoldingJournal", "Journal", "JournalBackend", "ScoreRow",
-           "board_catalog", "check_definition", "journal_backend"]
+           "SettlementLog", "board_catalog", "check_definition", "journal_backend", "settlement_log"]
 
 
 def journal_backend(config: Config) -> JournalBackend:
@@ -35,3 +36,17 @@ def board_catalog(config: Config, backend: JournalBackend, *, readonly: bool = F
     from arena.journal.sqlite_catalog import SqliteCatalog
 
     return SqliteCatalog(config.server.data_dir, readonly)
+
+
+def settlement_log(config: Config, backend: JournalBackend, *, readonly: bool = False) -> SettlementLog:
+    """The settlement log kept with ``backend``'s journals (the one `journal_backend` gave:
+    PostgreSQL's shares its connections)."""
+    if config.journal.backend == "postgresql":
+        from arena.journal.postgresql import PostgresBackend
+        from arena.journal.postgresql.settlement_log import PostgresSettlementLog
+
+        assert isinstance(backend, PostgresBackend)
+        return PostgresSettlementLog(backend.store, readonly)
+    from arena.journal.sqlite_settlement_log import SqliteSettlementLog
+
+    return SqliteSettlementLog(config.server.data_dir, config.server.durability, readonly)

@@ -47,6 +47,14 @@ class Metrics:
         self.disputes = Counter("arena_disputes", "Admin voids by table", ["board", "period"], registry=r)
         self.settlements = Counter("arena_settlements", "Settlement revisions journaled (revision 0 at a close, "
                                    "then one per void that changes an award)", registry=r)
+        self.webhook_deliveries = Counter(
+            "arena_webhook_deliveries", "Webhook delivery attempts by outcome: delivered (2xx), error (tried again), "
+            "failed (given up past the webhook's max age)", ["webhook", "outcome"], registry=r)
+        self.webhook_pending = Gauge("arena_webhook_pending", "Webhook deliveries not delivered or failed yet",
+                                     ["webhook"], registry=r)
+        self.webhook_oldest_pending = Gauge(
+            "arena_webhook_oldest_pending_seconds", "Age of the oldest pending webhook delivery (0: none)", ["webhook"],
+            registry=r)
         self.journal_failures = Counter(
             "arena_journal_write_failures", "Batches rejected because the journal write failed", ["board"], registry=r
         )

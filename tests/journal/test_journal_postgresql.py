@@ -62,7 +62,8 @@ async def test_the_tables_are_created_in_the_schema_with_its_version(backend: Po
     tables = await sql(backend, "SELECT array_agg(tablename::text ORDER BY tablename) FROM pg_tables WHERE schemaname = $1",
                        pg_journal.schema)
     assert tables == ["board", "board_catalog", "board_owner", "board_period", "board_record", "board_snapshot", "node_config",
-                      "node_lease", "schema_version", "score_event", "score_void"]
+                      "node_lease", "schema_version", "score_event", "score_void", "settlement_log", "settlement_log_head",
+                      "webhook_cursor", "webhook_delivery"]
     assert orjson.loads(await sql(backend, "SELECT definition FROM {s}.board WHERE name = 'b'")) == SPEC.definition()
     await journal.close()
     other = PostgresBackend(pg_journal)  # a second start finds them
@@ -98,6 +99,10 @@ async def test_tables_of_version_1_are_upgraded_by_a_writable_start(backend: Pos
     await sql(backend, "DROP TABLE {s}.board_record")
     await sql(backend, "DROP TABLE {s}.board_catalog")
     await sql(backend, "DROP TABLE {s}.node_config")
+    await sql(backend, "DROP TABLE {s}.settlement_log")
+    await sql(backend, "DROP TABLE {s}.settlement_log_head")
+    await sql(backend, "DROP TABLE {s}.webhook_delivery")
+    await sql(backend, "DROP TABLE {s}.webhook_cursor")
     await sql(backend, "DELETE FROM {s}.schema_version")
     await sql(backend, "INSERT INTO {s}.schema_version VALUES (1)")
     reader = PostgresBackend(pg_journal)  # a read-only start (rebuild, verify) reads version 1 as it is
@@ -109,10 +114,12 @@ async def test_tables_of_version_1_are_upgraded_by_a_writable_start(backend: Pos
     upgraded = PostgresBackend(pg_journal)
     try:
         assert (await upgraded.open(SPEC)).last_seq == 1
-        assert await sql(upgraded, "SELECT array_agg(version ORDER BY version) FROM {s}.schema_version") == [1, 2, 3, 4, 5]
+        assert await sql(upgraded, "SELECT array_agg(version ORDER BY version) FROM {s}.schema_version") == [1, 2, 3, 4, 5, 6, 7]
         assert await sql(upgraded, "SELECT count(url) FROM {s}.node_lease") == 0
         assert await sql(upgraded, "SELECT count(*) FROM {s}.board_record") == 0
         assert await sql(upgraded, "SELECT count(*) FROM {s}.board_snapshot") == 0
+        assert await sql(upgraded, "SELECT cursor FROM {s}.settlement_log_head") == 0
+        assert await sql(upgraded, "SELECT count(*) FROM {s}.webhook_delivery") == 0
         assert await sql(upgraded, "SELECT count(state) FROM {s}.node_lease") == 0
     finally:
         await upgraded.close()

@@ -29,7 +29,7 @@ from arena.api.service import Arena
 from arena.board.clock import Clock
 from arena.cli.serve import ArenaServer, uvicorn_config
 from arena.client import ArenaClient
-from arena.config import Admin, ClusterSettings, Config, GameServer, JournalSettings, ServerSettings, parse_board
+from arena.config import Admin, ClusterSettings, Config, GameServer, JournalSettings, ServerSettings, Webhook, parse_board
 from arena.engine.spec import BoardSpec
 from arena.journal.datadir import DataDirLock
 from loadtest.process import ArenaServe, free_socket
@@ -56,6 +56,7 @@ def make_config(
     journal: JournalSettings | None = None,
     cluster: ClusterSettings | None = None,
     drain_seconds: float = 0.0,
+    webhooks: Sequence[Webhook] = (),
     **settings: Any,
 ) -> Config:
     """A config with one token per server (`token_for(id)`) and one admin (`ADMIN_TOKEN`), its
@@ -72,6 +73,7 @@ def make_config(
         boards=specs,
         journal=journal or JournalSettings(),
         cluster=cluster,
+        webhooks=tuple(webhooks),
     )
 
 

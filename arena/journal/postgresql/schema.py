@@ -10,13 +10,15 @@ from arena.errors import JournalCorrupt
 
 log = logging.getLogger("arena.journal")
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 7
 """The version of the tables below; a schema of a greater version belongs to a newer Arena."""
 _UPGRADES = {
     1: "ALTER TABLE {s}.node_lease ADD COLUMN url text COLLATE \"C\" NOT NULL DEFAULT ''",
     2: "CREATE TABLE {s}.board_snapshot (board text COLLATE \"C\" PRIMARY KEY, seq bigint NOT NULL, data bytea NOT NULL)",
     3: "ALTER TABLE {s}.node_lease ADD COLUMN state text COLLATE \"C\" NOT NULL DEFAULT 'serving'",
     4: "{board_records}",
+    5: "{settlement_log}",
+    6: "{webhook_outbox}",
 }
 """The statement that takes tables of version N to N + 1, run by a writable start."""
 
@@ -79,6 +81,8 @@ CREATE TABLE {s}.score_void (
 );
 CREATE TABLE {s}.board_snapshot (board text COLLATE "C" PRIMARY KEY, seq bigint NOT NULL, data bytea NOT NULL);
 {board_records}
+{settlement_log}
+{webhook_outbox}
 """
 _BOARD_RECORDS = """
 CREATE TABLE {s}.board_record (
@@ -99,6 +103,50 @@ CREATE TABLE {s}.board_catalog (
 """Version 5: the board records of every board's journal (definitions, retirement; later kinds
 share the table), the catalog of the boards created through the admin API, and each node's
 config board definitions (as digests, to show a node whose config differs)."""
+_SETTLEMENT_LOG = """
+CREATE TABLE {s}.settlement_log (
+    cursor bigint PRIMARY KEY,
+    board text COLLATE "C" NOT NULL,
+    period text COLLATE "C" NOT NULL,
+    period_id text COLLATE "C" NOT NULL,
+    partition text COLLATE "C" NOT NULL,
+    revision integer NOT NULL,
+    seq bigint NOT NULL,
+    sha256 text COLLATE "C" NOT NULL,
+    awards integer NOT NULL,
+    UNIQUE (board, period, period_id, partition, revision)
+);
+CREATE TABLE {s}.settlement_log_head (one boolean PRIMARY KEY CHECK (one), cursor bigint NOT NULL);
+INSERT INTO {s}.settlement_log_head VALUES (true, 0);
+"""
+"""Version 6: the settlement log of every board (`arena.journal.settlement_log`) and its head,
+the last cursor given, the row every append locks until its COMMIT (so log order is commit order)."""
+_WEBHOOK_OUTBOX = """
+CREATE TABLE {s}.webhook_delivery (
+    place bigserial PRIMARY KEY,
+    webhook text COLLATE "C" NOT NULL,
+    delivery text COLLATE "C" NOT NULL,
+    board text COLLATE "C" NOT NULL,
+    period text COLLATE "C" NOT NULL,
+    period_id text COLLATE "C" NOT NULL,
+    partition text COLLATE "C" NOT NULL,
+    revision integer NOT NULL,
+    page integer,
+    created_at bigint NOT NULL,
+    state text COLLATE "C" NOT NULL,
+    attempts integer NOT NULL,
+    next_at bigint NOT NULL,
+    last_error text,
+    delivered_at bigint,
+    since_at bigint NOT NULL,
+    UNIQUE (webhook, delivery)
+);
+CREATE INDEX webhook_delivery_due ON {s}.webhook_delivery (state, next_at);
+CREATE INDEX webhook_delivery_table ON {s}.webhook_delivery (webhook, board, period, period_id, partition, revision);
+CREATE TABLE {s}.webhook_cursor (webhook text COLLATE "C" PRIMARY KEY, cursor bigint NOT NULL);
+"""
+"""Version 7: the webhooks' outbox (`arena.delivery.outbox`): every delivery and its state, and
+how far each webhook has read the settlement log. Outside every board's seq order."""
 
 
 
@@ -108,7 +156,9 @@ async def tables(conn: asyncpg.Connection, schema: str, where: str, readonly: bo
     ``readonly``, upgrading them to `SCHEMA_VERSION`. Raises JournalCorrupt, and what asyncpg
     raises."""
     def sql(template: str) -> str:
-        return template.format(s=schema, board_records=_BOARD_RECORDS.format(s=schema))
+        return template.format(s=schema, board_records=_BOARD_RECORDS.format(s=schema),
+                               settlement_log=_SETTLEMENT_LOG.format(s=schema),
+                               webhook_outbox=_WEBHOOK_OUTBOX.format(s=schema))
 
     if not readonly:  # two servers starting at once: one creates, the other finds
         await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", f"arena:{schema}")

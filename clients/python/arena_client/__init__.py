@@ -48,6 +48,8 @@ orjson; the server's package re-exports it as ``arena.client``):
     sync.py        `ArenaClientSync`, `connect_sync`: the same methods, blocking
     backoff.py     `Backoff`, the schedule of reconnects and retries (the server's connections
                    to its peer nodes use the same one)
+    signature.py   `verify_signature`: check a webhook delivery's ``Arena-Signature`` (the
+                   server signs with the same module)
 """
 
 from arena_client.backoff import Backoff
@@ -77,6 +79,7 @@ from arena_client.models import (
     TableInfo,
     new_idempotency_key,
 )
+from arena_client.signature import verify_signature
 from arena_client.sync import ArenaClientSync, connect_sync
 from arena_client.views import (
     AroundView,
@@ -122,5 +125,6 @@ __all__ = [
     "View",
     "connect_sync",
     "new_idempotency_key",
+    "verify_signature",
     "ws_url",
 ]
