@@ -4,8 +4,8 @@ an open table its preview; a closed table shows its journaled revision 0 (sha256
 the route pages them); a void after the close brings revision 1 with what to grant and revoke,
 and revision 0 stays pickable; a member's search shows what it won; at a phone's width the
 section fits the screen; in a cluster, the node that does not own the board shows its owner's
-settlement. The deliveries beside a settlement need the webhook admin routes (branch
-`hooks`): here only the page's word that they need an admin token.
+settlement. Beside a settlement, with an admin token, its deliveries to real receivers: one
+delivered, one failed with its last error and a Retry button that gets it delivered.
 
 Every test ends as in test_console.py: no error in the browser console, no dialog, no request
 to another host.
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import calendar
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,10 +24,11 @@ import pytest
 from playwright.async_api import Browser, Page, ViewportSize, expect
 
 from arena.client import ArenaClient, ScoreEvent
-from arena.config import JournalSettings
+from arena.config import Config, JournalSettings, Webhook
 from arena.engine.times import format_ms
 from support.browser import Watched, chromium
 from support.cluster import NodeFactory, owner_urls, start_cluster
+from support.receiver import Receiver
 from support.server import ADMIN_TOKEN, Client, InProcessServer, event, make_config, now_ms, token_for, until
 
 NOW = calendar.timegm((2027, 1, 5, 12, 0, 0)) * 1000  # after the wall clock: its table is current
@@ -70,12 +72,10 @@ class Rig:
         return body
 
 
-@pytest.fixture
-async def rig(tmp_path: Any, served_journal: JournalSettings) -> AsyncIterator[Rig]:
-    config = make_config(tmp_path / "data", BOARDS, journal=served_journal, idle_unload_seconds=0)
-    async with chromium() as browser, InProcessServer(config) as server, httpx.AsyncClient(base_url=server.url) as http:
+@asynccontextmanager
+async def rigged(config: Config) -> AsyncIterator[Rig]:
+    async with chromium() as browser, InProcessServer(config, now_ms=NOW) as server, httpx.AsyncClient(base_url=server.url) as http:
         made = Rig(server, browser, http)
-        await made.clock(NOW)
         yield made
         for watched in made.pages:
             await watched.page.close()
@@ -83,6 +83,12 @@ async def rig(tmp_path: Any, served_journal: JournalSettings) -> AsyncIterator[R
         assert watched.errors == [], "errors in the browser console"
         assert watched.dialogs == [], "a dialog opened"
         assert all(url.startswith((server.url + "/", server.ws_url.rsplit("/v1", 1)[0] + "/")) for url in watched.requests)
+
+
+@pytest.fixture
+async def rig(tmp_path: Any, served_journal: JournalSettings) -> AsyncIterator[Rig]:
+    async with rigged(make_config(tmp_path / "data", BOARDS, journal=served_journal, idle_unload_seconds=0)) as made:
+        yield made
 
 
 def awards(page: Page) -> Any:
@@ -123,7 +129,8 @@ async def test_a_tables_preview_settlement_and_revisions_through_the_page(rig: R
     await expect(page.get_by_role("button", name="Next awards")).to_be_disabled()
     await expect(page.locator("#sl-page")).to_have_text("page 2 of 2")
     await expect(page.locator("#sl-changes")).to_be_hidden()
-    await expect(page.locator("#sl-deliveries-caption")).to_contain_text("Type an admin token")
+    await expect(page.locator("#sl-deliveries-caption")).to_have_text(
+        "Type an admin token (Admin section) to see this table's webhook deliveries.")
 
     # a void of the gold winner after the close: revision 1 tells what to grant and what to revoke
     voided = await rig.http.post("/v1/boards/cup/void", json={"idempotency_key": "cup-24", "reason": "cheat"},
@@ -214,3 +221,74 @@ async def test_in_a_cluster_the_other_node_shows_the_owners_settlement(cluster_n
         await expect(awards(page).locator("td.member")).to_have_text(["m5", "m4", "m3"])
         await page.close()
     assert watched.errors == [] and watched.dialogs == []
+
+
+async def test_a_settlements_deliveries_by_state_and_a_failed_one_retried(
+    tmp_path: Any, served_journal: JournalSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two webhooks of the board: one receiver answers 200 (delivered), the other 500 until its
+    delivery is given up (failed, past a max age of a second); after a Retry through the page
+    it answers 200 and the delivery shows delivered."""
+    monkeypatch.setenv("ARENA_TEST_WEBHOOK_SECRET", "s3cret")
+    up, down = await Receiver().start(), await Receiver(answer=500).start()
+    hooks = [Webhook("rewards", up.url, "ARENA_TEST_WEBHOOK_SECRET", ("cup",)),
+             Webhook("ledger", down.url, "ARENA_TEST_WEBHOOK_SECRET", ("cup",), max_age_hours=1 / 3600)]
+    config = make_config(tmp_path / "data", BOARDS, journal=served_journal, idle_unload_seconds=0, webhooks=hooks,
+                         webhook_backoff_seconds=0.05, webhook_timeout_seconds=5)
+    delivery = "cup/daily/2027-01-05/*/0"
+    try:
+        async with rigged(config) as rig:
+            client = await Client.connect(rig.server.ws_url, token_for("gs"))
+            try:
+                await client.submit([event("cup", f"p{i}", 10 * i, NOW, f"cup-{i}") for i in range(3)])
+            finally:
+                await client.close()
+            await rig.clock(NOW + DAY)
+            await rig.settled("2027-01-05", 0)
+
+            async def states() -> dict[str, str]:
+                listed: dict[str, str] = {}
+                for hook in ("rewards", "ledger"):
+                    answer = await rig.http.get(f"/v1/webhooks/{hook}/deliveries", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+                    listed.update((hook, d["state"]) for d in answer.json()["deliveries"] if d["delivery"] == delivery)
+                return listed
+
+            async def given_up() -> bool:
+                return await states() == {"rewards": "delivered", "ledger": "failed"}
+
+            await until(given_up, "one delivery delivered, the other failed")
+            page = await rig.open()
+            await page.fill("#ad-token", ADMIN_TOKEN)
+            await page.get_by_role("button", name="Use token").click()
+            await expect(page.locator("#ad-state")).to_contain_text("Admin token of ops set")
+            cup = page.locator('#boards-table tr[data-board="cup"]').filter(has_text="daily")
+            await cup.get_by_role("button", name="Settlement").click()
+            await expect(page.locator("#sl-caption")).to_have_text("cup / daily / 2027-01-05: settled, revision 0 at the close.")
+            await expect(page.locator("#sl-deliveries-caption")).to_have_text(
+                "2 deliveries of this table to 2 webhooks: 0 pending, 1 failed, 1 delivered.")
+            delivered = page.locator('#sl-deliveries-table tr[data-webhook="rewards"]')
+            failed = page.locator('#sl-deliveries-table tr[data-webhook="ledger"]')
+            await expect(delivered).to_contain_text(delivery)
+            await expect(delivered.locator("td.delivery-delivered")).to_have_text("delivered")
+            await expect(delivered.get_by_role("button", name="Retry")).to_be_hidden()
+            await expect(failed.locator("td.delivery-failed")).to_have_text("failed")
+            await expect(failed.locator("td.error")).to_have_text("HTTP 500: no")
+
+            await page.set_viewport_size(NARROW_PHONE)  # one card a delivery, its Retry button on screen
+            retry = failed.get_by_role("button", name="Retry")
+            await retry.scroll_into_view_if_needed()
+            box = await retry.bounding_box()
+            assert box is not None and 0 <= box["x"] and box["x"] + box["width"] <= NARROW_PHONE["width"], box
+            overflow = await page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+            assert overflow <= 0, f"{overflow}px of horizontal overflow"
+
+            down.answer = 200
+            await retry.click()
+            await expect(page.locator("#sl-message")).to_have_text(f"Retrying {delivery} to ledger.")
+            await expect(failed.locator("td.delivery-delivered")).to_have_text("delivered")  # at a refresh
+            await expect(page.locator("#sl-deliveries-caption")).to_have_text(
+                "2 deliveries of this table to 2 webhooks: 0 pending, 0 failed, 2 delivered.")
+            assert delivery in down.delivered()
+    finally:
+        await up.stop()
+        await down.stop()
