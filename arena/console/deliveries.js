@@ -18,11 +18,13 @@ function moment(value) {
 
 async function deliveriesOf(webhook, state, t) {
   const found = [];
+  if (webhook.deliveries[state] === 0) return { found, complete: true }; // GET /v1/webhooks counts them
+
   let after = null;
   for (let pages = 0; pages < PAGES; pages++) {
     const query = new URLSearchParams({ state, limit: String(LIMIT) });
     if (after !== null) query.set("after", after);
-    const answer = await api(`/v1/webhooks/${path(webhook)}/deliveries?${query}`, { admin: true });
+    const answer = await api(`/v1/webhooks/${path(webhook.id)}/deliveries?${query}`, { admin: true });
     if (!answer.ok) return { error: answer };
     found.push(...answer.body.deliveries.filter((d) => d.board === t.board && d.period === t.period && d.period_id === t.periodId));
     after = answer.body.next;
@@ -54,7 +56,7 @@ export class Deliveries {
     if (!listed.ok) return this.say(code(listed) === "not_found" ? "This server delivers no webhooks." : problem(listed), true);
     const webhooks = listed.body.webhooks;
     if (webhooks.length === 0) return this.say("No webhook is configured: the settlement feed is the only way out.");
-    const answers = await Promise.all(webhooks.flatMap((w) => STATES.map((state) => deliveriesOf(w.id, state, t))));
+    const answers = await Promise.all(webhooks.flatMap((w) => STATES.map((state) => deliveriesOf(w, state, t))));
     if (asked !== this.asked) return;
     const failed = answers.find((a) => a.error);
     if (failed) return this.say(problem(failed.error), true);
