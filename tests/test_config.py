@@ -152,3 +152,42 @@ def test_the_view_budgets_of_a_connection_default_to_ten_thousand_and_are_checke
         with pytest.raises(ConfigError) as caught:
             parse_config({"server": {key: value}, "boards": {"b": {}}})
         assert str(caught.value) == message and "\n" not in str(caught.value)
+
+
+def hooked(**hook: Any) -> dict[str, Any]:
+    return {"webhooks": [{"id": "rewards", "url": "https://u:p@backend.example/arena", "secret_env": "SECRET", **hook}]}
+
+
+def test_a_webhook_takes_its_settings_and_its_secrets_from_the_environment() -> None:
+    from arena.config import Webhook, webhook_secrets
+
+    parsed = parse_config(hooked(boards=["cup-*"], max_age_hours=0.5))
+    assert parsed.webhooks == (Webhook("rewards", "https://u:p@backend.example/arena", "SECRET", ("cup-*",), 0.5),)
+    hook = parsed.webhooks[0]
+    assert hook.wants("cup-1") and not hook.wants("hs") and hook.shown_url == "https://backend.example/arena"
+    assert parse_config(hooked()).webhooks[0].max_age_hours == 72 and parse_config(hooked()).webhooks[0].boards == ("*",)
+    assert webhook_secrets(parsed, {"SECRET": "new,old"}) == {"rewards": ("new", "old")}
+    for value in ("", "a,", "a,b,c"):
+        with pytest.raises(ConfigError, match=r"webhooks\[0\].secret_env: \$SECRET must hold") as raised:
+            webhook_secrets(parsed, {"SECRET": value})
+        assert "a," not in str(raised.value)
+
+
+@pytest.mark.parametrize(("hook", "message"), [
+    ({"url": "ftp://x"}, "webhooks[0].url: must be an http"),
+    ({"id": "a/b"}, "webhooks[0].id: must be 1..64"),
+    ({"secret_env": "not a name"}, "webhooks[0].secret_env: must be the name of an environment variable"),
+    ({"max_age_hours": 0}, "webhooks[0].max_age_hours: must be > 0"),
+    ({"boards": ["a*b"]}, "webhooks[0].boards:"),
+    ({"secret": "inline"}, "webhooks[0].secret: unknown key"),
+])
+def test_a_bad_webhook_is_one_line_naming_the_key(hook: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        parse_config(hooked(**hook))
+    assert str(raised.value).startswith(message)
+
+
+def test_two_webhooks_may_not_share_an_id() -> None:
+    twice = {"webhooks": hooked()["webhooks"] * 2}
+    with pytest.raises(ConfigError, match="webhooks: id 'rewards' is defined twice"):
+        parse_config(twice)

@@ -30,8 +30,9 @@ until a dormant board is loaded, `Arena.activated`)."""
         self.states = states
         self.activated = activated
 
-    def delivers(self, board: str) -> bool:
-        return board in self.boards and self.states.state(board) in _DELIVERING and self.states.local(board)
+    def delivered_here(self) -> list[str]:
+        """O(boards)."""
+        return [board for board in self.boards if self.states.state(board) in _DELIVERING and self.states.local(board)]
 
     async def body(self, delivery: Delivery) -> bytes | None:
         """The settlement answer of the delivery's revision with the awards of its page, made from

@@ -113,6 +113,31 @@ def _admin(summary: str, parameters: list[Doc], ok: Doc, missing: tuple[str, ...
     return _operation(summary, [BOARD, *parameters], ok, errors, security=[{"admin": []}], **extra)
 
 
+_OUTBOX_DOWN = _error("the webhooks' outbox cannot be reached", "unavailable")
+_WEBHOOK = _object(["id", "url", "boards", "max_age_hours", "deliveries"], id=_STRING,
+                   url={"type": "string", "description": "without credentials"}, boards={"type": "array", "items": _STRING},
+                   max_age_hours={"type": "number"},
+                   deliveries=_object(["pending", "delivered", "failed"], pending={"type": "integer"},
+                                      delivered={"type": "integer"}, failed={"type": "integer"}))
+_NULLABLE_INT = {"type": ["integer", "null"]}
+_DELIVERY = _object(
+    ["delivery", "state", "attempts", "next_at", "last_error", "board", "period", "period_id", "partition", "revision", "page",
+     "created_at", "delivered_at"],
+    delivery={"type": "string", "description": "the Arena-Delivery id: <board>/<period>/<period_id>/<partition or *>/<revision>[/<page>]"},
+    state={"type": "string", "enum": ["pending", "delivered", "failed"]}, attempts={"type": "integer"},
+    next_at={"type": "integer", "description": "epoch ms of the next attempt (pending)"}, last_error={"type": ["string", "null"]},
+    board=_STRING, period=_STRING, period_id=_STRING, partition={"type": ["string", "null"]}, revision={"type": "integer"},
+    page=_NULLABLE_INT, created_at={"type": "integer", "description": "epoch ms"},
+    delivered_at={**_NULLABLE_INT, "description": "epoch ms"})
+
+
+def _webhook_op(summary: str, parameters: list[Doc], ok: Doc, missing: tuple[str, ...] = ()) -> Doc:
+    errors = {"400": INVALID, "401": UNAUTHORIZED, "404": _error("no such webhook or delivery", "unknown_webhook", *missing),
+              "503": _OUTBOX_DOWN}
+    return _operation(summary, [_param("webhook", "path", _STRING, "a webhook's id"), *parameters], ok, errors,
+                      security=[{"admin": []}])
+
+
 def _body(schema: Doc) -> Doc:
     return {"required": True, "content": {JSON: {"schema": schema}}}
 
@@ -477,6 +502,23 @@ PATHS: Doc = {
     "/v1/admin/whoami": {"get": _operation("The admin a bearer token belongs to", [],
                                            _json(_object(["admin"], admin=_STRING), "the admin's id"),
                                            {"401": UNAUTHORIZED}, security=[{"admin": []}])},
+    "/v1/webhooks": {"get": _operation("The webhooks of the config and their deliveries per state", [],
+                                       _json(_object(["webhooks"], webhooks={"type": "array", "items": _WEBHOOK}), "the webhooks"),
+                                       {"401": UNAUTHORIZED, "503": _OUTBOX_DOWN}, security=[{"admin": []}])},
+    "/v1/webhooks/{webhook}/deliveries": {"get": _webhook_op("A webhook's deliveries, in the order they were made", [
+        _param("state", "query", {"type": "string", "enum": ["pending", "delivered", "failed"]}, "only those in this state"),
+        _param("limit", "query", _int(1, MAX_LIMIT, 100), "deliveries to return"),
+        _param("after", "query", _int(0, None, 0), "the `next` of the page before"),
+    ], _json(_object(["webhook", "deliveries", "next"], webhook=_STRING, deliveries={"type": "array", "items": _DELIVERY},
+                     next={"type": ["integer", "null"], "description": "the `after` of the next page; null: no more"}),
+             "the deliveries"))},
+    "/v1/webhooks/{webhook}/deliveries/{delivery}/retry": {"post": _webhook_op(
+        "Make a delivery pending again, due now, with a new max age", [
+            _param("delivery", "path", _STRING, "its Arena-Delivery id (it contains '/')")],
+        _json({"allOf": [_DELIVERY, _object(["webhook"], webhook=_STRING)]}, "the delivery"), ("unknown_delivery",))},
+    "/v1/webhooks/{webhook}/test": {"post": _webhook_op("Send a signed test delivery now (not stored, not retried)", [], _json(
+        _object(["webhook", "delivery", "delivered", "error"], webhook=_STRING, delivery=_STRING, delivered={"type": "boolean"},
+                error={"type": ["string", "null"]}), "whether the receiver answered 2xx"))},
     "/v1/boards/{board}/events": {"get": _admin("A member's journaled events, newest first (audit)", [
         _param("member", "query", _STRING, "the member", required=True),
         _param("limit", "query", _int(1, MAX_AUDIT_LIMIT, 100), "events to return"),

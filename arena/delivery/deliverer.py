@@ -10,6 +10,7 @@ attempt of one ``Arena-Delivery`` carries the same body; only the signature's ti
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -18,7 +19,7 @@ from typing import Protocol
 import orjson
 
 from arena.config import Webhook
-from arena.delivery.outbox import Delivery, Outbox, Outcome, State, deliveries
+from arena.delivery.outbox import Delivery, Outbox, Outcome, deliveries
 from arena.delivery.sender import Sender
 from arena.errors import IllegalTransition, JournalError
 from arena.journal import SettlementLog
@@ -37,8 +38,8 @@ DUE_LIMIT = 200
 class DeliveryBoards(Protocol):
     """What the deliverer asks of the node's boards."""
 
-    def delivers(self, board: str) -> bool:
-        """Whether this node sends ``board``'s deliveries now: it owns the board."""
+    def delivered_here(self) -> list[str]:
+        """The boards whose deliveries this node sends now: those it owns."""
 
     async def body(self, delivery: Delivery) -> bytes | None:
         """The body of ``delivery`` (its revision's answer with the awards of its page); None when
@@ -63,7 +64,8 @@ class Deliverer:
         self.clock = clock
         self._sender = Sender(timeout_seconds)
         self._wake = asyncio.Event()
-        self._in_flight: set[tuple[str, str]] = set()  # (webhook, delivery id) being attempted
+        self._in_flight: dict[tuple[str, str], asyncio.Task[None]] = {}
+        """The attempts under way, by (webhook, delivery id)."""
 
     def webhook(self, webhook: str) -> Webhook | None:
         return self.webhooks.get(webhook)
@@ -81,7 +83,17 @@ class Deliverer:
             log.warning("webhooks: the outbox or the settlement log failed at the start: %s; trying again", exc)
 
     async def run(self) -> None:
-        """The loop, until cancelled. A store that fails is logged and asked again at the next tick."""
+        """The loop, until cancelled (then the attempts under way are cancelled too: a delivery
+        cut short is still pending). A store that fails is logged and asked again at the next tick."""
+        try:
+            await self._loop()
+        finally:
+            attempts = list(self._in_flight.values())
+            for task in attempts:
+                task.cancel()
+            await asyncio.gather(*attempts, return_exceptions=True)
+
+    async def _loop(self) -> None:
         failing = False
         while True:
             try:
@@ -101,15 +113,17 @@ class Deliverer:
 
     async def _tick(self) -> None:
         await self._read_log()
-        due = [d for d in await self.outbox.due(self.clock(), DUE_LIMIT)
-               if d.webhook in self.webhooks and (d.webhook, d.id) not in self._in_flight and self.boards.delivers(d.board)]
-        for d in due:
-            self._in_flight.add((d.webhook, d.id))
-        try:
-            await asyncio.gather(*(self._attempt(d) for d in due))
-        finally:
-            self._in_flight.difference_update((d.webhook, d.id) for d in due)
+        due = [d for d in await self.outbox.due(self.clock(), DUE_LIMIT, self.boards.delivered_here())
+               if d.webhook in self.webhooks and (d.webhook, d.id) not in self._in_flight]
+        for d in due:  # each attempt on its own: a receiver that hangs holds up only its own deliveries
+            key = (d.webhook, d.id)
+            self._in_flight[key] = task = asyncio.create_task(self._attempt(d), name=f"webhook {d.webhook} {d.id}")
+            task.add_done_callback(functools.partial(self._done, key))
         await self._gauge()
+
+    def _done(self, key: tuple[str, str], task: asyncio.Task[None]) -> None:
+        self._in_flight.pop(key, None)
+        self.wake()  # the next revision of its table may be due now
 
     async def _read_log(self) -> None:
         cursors = await self.outbox.cursors()
@@ -157,15 +171,18 @@ class Deliverer:
             else:
                 log.warning("webhook %s: delivery %s, attempt %d: %s", hook.id, delivery.id, delivery.attempts + 1, error)
         self.metrics.webhook_deliveries.labels(hook.id, str(outcome)).inc()
-        await self.outbox.save(delivery.moved(outcome, now, backoff_seconds=self.backoff_seconds, error=error))
+        try:
+            await self.outbox.save(delivery.moved(outcome, now, backoff_seconds=self.backoff_seconds, error=error))
+        except JournalError as exc:  # still pending in the outbox: attempted again (at-least-once)
+            log.warning("webhook %s: delivery %s: its outcome (%s) not saved: %s", hook.id, delivery.id, outcome, exc)
 
     async def _gauge(self) -> None:
-        counts = await self.outbox.counts()
-        oldest = await self.outbox.oldest_pending()
+        pending = await self.outbox.pending()
         now = self.clock()
         for hook in self.webhooks:
-            self.metrics.webhook_pending.labels(hook).set(counts.get(hook, {}).get(State.PENDING, 0))
-            self.metrics.webhook_oldest_pending.labels(hook).set(max(0, now - oldest[hook]) / 1000 if hook in oldest else 0)
+            count, oldest = pending.get(hook, (0, now))
+            self.metrics.webhook_pending.labels(hook).set(count)
+            self.metrics.webhook_oldest_pending.labels(hook).set(max(0, now - oldest) / 1000)
 
     async def retry(self, hook: Webhook, delivery_id: str) -> Delivery | None:
         """Make ``delivery_id`` pending again, due now, with a new max age (None: no such delivery)."""

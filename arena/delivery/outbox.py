@@ -172,9 +172,9 @@ class Outbox(Protocol):
         """Store ``made`` (those already there are kept as they are) and move ``webhook``'s
         position to ``cursor`` (never back), in one transaction."""
 
-    async def due(self, now: int, limit: int) -> list[Delivery]:
-        """Up to ``limit`` pending deliveries whose next attempt is at ``now`` or before, each the
-        first pending one of its table (revision, then page) for its webhook."""
+    async def due(self, now: int, limit: int, boards: Sequence[str]) -> list[Delivery]:
+        """Up to ``limit`` pending deliveries of ``boards`` whose next attempt is at ``now`` or
+        before, each the first pending one of its table (revision, then page) for its webhook."""
 
     async def save(self, delivery: Delivery) -> None:
         """Write ``delivery``'s state, attempts, times and error."""
@@ -188,8 +188,9 @@ class Outbox(Protocol):
     async def counts(self) -> dict[str, dict[State, int]]:
         """Each webhook's deliveries per state."""
 
-    async def oldest_pending(self) -> dict[str, int]:
-        """Each webhook's oldest pending delivery's ``created_at``."""
+    async def pending(self) -> dict[str, tuple[int, int]]:
+        """Each webhook's pending deliveries: how many, and the oldest one's ``created_at``
+        (read through the index on state: cheap however many were delivered)."""
 
     async def close(self) -> None:
         """Release what it holds."""

@@ -15,7 +15,8 @@ from arena.journal.postgresql.store import STORE_ERRORS, PostgresStore
 _INSERT = ("INSERT INTO {s}.webhook_delivery (webhook, board, period, period_id, partition, revision, page, created_at,"
            " state, attempts, next_at, last_error, delivered_at, since_at, delivery)"
            " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) ON CONFLICT DO NOTHING")
-_DUE = f"""SELECT {COLUMNS} FROM {{s}}.webhook_delivery d WHERE d.state = 'pending' AND d.next_at <= $1 AND NOT EXISTS (
+_DUE = f"""SELECT {COLUMNS} FROM {{s}}.webhook_delivery d WHERE d.state = 'pending' AND d.next_at <= $1
+    AND d.board = ANY($3::text[]) AND NOT EXISTS (
     SELECT 1 FROM {{s}}.webhook_delivery e WHERE e.webhook = d.webhook AND e.board = d.board AND e.period = d.period
     AND e.period_id = d.period_id AND e.partition = d.partition AND e.state = 'pending'
     AND (e.revision < d.revision OR (e.revision = d.revision AND coalesce(e.page, 0) < coalesce(d.page, 0))))
@@ -57,8 +58,8 @@ class PostgresOutbox:
         await self._write([(_INSERT, stored(d)) for d in made] + [
             ("UPDATE {s}.webhook_cursor SET cursor = greatest(cursor, $1) WHERE webhook = $2", (cursor, webhook))])
 
-    async def due(self, now: int, limit: int) -> list[Delivery]:
-        return [from_row(tuple(r)) for r in await self._fetch(_DUE, now, limit)]
+    async def due(self, now: int, limit: int, boards: Sequence[str]) -> list[Delivery]:
+        return [from_row(tuple(r)) for r in await self._fetch(_DUE, now, limit, list(boards))]
 
     async def save(self, delivery: Delivery) -> None:
         d = delivery
@@ -83,10 +84,10 @@ class PostgresOutbox:
             counts.setdefault(r["webhook"], {})[State(r["state"])] = int(r["n"])
         return counts
 
-    async def oldest_pending(self) -> dict[str, int]:
-        rows = await self._fetch("SELECT webhook, min(created_at) AS oldest FROM {s}.webhook_delivery"
+    async def pending(self) -> dict[str, tuple[int, int]]:
+        rows = await self._fetch("SELECT webhook, count(*) AS n, min(created_at) AS oldest FROM {s}.webhook_delivery"
                                  " WHERE state = 'pending' GROUP BY webhook")
-        return {r["webhook"]: int(r["oldest"]) for r in rows}
+        return {r["webhook"]: (int(r["n"]), int(r["oldest"])) for r in rows}
 
     async def close(self) -> None:
         pass  # the store's connections are the backend's

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import aiosqlite
+import orjson
 
 from arena.delivery.outbox import COLUMNS, Delivery, State, from_row, stored
 from arena.errors import JournalCorrupt, JournalError
@@ -43,7 +44,8 @@ CREATE TABLE IF NOT EXISTS webhook_cursor (webhook TEXT PRIMARY KEY, cursor INTE
 _INSERT = ("INSERT OR IGNORE INTO webhook_delivery (webhook, board, period, period_id, partition, revision, page, created_at,"
            " state, attempts, next_at, last_error, delivered_at, since_at, delivery)"
            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-_DUE = f"""SELECT {COLUMNS} FROM webhook_delivery d WHERE d.state = 'pending' AND d.next_at <= ? AND NOT EXISTS (
+_DUE = f"""SELECT {COLUMNS} FROM webhook_delivery d WHERE d.state = 'pending' AND d.next_at <= ?
+    AND d.board IN (SELECT value FROM json_each(?)) AND NOT EXISTS (
     SELECT 1 FROM webhook_delivery e WHERE e.webhook = d.webhook AND e.board = d.board AND e.period = d.period
     AND e.period_id = d.period_id AND e.partition = d.partition AND e.state = 'pending'
     AND (e.revision < d.revision OR (e.revision = d.revision AND coalesce(e.page, 0) < coalesce(d.page, 0))))
@@ -105,8 +107,8 @@ class SqliteOutbox:
         await self._write([(_INSERT, stored(d)) for d in made] + [
             ("UPDATE webhook_cursor SET cursor = max(cursor, ?) WHERE webhook = ?", (cursor, webhook))])
 
-    async def due(self, now: int, limit: int) -> list[Delivery]:
-        return [from_row(row) for row in await self._read(_DUE, now, limit)]
+    async def due(self, now: int, limit: int, boards: Sequence[str]) -> list[Delivery]:
+        return [from_row(row) for row in await self._read(_DUE, now, orjson.dumps(list(boards)).decode(), limit)]
 
     async def save(self, delivery: Delivery) -> None:
         d = delivery
@@ -130,9 +132,10 @@ class SqliteOutbox:
             counts.setdefault(webhook, {})[State(state)] = int(count)
         return counts
 
-    async def oldest_pending(self) -> dict[str, int]:
-        rows = await self._read("SELECT webhook, min(created_at) FROM webhook_delivery WHERE state = 'pending' GROUP BY webhook")
-        return {webhook: int(oldest) for webhook, oldest in rows}
+    async def pending(self) -> dict[str, tuple[int, int]]:
+        rows = await self._read("SELECT webhook, count(*), min(created_at) FROM webhook_delivery WHERE state = 'pending'"
+                                " GROUP BY webhook")
+        return {webhook: (int(count), int(oldest)) for webhook, count, oldest in rows}
 
     async def close(self) -> None:
         if self._db is not None:

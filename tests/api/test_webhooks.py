@@ -93,6 +93,10 @@ async def test_a_failing_hanging_receiver_gets_every_revision_signed_in_order(
         assert set(ids) == set(REVISIONS)  # the board "other" is not this webhook's
         assert ids.count(REVISIONS[0]) == 4  # three 500s, then 200
         async with httpx.AsyncClient(base_url=server.url) as http:
+            async def saved() -> bool:  # the receiver's 2xx is seen before the outbox records it
+                return len(await deliveries(http, state="delivered")) == 2
+
+            await until(saved, "both deliveries recorded as delivered")
             body = orjson.loads(receiver.delivered()[REVISIONS[1]][0].body)
             query = (await http.get("/v1/boards/hs/weekly/settlement", params={"period_id": "2027-W01", "limit": 1000})).json()
             assert {k: body[k] for k in ("board", "period", "period_id", "revision", "sha256", "awards", "changes")} == {
@@ -201,3 +205,30 @@ async def test_a_webhook_added_later_gets_only_what_is_journaled_after(
             assert REVISIONS[0] not in receiver.delivered()
     finally:
         await server.stop()
+
+
+async def test_a_revision_of_more_than_ten_thousand_awards_is_sent_in_pages(
+    tmp_path: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(SECRET_ENV, SECRET)
+    boards = {"big": {"aggregation": "best", "periods": ["weekly"], "prizes": {"weekly": [{"reward": "token", "top_percent": 100}]}}}
+    config = make_config(tmp_path / "data", boards, webhooks=[Webhook("rewards", receiver.url, SECRET_ENV)],
+                         webhook_backoff_seconds=0.05, webhook_timeout_seconds=5)
+    async with InProcessServer(config, now_ms=W1 + DAY) as server:
+        async with ArenaClient(server.url, token_for("gs")) as client:
+            results = await client.submit_many([ScoreEvent("big", f"m{i:05}", i, W1 + i) for i in range(10_001)])
+            assert all(r.recorded for r in results)
+        async with httpx.AsyncClient(base_url=server.url) as http:
+            assert (await http.post("/v1/_test/clock", json={"now_ms": W1 + 8 * DAY})).status_code == 200
+        pages = ["big/weekly/2027-W01/*/0/1", "big/weekly/2027-W01/*/0/2"]
+        await until(lambda: set(receiver.delivered()) == set(pages), "both pages delivered")
+        receiver.check(SECRET)
+        first, second = (orjson.loads(receiver.delivered()[page][0].body) for page in pages)
+        assert (first["page"], first["awards_total"], len(first["awards"]), first["awards"][0]["rank"]) == (1, 10_001, 10_000, 1)
+        assert (second["page"], len(second["awards"]), second["awards"][0]["rank"]) == (2, 1, 10_001)
+        assert first["sha256"] == second["sha256"]
+        async with httpx.AsyncClient(base_url=server.url) as http:
+            async def none_pending() -> bool:
+                return 'arena_webhook_pending{webhook="rewards"} 0.0' in (await http.get("/metrics")).text
+
+            await until(none_pending, "arena_webhook_pending to say none is pending")
