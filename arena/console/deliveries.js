@@ -10,16 +10,12 @@ const STATES = ["pending", "failed", "delivered"];
 const LIMIT = 100;
 const PAGES = 10;
 
-// A moment as the routes give it: ISO text or milliseconds since the epoch.
-function moment(value) {
-  if (value === null || value === undefined) return "—";
-  return when(typeof value === "number" ? new Date(value).toISOString() : String(value));
-}
+// A moment of the outbox: milliseconds since the epoch (null: none).
+const moment = (ms) => (ms === null ? "—" : when(new Date(ms).toISOString()));
 
 async function deliveriesOf(webhook, state, t) {
   const found = [];
   if (webhook.deliveries[state] === 0) return { found, complete: true }; // GET /v1/webhooks counts them
-
   let after = null;
   for (let pages = 0; pages < PAGES; pages++) {
     const query = new URLSearchParams({ state, limit: String(LIMIT) });
@@ -28,7 +24,7 @@ async function deliveriesOf(webhook, state, t) {
     if (!answer.ok) return { error: answer };
     found.push(...answer.body.deliveries.filter((d) => d.board === t.board && d.period === t.period && d.period_id === t.periodId));
     after = answer.body.next;
-    if (after === null || after === undefined) return { found, complete: true };
+    if (after === null) return { found, complete: true };
   }
   return { found, complete: false };
 }
