@@ -241,9 +241,11 @@ SCHEMAS: Doc = {
         period=_STRING,
         seq=SEQ,
         periods={"type": "array", "items": _object(
-            ["period_id", "start", "end", "closed", "closed_at", "size", "disputes"],
+            ["period_id", "start", "end", "closed", "closed_at", "size", "disputes", "revision"],
             period_id=_STRING, start=_NULLABLE_TIME, end=_NULLABLE_TIME, closed={"type": "boolean"},
             closed_at={"type": ["string", "null"], "format": "date-time"}, size=_int(0), disputes=_int(0),
+            revision={"type": ["integer", "null"], "minimum": 0,
+                      "description": "the latest revision of its settlement (null: not settled)"},
         )},
     ),
     "Stats": _object(
@@ -270,7 +272,7 @@ SCHEMAS: Doc = {
                                             "description": "the void record: its journal seq, reason, admin id and time"}]},
     )}),
     "Boards": _object(["boards", "next"], boards={"type": "array", "items": _object(
-        ["board", "aggregation", "order", "tie", "state", "active", "retired", "metadata", "periods"],
+        ["board", "aggregation", "order", "tie", "state", "active", "retired", "metadata", "prizes", "periods"],
         board=_STRING,
         aggregation={"enum": ["best", "sum", "latest"]},
         order={"enum": ["desc", "asc"]},
@@ -279,6 +281,8 @@ SCHEMAS: Doc = {
         active={"type": "boolean", "description": "its tables are in memory"},
         retired={"type": "boolean", "description": "retired: it takes no more events; its tables stay queryable"},
         metadata={"type": ["object", "null"], "description": "the definition's metadata (title, category...)"},
+        prizes={"type": "object", "additionalProperties": {"type": "array", "items": _TIER},
+                "description": "the prize tiers in force by period; a period without prizes is absent"},
         periods={"type": "array", "items": {"type": "object", "description": "table fields without board, and partitions"}},
     )}, next={"type": ["string", "null"], "description": "more boards follow: pass it as `after` for the next page"}),
     "BoardDefinition": _object(

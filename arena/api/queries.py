@@ -257,6 +257,7 @@ def periods(arena: Arena, board: str, period: str) -> Body:
     for table in engine.listed_tables(kind, now):
         window = table.window
         closed = engine.window_closed(window, now)  # by the clock, before the actor's marker too
+        settled = engine.settlements.get((kind, window.period_id))
         listed.append({
             "period_id": window.period_id,
             "start": format_optional_ms(window.start_ms),
@@ -265,6 +266,7 @@ def periods(arena: Arena, board: str, period: str) -> Body:
             "closed_at": format_optional_ms(engine.close_moment(window) if closed else None),
             "size": len(table),
             "disputes": engine.disputes.get((kind, window.period_id), 0),
+            "revision": None if settled is None else settled[-1].settlement.revision,
         })
     return {"board": board, "period": str(kind), "periods": listed, "seq": engine.last_seq}
 
@@ -327,6 +329,7 @@ def boards(arena: Arena, limit: int = MAX_BOARDS_LIMIT, after: str | None = None
             "state": arena.states.shown(name),
             "retired": handle.retired,
             "metadata": metadata,
+            "prizes": {period: [tier.as_json() for tier in tiers] for period, tiers in spec.prizes},
             "periods": tables,
         })
     return {"boards": listed, "next": listed[-1]["board"] if more else None}

@@ -2,10 +2,11 @@
 // Talks only to the server that served it (HTTP JSON routes and /v1/live).
 
 import { drawLines } from "/console/charts.js";
-import { $, el, keepLabelled, num, options, replace, row, when } from "/console/dom.js";
+import { $, el, keepLabelled, num, options, replace, row, say, when } from "/console/dom.js";
 import { LiveView } from "/console/live.js";
+import { SettlementPanel } from "/console/settlements.js";
+import { api, code, hasToken, path, problem, TOKEN_KEY } from "/console/api.js";
 
-const TOKEN_KEY = "arena.adminToken"; // sessionStorage only: gone with the tab, never in a URL
 const OVERVIEW_EVERY_MS = 5000;
 const STATS_EVERY_MS = 1000;
 
@@ -13,37 +14,7 @@ const boards = new Map();   // name -> the board of GET /v1/boards
 const listed = new Map();   // "board/period" -> GET .../periods answer's periods (newest first)
 let owners = {};            // board -> GET /v1/cluster's {owner, epoch, standbys}; empty off a cluster
 
-const path = (...parts) => parts.map(encodeURIComponent).join("/");
 const NODE = new URLSearchParams(location.search).get("node"); // /console?node=ID: one node's charts
-
-async function api(url, { method = "GET", body, admin = false, ifMatch = null } = {}) {
-  const headers = {};
-  if (body !== undefined) headers["Content-Type"] = "application/json";
-  if (ifMatch !== null) headers["If-Match"] = String(ifMatch);
-  if (admin) {
-    const token = sessionStorage.getItem(TOKEN_KEY);
-    if (token === null) return { ok: false, status: 401, body: { error: { code: "unauthorized", message: "type an admin token first" } } };
-    headers["Authorization"] = `Bearer ${token}`;
-  }
-  let answer;
-  try {
-    answer = await fetch(url, { method, headers, cache: "no-store", body: body === undefined ? undefined : JSON.stringify(body) });
-  } catch {
-    return { ok: false, status: 0, body: { error: { code: "unreachable", message: "the server did not answer" } } };
-  }
-  const json = await answer.json().catch(() => null);
-  return { ok: answer.ok, status: answer.status, body: json };
-}
-
-function problem(answer) {
-  const error = answer.body && answer.body.error;
-  return error ? `${error.code}: ${error.message}` : `HTTP ${answer.status}`;
-}
-
-function say(node, text, isError = false) {
-  node.textContent = text;
-  node.classList.toggle("error", isError);
-}
 
 // ---- boards overview -------------------------------------------------------------------------
 
@@ -61,6 +32,8 @@ async function refreshBoards() {
   renderBoards();
   fillBoardSelects();
   fillPeriodIds();
+  if (fillSettledTables()) settlement.choose();
+  else settlement.refresh();
   if (live.view === null) watchStandings(); // the first time a board has tables
 }
 
@@ -84,8 +57,14 @@ function renderBoards() {
         const current = (listed.get(`${board.board}/${table.period}`) ?? []).find((t) => t.period_id === table.period_id);
         const open = el("button", { type: "button" }, "Standings");
         open.addEventListener("click", () => openStandings(board.board, table.period));
+        let settled = null;
+        if (prized(board, table.period)) {
+          settled = el("button", { type: "button" }, "Settlement");
+          settled.addEventListener("click", () => openSettlement(board.board, table.period));
+        }
         cells.push(el("td", {}, table.period), el("td", {}, table.period_id), num(table.size),
-          el("td", {}, table.closed ? "closed" : "open"), num(current ? current.disputes : null), el("td", {}, open));
+          el("td", {}, current ? tableState(current) : table.closed ? "closed" : "open"), num(current ? current.disputes : null),
+          el("td", { class: "actions" }, open, settled));
       }
       rows.push(el("tr", { "data-board": board.board }, cells));
     });
@@ -93,15 +72,21 @@ function renderBoards() {
   replace($("boards-table").tBodies[0], rows);
 }
 
+// The periods of ``board`` whose tables are settled: those with prize tiers.
+const prized = (board, period) => board.prizes[period] !== undefined;
+
 function fillBoardSelects() {
   const names = [...boards.keys()].map((name) => [name, name]);
   for (const id of ["st-board", "se-board", "ad-board", "ban-board"]) options($(id), names);
+  options($("sl-board"), [...boards.values()].filter((b) => Object.keys(b.prizes).length).map((b) => [b.board, b.board]));
   for (const [boardId, periodId] of [["st-board", "st-period"], ["se-board", "se-period"]]) fillPeriods(boardId, periodId);
+  fillPeriods("sl-board", "sl-period", true);
 }
 
-function fillPeriods(boardId, periodId) {
+function fillPeriods(boardId, periodId, withPrizes = false) {
   const board = boards.get($(boardId).value);
-  options($(periodId), (board ? board.periods : []).map((t) => [t.period, t.period]));
+  const tables = board ? board.periods.filter((t) => !withPrizes || prized(board, t.period)) : [];
+  options($(periodId), tables.map((t) => [t.period, t.period]));
 }
 
 function fillPeriodIds() {
@@ -109,6 +94,32 @@ function fillPeriodIds() {
   options($("st-period-id"), [["", "current"], ...tables.map((t) => [t.period_id,
     `${t.period_id} (${t.closed ? "closed" : "open"}, ${t.size}${t.disputes ? `, ${t.disputes} disputes` : ""})`])]);
 }
+
+const tableState = (t) => (t.revision !== null ? `settled, revision ${t.revision}` : t.closed ? "closed" : "open");
+
+// The settlement's table picker: the listed tables, first the newest settled one with members,
+// else the open one. True when the pick changed.
+function fillSettledTables() {
+  const select = $("sl-period-id"), previous = select.value;
+  const tables = listed.get(`${$("sl-board").value}/${$("sl-period").value}`) ?? [];
+  options(select, tables.map((t) => [t.period_id, `${t.period_id} (${tableState(t)}, ${t.size} members)`]));
+  const first = tables.find((t) => t.revision !== null && t.size > 0) ?? tables.find((t) => !t.closed);
+  if (select.value !== previous && first) select.value = first.period_id;
+  return select.value !== previous;
+}
+
+function openSettlement(board, period) {
+  $("sl-board").value = board;
+  fillPeriods("sl-board", "sl-period", true);
+  $("sl-period").value = period;
+  fillSettledTables();
+  settlement.choose();
+  location.hash = "#settlements";
+  $("settlements").focus();
+}
+
+const settlement = new SettlementPanel({ memberCell,
+  tableOf: (board, period, periodId) => (listed.get(`${board}/${period}`) ?? []).find((t) => t.period_id === periodId) });
 
 // ---- live standings --------------------------------------------------------------------------
 
@@ -206,13 +217,28 @@ async function everyTable(board, member) {
   const answers = await Promise.all(tables.map(([period, t]) =>
     api(`/v1/boards/${path(board, period)}/members?period_id=${encodeURIComponent(t.period_id)}`,
       { method: "POST", body: { members: [member] } })));
+  const settles = (period) => prized(boards.get(board), period);
+  const won = await Promise.all(tables.map(([period, t], i) => {
+    const inIt = answers[i].ok && answers[i].body.entries.length > 0;
+    return t.revision !== null && inIt ? api(`/v1/boards/${path(board, period)}/settlement/members/${path(member)}` +
+      `?period_id=${encodeURIComponent(t.period_id)}`) : null;
+  }));
   return el("div", { class: "scroll" }, el("table", { id: "se-tables" },
-    el("thead", {}, el("tr", {}, ...["Period", "Table", "Rank", "Score"].map((h) => el("th", {}, h)))),
+    el("thead", {}, el("tr", {}, ...["Period", "Table", "Rank", "Score", "Won"].map((h) => el("th", {}, h)))),
     el("tbody", {}, tables.map(([period, t], i) => {
       const e = answers[i].ok ? answers[i].body.entries[0] : undefined;
       return row([period, `${t.period_id}${t.closed ? " (closed)" : ""}`,
-        num(e ? `${e.rank} of ${answers[i].body.size}` : "not in table"), num(e ? e.score : null)]);
+        num(e ? `${e.rank} of ${answers[i].body.size}` : "not in table"), num(e ? e.score : null),
+        settles(period) ? wonText(won[i], t, e) : "no prizes"]);
     }))));
+}
+
+// "What did it win" in a table: the reward of its latest settlement revision.
+function wonText(answer, table, entry) {
+  if (answer === null) return !entry ? "—" : table.closed ? "not settled yet" : "open: nothing yet";
+  if (!answer.ok) return problem(answer);
+  const { award, revision } = answer.body;
+  return `${award === null ? "nothing" : award.reward}${revision > 0 ? ` (revision ${revision})` : ""}`;
 }
 
 // ---- prefix search and member links -----------------------------------------------------------
@@ -264,7 +290,7 @@ async function openAudit(board, member) {
   $("ad-member").value = member;
   location.hash = "#admin";
   $("admin").focus();
-  if (sessionStorage.getItem(TOKEN_KEY) === null) {
+  if (!hasToken()) {
     return say($("ad-message"), `Type an admin token above to see the audit trail of ${member}.`, true);
   }
   await audit();
@@ -313,7 +339,7 @@ async function refreshStats() {
 // ---- admin -------------------------------------------------------------------------------------
 
 function showToken(admin = null) {
-  const has = sessionStorage.getItem(TOKEN_KEY) !== null;
+  const has = hasToken();
   say($("ad-state"), has ? `Admin token${admin === null ? "" : ` of ${admin}`} set for this tab (session storage; sent as a bearer header only).`
     : "No token: audit and voids need an admin token (kept in this tab only).");
 }
@@ -337,6 +363,7 @@ async function useToken(event) {
   if (!answer.ok || body === null) return say($("ad-state"), `The token could not be checked (HTTP ${answer.status}). Not kept.`, true);
   sessionStorage.setItem(TOKEN_KEY, token);
   showToken(body.admin);
+  settlement.refresh(); // its deliveries need the token
 }
 
 async function audit(event) {
@@ -469,8 +496,17 @@ on("se-board", "change", () => { fillPeriods("se-board", "se-period"); listMatch
 on("search-form", "submit", search);
 on("se-member", "input", typed);
 on("se-period", "change", listMatches);
+on("sl-board", "change", () => { fillPeriods("sl-board", "sl-period", true); fillSettledTables(); settlement.choose(); });
+on("sl-period", "change", () => { fillSettledTables(); settlement.choose(); });
+on("sl-period-id", "change", () => settlement.choose());
+on("sl-revision", "change", () => settlement.pick());
+on("sl-limit", "change", () => settlement.pick());
+on("settle-form", "submit", (event) => event.preventDefault());
+on("sl-preview", "click", () => settlement.askPreview());
+on("sl-prev", "click", () => settlement.page(-1));
+on("sl-next", "click", () => settlement.page(1));
 on("token-form", "submit", useToken);
-on("ad-forget", "click", () => { sessionStorage.removeItem(TOKEN_KEY); showToken(); });
+on("ad-forget", "click", () => { sessionStorage.removeItem(TOKEN_KEY); showToken(); settlement.refresh(); });
 on("audit-form", "submit", audit);
 on("void-form", "submit", confirmVoid);
 on("void-cancel", "click", () => { $("void-form").hidden = true; });

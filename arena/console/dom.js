@@ -39,6 +39,11 @@ export function options(select, values, keep = true) {
   if (keep && values.some(([value]) => value === previous)) select.value = previous;
 }
 
+export function say(node, text, isError = false) {
+  node.textContent = text;
+  node.classList.toggle("error", isError);
+}
+
 export function when(iso) {
   return iso === null || iso === undefined ? "—" : iso.replace("T", " ").replace(".000Z", "Z");
 }

@@ -105,6 +105,10 @@ async def test_a_closed_table_settles_as_the_oracle_says_and_keeps_its_revisions
         assert (body["revision"], body["closed"], body["size"], body["tiers"]) == (0, True, 41, HS_TIERS)
         assert body["awards"] == awards and body["sha256"] == prize_oracle.sha256(awards)
         assert "changes" not in body and "preview" not in body
+        weeks = await get(http, "/v1/boards/hs/weekly/periods")
+        assert_documented("/v1/boards/{board}/{period}/periods", "GET", weeks)
+        revisions = {p["period_id"]: p["revision"] for p in weeks["periods"]}
+        assert (revisions["2027-W01"], revisions["2027-W02"]) == (0, None)  # settled; open
         page = await get(http, path, period_id="2027-W01", limit=3, offset=2)
         assert page["awards"] == awards[2:5] and page["awards_total"] == len(awards)
         assert await get(http, path, period_id="2027-W01", preview="true") == body  # a closed table: its settlement
@@ -149,6 +153,8 @@ async def test_a_closed_table_settles_as_the_oracle_says_and_keeps_its_revisions
         assert await get(http, path, period_id="2027-W01", revision=0) == {**body, "seq": revised["seq"], "size": 40}  # the table now
         lost = await get(http, MEMBER.format(board="hs", period="weekly", member=awards[0]["member"]), period_id="2027-W01")
         assert (lost["award"], lost["revision"]) == (None, 1)
+        weeks = await get(http, "/v1/boards/hs/weekly/periods")
+        assert {p["period_id"]: p["revision"] for p in weeks["periods"]}["2027-W01"] == 1
     async with serving(off, closed) as http:  # a full replay serves both revisions
         assert await get(http, path, period_id="2027-W01") == revised
 

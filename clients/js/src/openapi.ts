@@ -1876,6 +1876,441 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The webhooks of the config and their deliveries per state */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description the webhooks */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            webhooks: {
+                                id: string;
+                                /** @description without credentials */
+                                url: string;
+                                boards: string[];
+                                max_age_hours: number;
+                                deliveries: {
+                                    pending: number;
+                                    delivered: number;
+                                    failed: number;
+                                };
+                            }[];
+                        };
+                    };
+                };
+                /** @description no valid admin token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                /** @enum {string} */
+                                code: "unauthorized";
+                                message: string;
+                            };
+                        };
+                    };
+                };
+                /** @description the webhooks' outbox cannot be reached */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                /** @enum {string} */
+                                code: "unavailable";
+                                message: string;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{webhook}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A webhook's deliveries, in the order they were made */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description only those in this state */
+                    state?: "pending" | "delivered" | "failed";
+                    /** @description deliveries to return */
+                    limit?: number;
+                    /** @description the `next` of the page before */
+                    after?: number;
+                };
+                header?: never;
+                path: {
+                    /** @description a webhook's id */
+                    webhook: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description the deliveries */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            webhook: string;
+                            deliveries: {
+                                /** @description the Arena-Delivery id: <board>/<period>/<period_id>/<partition or *>/<revision>[/<page>] */
+                                delivery: string;
+                                /** @enum {string} */
+                                state: "pending" | "delivered" | "failed";
+                                attempts: number;
+                                /** @description epoch ms of the next attempt (pending) */
+                                next_at: number;
+                                last_error: string | null;
+                                board: string;
+                                period: string;
+                                period_id: string;
+                                partition: string | null;
+                                revision: number;
+                                page: number | null;
+                                /** @description epoch ms */
+                                created_at: number;
+                                /** @description epoch ms */
+                                delivered_at: number | null;
+                            }[];
+                            /** @description the `after` of the next page; null: no more */
+                            next: number | null;
+                        };
+                    };
+                };
+                /** @description a bad parameter or body */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                /** @enum {string} */
+                                code: "invalid_request";
+                                message: string;
+                            };
+                        };
+                    };
+                };
+                /** @description no valid admin token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                /** @enum {string} */
+                                code: "unauthorized";
+                                message: string;
+                            };
+                        };
+                    };
+                };
+                /** @description no such webhook or delivery */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                /** @enum {string} */
+                                code: "unknown_webhook";
+                                message: string;
+                            };
+                        };
+                    };
+                };
+                /** @description the webhooks' outbox cannot be reached */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                /** @enum {string} */
+                                code: "unavailable";
+                                message: string;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{webhook}/deliveries/{delivery}/retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Make a delivery pending again, due now, with a new max age */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description a webhook's id */
+                    webhook: string;
+                    /** @description its Arena-Delivery id (it contains '/') */
+                    delivery: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description the delivery */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description the Arena-Delivery id: <board>/<period>/<period_id>/<partition or *>/<revision>[/<page>] */
+                            delivery: string;
+                            /** @enum {string} */
+                            state: "pending" | "delivered" | "failed";
+                            attempts: number;
+                            /** @description epoch ms of the next attempt (pending) */
+                            next_at: number;
+                            last_error: string | null;
+                            board: string;
+                            period: string;
+                            period_id: string;
+                            partition: string | null;
+                            revision: number;
+                            page: number | null;
+                            /** @description epoch ms */
+                            created_at: number;
+                            /** @description epoch ms */
+                            delivered_at: number | null;
+                        } & {
+                            webhook: string;
+                        };
+                    };
+                };
+                /** @description a bad parameter or body */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                /** @enum {string} */
+                                code: "invalid_request";
+                                message: string;
+                            };
+                        };
+                    };
+                };
+                /** @description no valid admin token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                /** @enum {string} */
+                                code: "unauthorized";
+                                message: string;
+                            };
+                        };
+                    };
+                };
+                /** @description no such webhook or delivery */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                /** @enum {string} */
+                                code: "unknown_webhook" | "unknown_delivery";
+                                message: string;
+                            };
+                        };
+                    };
+                };
+                /** @description the webhooks' outbox cannot be reached */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                /** @enum {string} */
+                                code: "unavailable";
+                                message: string;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{webhook}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Send a signed test delivery now (not stored, not retried) */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description a webhook's id */
+                    webhook: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description whether the receiver answered 2xx */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            webhook: string;
+                            delivery: string;
+                            delivered: boolean;
+                            error: string | null;
+                        };
+                    };
+                };
+                /** @description a bad parameter or body */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                /** @enum {string} */
+                                code: "invalid_request";
+                                message: string;
+                            };
+                        };
+                    };
+                };
+                /** @description no valid admin token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                /** @enum {string} */
+                                code: "unauthorized";
+                                message: string;
+                            };
+                        };
+                    };
+                };
+                /** @description no such webhook or delivery */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                /** @enum {string} */
+                                code: "unknown_webhook";
+                                message: string;
+                            };
+                        };
+                    };
+                };
+                /** @description the webhooks' outbox cannot be reached */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                /** @enum {string} */
+                                code: "unavailable";
+                                message: string;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/boards/{board}/events": {
         parameters: {
             query?: never;
@@ -2325,6 +2760,8 @@ export interface components {
                 closed_at: string | null;
                 size: number;
                 disputes: number;
+                /** @description the latest revision of its settlement (null: not settled) */
+                revision: number | null;
             }[];
         };
         Stats: {
@@ -2422,6 +2859,15 @@ export interface components {
                 retired: boolean;
                 /** @description the definition's metadata (title, category...) */
                 metadata: Record<string, never> | null;
+                /** @description the prize tiers in force by period; a period without prizes is absent */
+                prizes: {
+                    [key: string]: {
+                        reward: string;
+                        ranks?: number[];
+                        top_percent?: number;
+                        score?: number;
+                    }[];
+                };
                 periods: Record<string, never>[];
             }[];
             /** @description more boards follow: pass it as `after` for the next page */
