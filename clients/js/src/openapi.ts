@@ -1823,6 +1823,92 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/settlements": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The settlement feed: every settlement revision in the settlement log's order (commit order), after a cursor, of the boards the caller may write (an admin: every board); poll with the last `next` */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description the cursor of the last item seen (0: from the start) */
+                    after?: number;
+                    /** @description items to return */
+                    limit?: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description the items */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SettlementFeed"];
+                    };
+                };
+                /** @description a bad parameter or body */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                /** @enum {string} */
+                                code: "invalid_request";
+                                message: string;
+                            };
+                        };
+                    };
+                };
+                /** @description no valid game-server or admin token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                /** @enum {string} */
+                                code: "unauthorized";
+                                message: string;
+                            };
+                        };
+                    };
+                };
+                /** @description the settlement log cannot be read now */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                /** @enum {string} */
+                                code: "unavailable";
+                                message: string;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/admin/whoami": {
         parameters: {
             query?: never;
@@ -2737,6 +2823,28 @@ export interface components {
             member: string;
             /** @description null: no reward in this revision */
             award: components["schemas"]["Award"] | null;
+        };
+        SettlementFeed: {
+            /** @description in log order */
+            items: components["schemas"]["SettlementFeedItem"][];
+            /** @description the cursor to pass as `after` next: the last item's, or `after` when there is none */
+            next: number;
+        };
+        SettlementFeedItem: {
+            /** @description the revision's position in the settlement log */
+            cursor: number;
+            board: string;
+            period: string;
+            period_id: string;
+            /** @description a region or division; null: the global table */
+            partition: string | null;
+            revision: number;
+            /** @description the board's journal seq of the revision */
+            seq: number;
+            /** @description the revision's (see Settlement) */
+            sha256: string;
+            /** @description the number of awards: read them at /v1/boards/{board}/{period}/settlement */
+            awards: number;
         };
         Periods: {
             board: string;
