@@ -10,7 +10,9 @@ commit only while the owner row holds the epoch granted):
 The epochs granted to this process are kept in the node's `BoardStates` (`granted`). An append
 refused by its fence raises OwnershipLost; `Grants` then forgets the board's epoch and queues it
 (`fenced`) for the ownership loop, which disowns it at once. A board handed off is released
-(`release`): its row names no live process, and the next node grants it.
+(`release`): its row names no live process, and the next node grants it. A cluster node's board
+granted and not loaded (activated on demand) is opened again under the epoch it was granted
+(`kept`): its activation, or the close markers journaled while it is inactive, change no owner.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from collections.abc import AsyncIterable, Iterable, Sequence
 import asyncpg
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from arena.board.state import BoardStates
+from arena.board.state import BoardState, BoardStates
 from arena.cluster.lease import HINT, LEASE_LOCK, OWNERSHIP_CHANNEL, other_holder
 from arena.engine.records import Record
 from arena.engine.spec import BoardSpec
@@ -50,6 +52,9 @@ _RELEASE = "UPDATE {s}.board_owner SET instance = '' WHERE board = $1 AND instan
 owner, so that the next node in its placement grants it at once (`OWNERSHIP_CHANNEL` hints it)."""
 
 
+_KEPT = frozenset({BoardState.INACTIVE, BoardState.ACTIVATING})
+
+
 class Grants:
     """The journal backend of a server on PostgreSQL: ``backend``'s journals, each writable one
     granted to this process (as one node of a cluster when ``clustered``) and fenced; the epochs
@@ -69,6 +74,9 @@ class Grants:
     async def open(self, spec: BoardSpec, *, readonly: bool = False) -> Journal:
         if readonly:
             return await self.backend.open(spec, readonly=True)
+        epoch = self.kept(spec.name)
+        if epoch is not None:  # a fence that no longer holds refuses its first append, as for any
+            return FencedJournal(await self.backend.open(spec, fence=Fence(spec.name, epoch)), self, spec.name)
         epoch = await self._grant(spec.name)
         try:
             journal = await self.backend.open(spec, fence=Fence(spec.name, epoch))
@@ -77,6 +85,13 @@ class Grants:
             raise
         self._owner_changed(spec.name, epoch)
         return FencedJournal(journal, self, spec.name)
+
+    def kept(self, board: str) -> int | None:
+        """The epoch under which a cluster node opens ``board`` again without a new grant: that
+        of its grant, while it is inactive or being activated here; else None."""
+        if not self.clustered or board not in self.states or self.states.state(board) not in _KEPT:
+            return None
+        return self.states.epoch(board)
 
     async def _grant(self, board: str) -> int:
         """A new epoch of ``board`` for this process, by the rules of a single node or of a

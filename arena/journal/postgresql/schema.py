@@ -10,13 +10,14 @@ from arena.errors import JournalCorrupt
 
 log = logging.getLogger("arena.journal")
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """The version of the tables below; a schema of a greater version belongs to a newer Arena."""
 _UPGRADES = {
     1: "ALTER TABLE {s}.node_lease ADD COLUMN url text COLLATE \"C\" NOT NULL DEFAULT ''",
     2: "CREATE TABLE {s}.board_snapshot (board text COLLATE \"C\" PRIMARY KEY, seq bigint NOT NULL, data bytea NOT NULL)",
     3: "ALTER TABLE {s}.node_lease ADD COLUMN state text COLLATE \"C\" NOT NULL DEFAULT 'serving'",
     4: "{board_records}",
+    5: "ALTER TABLE {s}.board_owner ADD COLUMN active boolean NOT NULL DEFAULT true",
 }
 """The statement that takes tables of version N to N + 1, run by a writable start."""
 
@@ -63,7 +64,8 @@ CREATE TABLE {s}.board_owner (
     board text COLLATE "C" PRIMARY KEY,
     node_id text COLLATE "C" NOT NULL,
     instance text COLLATE "C" NOT NULL,
-    epoch bigint NOT NULL
+    epoch bigint NOT NULL,
+    active boolean NOT NULL DEFAULT true
 );
 CREATE TABLE {s}.score_void (
     board text COLLATE "C" NOT NULL,
@@ -98,7 +100,8 @@ CREATE TABLE {s}.board_catalog (
 """
 """Version 5: the board records of every board's journal (definitions, retirement; later kinds
 share the table), the catalog of the boards created through the admin API, and each node's
-config board definitions (as digests, to show a node whose config differs)."""
+config board definitions (as digests, to show a node whose config differs). Version 6: whether
+each board's owner has it in memory (`board_owner.active`): standbys follow active boards only."""
 
 
 
