@@ -25,6 +25,7 @@ disown, release), so that the next beats leave it alone until that move ends.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
@@ -254,6 +255,8 @@ class Ownership:
     def _unfollow(self, board: str) -> None:
         self.states.move(board, BoardEvent.UNFOLLOW)
         self._spawn(self._copies.pop(board).follower.close())
+        with contextlib.suppress(KeyError):  # no copy of it here any more
+            self.followed_seq.remove(board)
 
     async def _catch_up(self, follower: Follower, now: int) -> None:
         async with self._follows:
