@@ -36,9 +36,9 @@ from arena.journal.postgresql import STORE_ERRORS, Fence, PostgresBackend
 log = logging.getLogger("arena.cluster")
 
 _CLAIM = (
-    "INSERT INTO {s}.board_owner AS o SELECT $1, $2, $3, 1 WHERE EXISTS (SELECT FROM {s}.node_lease"
+    "INSERT INTO {s}.board_owner AS o SELECT $1, $2, $3, 1, false WHERE EXISTS (SELECT FROM {s}.node_lease"
     " WHERE node_id = $2 AND instance = $3 AND expires_at > now()) ON CONFLICT (board) DO UPDATE"
-    " SET node_id = EXCLUDED.node_id, instance = EXCLUDED.instance, epoch = o.epoch + 1"
+    " SET node_id = EXCLUDED.node_id, instance = EXCLUDED.instance, epoch = o.epoch + 1, active = false"
     " WHERE o.instance = EXCLUDED.instance OR NOT EXISTS (SELECT FROM {s}.node_lease l"
     " WHERE l.node_id = o.node_id AND l.instance = o.instance AND l.expires_at > now()) RETURNING epoch"
 )
@@ -46,7 +46,7 @@ _CLAIM = (
 the schema): a new epoch only while this process holds a live lease and the board's owner row
 names no other process holding one (a released row names none: its instance is empty). No row
 comes back otherwise: a board never has two live owners, whatever each node believes of the
-others."""
+others. A board granted is not loaded yet (``active`` false): its owner's next beat says once it is."""
 _RELEASE = "UPDATE {s}.board_owner SET instance = '' WHERE board = $1 AND instance = $2 AND epoch = $3"
 """A graceful hand-off: the board keeps its epoch (the next grant grows it) and names no live
 owner, so that the next node in its placement grants it at once (`OWNERSHIP_CHANNEL` hints it)."""
