@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from arena.cluster.directory import Owner
-from arena.cluster.membership import ClusterRead, NodeRow, OwnerRow
+from arena.cluster.membership import ClusterRead, NodeRow, OwnerRow, activity_changes
 from arena.cluster.node import NodeState
 from arena.cluster.placement import placements, preference
 from arena.cluster.plan import JOIN_LIMIT_SECONDS, Held, Plan, plan
@@ -192,6 +192,14 @@ def test_standbys_and_a_joining_node_follow_only_the_boards_their_owners_have_in
     served = plan_for(owner, ClusterRead({**joining, "c": NodeRow("c", "ic", "http://c", True, -2.0, NodeState.SERVING)},
                                          owners), owned={coming[0]: 1}, served={coming[0]})
     assert served.hand_off == [coming[0]]  # handed off inactive, as any other
+
+
+def test_an_owner_writes_only_the_activity_its_rows_do_not_say_yet() -> None:
+    read = ClusterRead(dict(NODES), {"x": OwnerRow("a", "ia", 1, active=False), "y": OwnerRow("a", "ia", 1),
+                                     "z": OwnerRow("b", "ib", 1, active=False), "r": OwnerRow("a", "", 1, active=False)})
+    active = {"x": True, "y": True, "z": True, "r": True, "new": True}
+    assert activity_changes(read, "ia", active) == {"x": True}  # not another process's row, nor a released one
+    assert activity_changes(read, "ia", {"y": False}) == {"y": False}
 
 
 STATES = st.sampled_from([NodeState.JOINING, NodeState.SERVING, NodeState.LEAVING])
