@@ -14,7 +14,7 @@ and the routing decision all read. Pure: no I/O, no event loop.
     INACTIVE, ACTIVATING ─fail─> FAILED (its journal cannot be opened, or its actor failed)
     TAKING ─granted inactive─> INACTIVE (on demand: owned, not loaded)
     INACTIVE, ACTIVATING ─hand off─> HANDING_OFF;  INACTIVE, ACTIVATING ─disown─> DISOWNING
-    ACTIVATING ─not granted─> ELSEWHERE
+    ACTIVATING ─not granted─> ELSEWHERE;  ACTIVATING ─stopped─> INACTIVE (its store is away: tried again on demand)
 
 A single node (no ``[cluster]``) starts every board LOADING, or INACTIVE when boards are
 activated on demand (``idle_unload_seconds`` > 0; `arena.board.activation`), and never leaves the
@@ -99,7 +99,7 @@ MOVES: dict[BoardState, dict[BoardEvent, BoardState]] = {
     _S.INACTIVE: {_E.ACTIVATE: _S.ACTIVATING, _E.FAIL: _S.FAILED, _E.HAND_OFF: _S.HANDING_OFF, _E.DISOWN: _S.DISOWNING,
                   **_SHUT},
     _S.ACTIVATING: {_E.START: _S.ACTIVATING, _E.LOADED: _S.SERVING, _E.FAIL: _S.FAILED, _E.NOT_GRANTED: _S.ELSEWHERE,
-                    _E.HAND_OFF: _S.HANDING_OFF, _E.DISOWN: _S.DISOWNING, **_SHUT},
+                    _E.HAND_OFF: _S.HANDING_OFF, _E.DISOWN: _S.DISOWNING, _E.STOPPED: _S.INACTIVE, **_SHUT},
     _S.UNLOADING: {_E.STOPPED: _S.INACTIVE, **_SHUT},
     # an actor handed off before it started, or still loading, starts and loads before it stops
     _S.HANDING_OFF: {_E.START: _S.HANDING_OFF, _E.LOADED: _S.HANDING_OFF, _E.STOPPED: _S.ELSEWHERE, **_SHUT},

@@ -179,6 +179,12 @@ class Supervisor:
         try:
             try:
                 journal = await self.backend.open(handle.spec)
+            except JournalUnavailable as exc:  # the store is away, the journal is fine: the next request tries again
+                log.warning("board %s not activated: %s; what waits for it is answered unavailable", name, exc)
+                handle.refuse_queued()
+                if handle.state is BoardState.ACTIVATING:
+                    handle.move(BoardEvent.STOPPED)
+                return
             except JournalError as exc:
                 log.error("board %s failed to activate: %s", name, exc)
                 handle.fail(str(exc))
