@@ -38,7 +38,7 @@ log = logging.getLogger("arena.cluster")
 _CLAIM = (
     "INSERT INTO {s}.board_owner AS o SELECT $1, $2, $3, 1, false WHERE EXISTS (SELECT FROM {s}.node_lease"
     " WHERE node_id = $2 AND instance = $3 AND expires_at > now()) ON CONFLICT (board) DO UPDATE"
-    " SET node_id = EXCLUDED.node_id, instance = EXCLUDED.instance, epoch = o.epoch + 1, active = false"
+    " SET node_id = EXCLUDED.node_id, instance = EXCLUDED.instance, epoch = o.epoch + 1"
     " WHERE o.instance = EXCLUDED.instance OR NOT EXISTS (SELECT FROM {s}.node_lease l"
     " WHERE l.node_id = o.node_id AND l.instance = o.instance AND l.expires_at > now()) RETURNING epoch"
 )
@@ -46,7 +46,9 @@ _CLAIM = (
 the schema): a new epoch only while this process holds a live lease and the board's owner row
 names no other process holding one (a released row names none: its instance is empty). No row
 comes back otherwise: a board never has two live owners, whatever each node believes of the
-others. A board granted is not loaded yet (``active`` false): its owner's next beat says once it is."""
+others. A board granted for the first time is not loaded anywhere (``active`` false); a board
+granted again keeps what its last owner wrote (taken from a standby copy, it is loaded at once and
+its standbys go on following it) until its new owner's beat says otherwise."""
 _RELEASE = "UPDATE {s}.board_owner SET instance = '' WHERE board = $1 AND instance = $2 AND epoch = $3"
 """A graceful hand-off: the board keeps its epoch (the next grant grows it) and names no live
 owner, so that the next node in its placement grants it at once (`OWNERSHIP_CHANNEL` hints it)."""

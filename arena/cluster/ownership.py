@@ -321,6 +321,8 @@ class Ownership:
                 self.directory.set(board, Owner(self.backend.node_id, self.lease.url, epoch, not inactive))
             log.info("board %s: granted to node %s (epoch %s)%s", board, self.backend.node_id, epoch,
                      ", inactive (activated on demand)" if inactive else "" if follower is None else ", from its standby copy")
+            if inactive:
+                self._hinted.set()  # a beat now writes that it is not loaded: its standbys drop their copies
             if inactive or await self.supervisor.until_loaded(board):
                 self.takeover.observe(ownerless_for + time.monotonic() - read_at)
 
