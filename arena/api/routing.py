@@ -73,7 +73,8 @@ def where(arena: Arena, board: object) -> Place:
 async def settled(arena: Arena, board: object, seconds: float) -> Place:
     """`where` a query about ``board`` is answered, once a hand-off of the board under way is
     over: it waits (at most ``seconds``) for the next owner to be named and, when that is this
-    node, for the board's tables to be loaded here. Without a hand-off it is `where`, at once."""
+    node, for the board's tables to be loaded here (one taken inactive is activated by the
+    caller, `Arena.activated`). Without a hand-off it is `where`, at once."""
     place = where(arena, board)
     if not isinstance(board, str) or not arena.states.handed_over(board):
         return place
@@ -81,7 +82,7 @@ async def settled(arena: Arena, board: object, seconds: float) -> Place:
     if isinstance(place, Ownerless):
         await arena.directory.owner_within(board, seconds)
         place = where(arena, board)
-    if isinstance(place, Local) and place.handle is not None:
+    if isinstance(place, Local) and place.handle is not None and arena.states.handed_over(board):  # still loading
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(place.handle.loaded.wait(), max(deadline - time.monotonic(), 0))
         return where(arena, board)

@@ -9,7 +9,8 @@ The rules are pure (`Unloaded`, `due_markers`, `to_unload`); `Activations` carri
 transition of a board (activate, unload, the close markers of an inactive board) is one task at a
 time per board, each starting after the one before it, so a request that finds a board unloading
 waits for the unload to end and then activates it. The board's states are `arena.board.state`'s
-(INACTIVE, ACTIVATING, SERVING, UNLOADING); only the supervisor moves them.
+(INACTIVE, ACTIVATING, SERVING, UNLOADING); only the supervisor moves them. On a cluster node the
+same holds for the boards it owns; a board that leaves it (handed off, disowned) is forgotten.
 """
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ ACTIVATION_WAIT_SECONDS = 5.0
 `unavailable` and queries 503 `not_ready`."""
 SWEEP_SECONDS = 1.0
 """Between two looks for idle boards and due close markers at most."""
+_GONE = frozenset({BoardState.FAILED, BoardState.ELSEWHERE, BoardState.FOLLOWING, BoardState.HANDING_OFF,
+                   BoardState.DISOWNING, BoardState.RELEASING})
+"""The states of a board no longer in this node's memory, nor to be activated here (failed, or
+served by another node)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +188,18 @@ class Activations:
         except TimeoutError:
             raise not_ready(board) from None
 
+    def forget(self, board: str) -> None:
+        """``board`` is served by another node now: nothing of it is kept here. O(1)."""
+        self._used.pop(board, None)
+        self.unloaded.pop(board, None)
+
+    async def settled(self, board: str) -> None:
+        """Once the transitions of ``board`` under way (its close markers being journaled, say)
+        are over: before it is handed off."""
+        move = self._moves.get(board)
+        if move is not None:
+            await asyncio.gather(move, return_exceptions=True)
+
     @property
     def active(self) -> int:
         """Boards in memory (or being loaded) here: `arena_active_boards`."""
@@ -242,14 +259,15 @@ class Activations:
 
     def _pause(self) -> float:
         pause = SWEEP_SECONDS if self.idle_seconds <= 0 else min(SWEEP_SECONDS, self.idle_seconds / 4)
-        closes = [u.next_close for b, u in self.unloaded.items() if u.next_close is not None and b not in self._moves]
+        closes = [u.next_close for b, u in self.unloaded.items()
+                  if u.next_close is not None and b not in self._moves and self.state_of(b) is BoardState.INACTIVE]
         if closes:
             pause = min(pause, max(min(closes) - self.now(), 0) / 1000)
         return pause
 
     def sweep(self) -> None:
         """One look: start the unloads and close-marker writes due now. O(boards here)."""
-        for board in [b for b in self._used if self.state_of(b) is BoardState.FAILED]:
+        for board in [b for b in self._used if self.state_of(b) in _GONE]:
             del self._used[board]
         idle = {b: at for b, at in self._used.items() if b not in self._moves and self.state_of(b) is BoardState.SERVING}
         for board, reason in to_unload(idle, self.subscribed(), time.monotonic(), self.idle_seconds,

@@ -12,11 +12,17 @@ and the routing decision all read. Pure: no I/O, no event loop.
     LOADING, SERVING ─fail─> FAILED;  any but FAILED ─shut─> FAILED (the server stops)
     INACTIVE ─activate─> ACTIVATING ─loaded─> SERVING ─unload─> UNLOADING ─stopped─> INACTIVE
     INACTIVE, ACTIVATING ─fail─> FAILED (its journal cannot be opened, or its actor failed)
+    TAKING ─granted inactive─> INACTIVE (on demand: owned, not loaded)
+    INACTIVE, ACTIVATING ─hand off─> HANDING_OFF;  INACTIVE, ACTIVATING ─disown─> DISOWNING
+    ACTIVATING ─not granted─> ELSEWHERE;  ACTIVATING ─stopped─> INACTIVE (its store is away: tried again on demand)
 
 A single node (no ``[cluster]``) starts every board LOADING, or INACTIVE when boards are
 activated on demand (``idle_unload_seconds`` > 0; `arena.board.activation`), and never leaves the
-actor's states; a cluster node starts every board ELSEWHERE. The table is state -> event -> next
-state: a state a later issue adds (retired) is one more row and the events that reach it.
+actor's states; a cluster node starts every board ELSEWHERE. A cluster node activating on demand
+takes a board INACTIVE (granted, its due close markers known, nothing loaded) unless it has a
+standby copy of it, and hands it off or disowns it without loading it. The table is state ->
+event -> next state: a state a later issue adds (retired) is one more row and the events that
+reach it.
 """
 
 from __future__ import annotations
@@ -64,6 +70,7 @@ class BoardEvent(enum.Enum):
     UNFOLLOW = "unfollow"
     TAKE = "take"
     GRANTED = "granted"
+    GRANTED_INACTIVE = "granted inactive"
     NOT_GRANTED = "not granted"
     START = "start"
     LOADED = "loaded"
@@ -84,13 +91,15 @@ _SHUT = {_E.SHUT: _S.FAILED}
 MOVES: dict[BoardState, dict[BoardEvent, BoardState]] = {
     _S.ELSEWHERE: {_E.FOLLOW: _S.FOLLOWING, _E.TAKE: _S.TAKING, _E.RELEASE: _S.RELEASING, **_SHUT},
     _S.FOLLOWING: {_E.UNFOLLOW: _S.ELSEWHERE, _E.TAKE: _S.TAKING, **_SHUT},
-    _S.TAKING: {_E.GRANTED: _S.LOADING, _E.NOT_GRANTED: _S.ELSEWHERE, **_SHUT},
+    _S.TAKING: {_E.GRANTED: _S.LOADING, _E.GRANTED_INACTIVE: _S.INACTIVE, _E.NOT_GRANTED: _S.ELSEWHERE, **_SHUT},
     _S.LOADING: {_E.START: _S.LOADING, _E.LOADED: _S.SERVING, _E.FAIL: _S.FAILED, _E.NOT_GRANTED: _S.ELSEWHERE,
                  _E.HAND_OFF: _S.HANDING_OFF, _E.DISOWN: _S.DISOWNING, **_SHUT},
     _S.SERVING: {_E.START: _S.LOADING, _E.FAIL: _S.FAILED, _E.NOT_GRANTED: _S.ELSEWHERE,
                  _E.HAND_OFF: _S.HANDING_OFF, _E.DISOWN: _S.DISOWNING, _E.UNLOAD: _S.UNLOADING, **_SHUT},
-    _S.INACTIVE: {_E.ACTIVATE: _S.ACTIVATING, _E.FAIL: _S.FAILED, **_SHUT},
-    _S.ACTIVATING: {_E.START: _S.ACTIVATING, _E.LOADED: _S.SERVING, _E.FAIL: _S.FAILED, **_SHUT},
+    _S.INACTIVE: {_E.ACTIVATE: _S.ACTIVATING, _E.FAIL: _S.FAILED, _E.HAND_OFF: _S.HANDING_OFF, _E.DISOWN: _S.DISOWNING,
+                  **_SHUT},
+    _S.ACTIVATING: {_E.START: _S.ACTIVATING, _E.LOADED: _S.SERVING, _E.FAIL: _S.FAILED, _E.NOT_GRANTED: _S.ELSEWHERE,
+                    _E.HAND_OFF: _S.HANDING_OFF, _E.DISOWN: _S.DISOWNING, _E.STOPPED: _S.INACTIVE, **_SHUT},
     _S.UNLOADING: {_E.STOPPED: _S.INACTIVE, **_SHUT},
     # an actor handed off before it started, or still loading, starts and loads before it stops
     _S.HANDING_OFF: {_E.START: _S.HANDING_OFF, _E.LOADED: _S.HANDING_OFF, _E.STOPPED: _S.ELSEWHERE, **_SHUT},
@@ -108,8 +117,14 @@ DORMANT = frozenset({_S.INACTIVE, _S.UNLOADING})
 """The states of a board whose next event, query or subscription activates it (once unloaded)."""
 MOVING = frozenset({_S.TAKING, _S.HANDING_OFF, _S.DISOWNING, _S.RELEASING})
 """The states of a move of the ownership loop under way: its beats leave these boards alone."""
+OWNED = RUNNING | {_S.INACTIVE}
+"""The states of a board this node holds as its owner, loaded or not (the plan's ``served``)."""
+SHIFTING = frozenset({_S.ACTIVATING, _S.UNLOADING})
+"""The states of an activation or an unload under way: the beats leave these boards alone too
+(they end within seconds; an activation reopens the journal under the board's epoch)."""
 _ANSWERING = frozenset({_S.LOADING, _S.SERVING, _S.INACTIVE, _S.ACTIVATING, _S.UNLOADING})
 _ACTIVE = frozenset({_S.LOADING, _S.SERVING, _S.ACTIVATING, _S.HANDING_OFF, _S.DISOWNING})
+_AWAY = frozenset({_S.ELSEWHERE, _S.FOLLOWING})
 _NOT_READY = frozenset({_S.LOADING, _S.FAILED})
 _ON_DEMAND = frozenset({_S.SERVING, _S.INACTIVE, _S.ACTIVATING, _S.UNLOADING})
 _SHOWN = {_S.LOADING: "loading", _S.SERVING: "ready", _S.FAILED: "failed", _S.HANDING_OFF: "ready", _S.DISOWNING: "ready",
@@ -133,6 +148,8 @@ class Owner:
     node_id: str
     url: str
     epoch: int
+    active: bool = True
+    """Whether its owner has the board's tables in memory (as it last wrote it in the owner row)."""
 
 
 class BoardStates:
@@ -149,8 +166,9 @@ class BoardStates:
                  monotonic: Callable[[], float] = time.monotonic, on_demand: bool = False) -> None:
         self.node_id = node_id
         self.lease_seconds = lease_seconds
-        self.on_demand = on_demand and node_id is None
-        """Boards are activated on demand (a single node with ``idle_unload_seconds`` > 0): they start INACTIVE."""
+        self.on_demand = on_demand
+        """Boards are activated on demand (``idle_unload_seconds`` > 0): on a single node they
+        start INACTIVE; a cluster node takes them INACTIVE."""
         self._states = {board: self._first for board in boards}
         self._owners: dict[str, Owner | None] = {}
         self._epochs: dict[str, int] = {}
@@ -190,9 +208,12 @@ class BoardStates:
             raise IllegalBoardMove(board, state, event)
         self._states[board] = to
         self._moved_at[board] = self.monotonic()
-        if to in (BoardState.SERVING, BoardState.FAILED):  # a hand-off to this node is over
+        if to in (BoardState.SERVING, BoardState.INACTIVE, BoardState.FAILED):  # a hand-off to this node is over
             self._handed_over.discard(board)
         return to
+
+    def __contains__(self, board: object) -> bool:
+        return board in self._states
 
     def __iter__(self) -> Iterator[str]:
         """The boards, in their configured order."""
@@ -218,8 +239,14 @@ class BoardStates:
         return _SHOWN.get(self._states[board], "elsewhere")
 
     def active(self, board: str) -> bool:
-        """Whether the board's tables are in memory here, or being loaded (``"active"`` of `GET /v1/boards`)."""
-        return self._states[board] in _ACTIVE
+        """Whether the board's tables are in memory here, or being loaded; for a board served
+        by another node, whether they are there as the last read of the owner rows said
+        (``"active"`` of `GET /v1/boards`)."""
+        state = self._states[board]
+        if state in _ACTIVE:
+            return True
+        owner = self._owners.get(board)
+        return state in _AWAY and owner is not None and owner.node_id != self.node_id and owner.active
 
     def readiness(self, board: str) -> int:
         """``arena_board_ready``: 1 while the board serves here (an inactive one: on demand), -1

@@ -13,8 +13,9 @@ A board's state lives in the node's `BoardStates` (`arena.board.state`): the sup
 as its actors start, load, fail and stop, and keeps each board's task only as the handle of that
 I/O.
 
-With ``idle_unload_seconds`` > 0 (a single node) boards are activated on demand
-(`arena.board.activation`): `start` only checks each journal's definition and closes it again, the
+With ``idle_unload_seconds`` > 0 boards are activated on demand (`arena.board.activation`): on a
+single node `start` only checks each journal's definition and closes it again; in a cluster
+`serve` grants a board without loading it (INACTIVE) unless a standby copy of it is at hand. The
 next event, query or subscription of a board activates it (`activate`), and an idle one is
 unloaded (`unload`); the supervisor is that module's `Carrier`.
 """
@@ -123,6 +124,8 @@ class Supervisor:
         """
         self._started = True
         if self.clustered:
+            if self.activations is not None:
+                self._sweeping = asyncio.create_task(self.activations.run(), name="activations")
             return
         if self.activations is not None:
             await self._check_journals(self.activations)
@@ -162,11 +165,7 @@ class Supervisor:
                 handle.fail(str(exc))
                 continue
             try:
-                closes = not handle.retired and not (handle.defined_by_api and journal.last_seq == 0)
-                unloaded = Unloaded.at_start(handle.spec, journal.last_seq, (), closes, now)
-                if unloaded.closing:  # else no marker can matter (alltime only, say): no read
-                    unloaded = Unloaded.at_start(handle.spec, journal.last_seq, await journal.close_markers(), closes, now)
-                activations.unloaded[name] = unloaded
+                activations.unloaded[name] = await _at_start(handle, journal, now)
                 if self.settlement_log is not None:
                     revisions += journaled_items(name, await journal.board_records())
             except JournalError as exc:
@@ -194,9 +193,18 @@ class Supervisor:
         try:
             try:
                 journal = await self.backend.open(handle.spec)
+            except JournalUnavailable as exc:  # the store is away, the journal is fine: the next request tries again
+                log.warning("board %s not activated: %s; what waits for it is answered unavailable", name, exc)
+                handle.refuse_queued()
+                if handle.state is BoardState.ACTIVATING:
+                    handle.move(BoardEvent.STOPPED)
+                return
             except JournalError as exc:
                 log.error("board %s failed to activate: %s", name, exc)
                 handle.fail(str(exc))
+                return
+            if handle.state is not BoardState.ACTIVATING:  # disowned meanwhile (a cluster)
+                await journal.close()
                 return
             task = self._supervising[name] = asyncio.create_task(self._supervise(handle, journal), name=f"board:{name}")
             loaded = asyncio.ensure_future(handle.loaded.wait())
@@ -259,13 +267,28 @@ class Supervisor:
         """In a cluster: open the journal of ``name`` (TAKING), which grants it to this node,
         and start its actor (LOADING: it replays in the background; ``handle.loaded`` is set once
         it serves), from the engine ``followed`` gives once granted (a standby's: only the tail is
-        replayed). Raises OwnedElsewhere (another live node owns it), JournalError (the board is
-        then still TAKING, for the caller to move), IllegalBoardMove (it is not TAKING)."""
+        replayed). With boards activated on demand and no such engine, it is granted INACTIVE
+        instead: its journal is closed again, what its open read recorded (`Unloaded.at_start`,
+        so its close markers are journaled on time). Raises OwnedElsewhere (another live node
+        owns it), JournalError (the board is then still TAKING, for the caller to move),
+        IllegalBoardMove (it is not TAKING)."""
         self.states.check(name, BoardEvent.GRANTED)
         handle = self.handles[name]
         journal = await self.backend.open(handle.spec)
         engine = None if followed is None else await followed()
+        if engine is None and self.activations is not None:
+            try:
+                self.activations.unloaded[name] = await _at_start(handle, journal, self.clock.now())
+            finally:
+                await journal.close()
+            handle.move(BoardEvent.GRANTED_INACTIVE)
+            self.activations.poke()  # a close marker may be due
+            if len(handle.mailbox):  # frames came while it was taken
+                self.activations.used(name)
+            return
         handle.move(BoardEvent.GRANTED)
+        if self.activations is not None:  # loaded from its copy: unloaded once idle
+            self.activations.used(name)
         self._supervising[name] = asyncio.create_task(self._supervise(handle, journal, engine), name=f"board:{name}")
 
     async def until_loaded(self, name: str) -> bool:
@@ -285,8 +308,11 @@ class Supervisor:
         """In a cluster: stop serving ``name`` (HANDING_OFF: nothing new reaches its mailbox, the
         directory no longer names this node) gracefully: its actor journals, applies and answers
         what it took, then stops; the board is ELSEWHERE. The caller then releases its owner row.
-        Raises IllegalBoardMove (it is not HANDING_OFF)."""
+        Raises IllegalBoardMove (it is not HANDING_OFF). The close markers of an inactive board being
+        journaled are journaled first."""
         self.states.check(name, BoardEvent.STOPPED)
+        if self.activations is not None:
+            await self.activations.settled(name)
         task = self._supervising.get(name)
         actor = self.actors.get(name)
         try:
@@ -317,6 +343,8 @@ class Supervisor:
                 handle.answer(submission, unavailable_results(submission.events))
         log.info("board %s: served by another node now", handle.name)
         handle.elsewhere(event)
+        if self.activations is not None:
+            self.activations.forget(handle.name)
 
     async def _supervise(self, handle: BoardHandle, journal: Journal, engine: BoardEngine | None = None) -> None:
         settings = self.config.server
@@ -415,6 +443,17 @@ class Supervisor:
         for handle in self.handles.values():
             if handle.state is not BoardState.FAILED:
                 handle.fail("server stopped", BoardEvent.SHUT)
+
+
+async def _at_start(handle: BoardHandle, journal: Journal, now: int) -> Unloaded:
+    """What the open ``journal`` of ``handle``'s board reads, recorded as if the board had been
+    unloaded (`Unloaded.at_start`): a retired board, or an API board whose definition is not
+    journaled yet, has nothing to close. Raises JournalError."""
+    closes = not handle.retired and not (handle.defined_by_api and journal.last_seq == 0)
+    unloaded = Unloaded.at_start(handle.spec, journal.last_seq, (), closes, now)
+    if unloaded.closing:  # else no marker can matter (alltime only, say): no read
+        unloaded = Unloaded.at_start(handle.spec, journal.last_seq, await journal.close_markers(), closes, now)
+    return unloaded
 
 
 async def _refuse_while_activating(handle: BoardHandle) -> None:

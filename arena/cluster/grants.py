@@ -10,7 +10,9 @@ commit only while the owner row holds the epoch granted):
 The epochs granted to this process are kept in the node's `BoardStates` (`granted`). An append
 refused by its fence raises OwnershipLost; `Grants` then forgets the board's epoch and queues it
 (`fenced`) for the ownership loop, which disowns it at once. A board handed off is released
-(`release`): its row names no live process, and the next node grants it.
+(`release`): its row names no live process, and the next node grants it. A cluster node's board
+granted and not loaded (activated on demand) is opened again under the epoch it was granted
+(`kept`): its activation, or the close markers journaled while it is inactive, change no owner.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from collections.abc import AsyncIterable, Iterable, Sequence
 import asyncpg
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from arena.board.state import BoardStates
+from arena.board.state import BoardState, BoardStates
 from arena.cluster.lease import HINT, LEASE_LOCK, OWNERSHIP_CHANNEL, other_holder
 from arena.engine.records import Record
 from arena.engine.spec import BoardSpec
@@ -34,7 +36,7 @@ from arena.journal.postgresql import STORE_ERRORS, Fence, PostgresBackend
 log = logging.getLogger("arena.cluster")
 
 _CLAIM = (
-    "INSERT INTO {s}.board_owner AS o SELECT $1, $2, $3, 1 WHERE EXISTS (SELECT FROM {s}.node_lease"
+    "INSERT INTO {s}.board_owner AS o SELECT $1, $2, $3, 1, false WHERE EXISTS (SELECT FROM {s}.node_lease"
     " WHERE node_id = $2 AND instance = $3 AND expires_at > now()) ON CONFLICT (board) DO UPDATE"
     " SET node_id = EXCLUDED.node_id, instance = EXCLUDED.instance, epoch = o.epoch + 1"
     " WHERE o.instance = EXCLUDED.instance OR NOT EXISTS (SELECT FROM {s}.node_lease l"
@@ -44,10 +46,15 @@ _CLAIM = (
 the schema): a new epoch only while this process holds a live lease and the board's owner row
 names no other process holding one (a released row names none: its instance is empty). No row
 comes back otherwise: a board never has two live owners, whatever each node believes of the
-others."""
+others. A board granted for the first time is not loaded anywhere (``active`` false); a board
+granted again keeps what its last owner wrote (taken from a standby copy, it is loaded at once and
+its standbys go on following it) until its new owner's beat says otherwise."""
 _RELEASE = "UPDATE {s}.board_owner SET instance = '' WHERE board = $1 AND instance = $2 AND epoch = $3"
 """A graceful hand-off: the board keeps its epoch (the next grant grows it) and names no live
 owner, so that the next node in its placement grants it at once (`OWNERSHIP_CHANNEL` hints it)."""
+
+
+_KEPT = frozenset({BoardState.INACTIVE, BoardState.ACTIVATING})
 
 
 class Grants:
@@ -69,6 +76,9 @@ class Grants:
     async def open(self, spec: BoardSpec, *, readonly: bool = False) -> Journal:
         if readonly:
             return await self.backend.open(spec, readonly=True)
+        epoch = self.kept(spec.name)
+        if epoch is not None:  # a fence that no longer holds refuses its first append, as for any
+            return FencedJournal(await self.backend.open(spec, fence=Fence(spec.name, epoch)), self, spec.name)
         epoch = await self._grant(spec.name)
         try:
             journal = await self.backend.open(spec, fence=Fence(spec.name, epoch))
@@ -77,6 +87,13 @@ class Grants:
             raise
         self._owner_changed(spec.name, epoch)
         return FencedJournal(journal, self, spec.name)
+
+    def kept(self, board: str) -> int | None:
+        """The epoch under which a cluster node opens ``board`` again without a new grant: that
+        of its grant, while it is inactive or being activated here; else None."""
+        if not self.clustered or board not in self.states or self.states.state(board) not in _KEPT:
+            return None
+        return self.states.epoch(board)
 
     async def _grant(self, board: str) -> int:
         """A new epoch of ``board`` for this process, by the rules of a single node or of a

@@ -23,7 +23,11 @@ _NODES = (
     "SELECT node_id, instance, url, expires_at > now(), extract(epoch FROM now() - expires_at)::float8, state"
     " FROM {s}.node_lease ORDER BY node_id"
 )
-_OWNERS = "SELECT board, node_id, instance, epoch FROM {s}.board_owner"
+_OWNERS = "SELECT board, node_id, instance, epoch, active FROM {s}.board_owner"
+_ACTIVE = (
+    "UPDATE {s}.board_owner AS o SET active = a.active FROM unnest($1::text[], $2::bool[]) AS a(board, active)"
+    " WHERE o.board = a.board AND o.instance = $3"
+)
 _CONFIGS = "SELECT node_id, boards FROM {s}.node_config"
 
 
@@ -51,6 +55,9 @@ class OwnerRow:
     instance: str
     """The process granted the board; empty once it released it (a hand-off)."""
     epoch: int
+    active: bool = True
+    """Whether its owner has it in memory, as the owner last wrote it (`write_activity`):
+    standbys follow active boards only."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +93,7 @@ class ClusterRead:
         row = self.owners.get(board)
         if row is None or not self.holds(row) or not self.nodes[row.node_id].alive:
             return None
-        return Owner(row.node_id, self.nodes[row.node_id].url, row.epoch)
+        return Owner(row.node_id, self.nodes[row.node_id].url, row.epoch, row.active)
 
     def released(self, board: str) -> bool:
         """Whether the board's owner row was released (a hand-off) and no node took it since."""
@@ -113,9 +120,27 @@ async def read_cluster(conn: asyncpg.Connection, store: PostgresStore) -> Cluste
     configs = await conn.fetch(store.sql(_CONFIGS))
     return ClusterRead(
         nodes={n: NodeRow(n, instance, url, live, float(ago), NodeState(state)) for n, instance, url, live, ago, state in nodes},
-        owners={board: OwnerRow(n, instance, int(epoch)) for board, n, instance, epoch in owners},
+        owners={board: OwnerRow(n, instance, int(epoch), active) for board, n, instance, epoch, active in owners},
         configs={n: orjson.loads(boards) for n, boards in configs},
     )
+
+
+def activity_changes(read: ClusterRead, instance: str, active: Mapping[str, bool]) -> dict[str, bool]:
+    """The boards of ``active`` (this process's boards: whether each is in memory here) whose
+    owner row, granted to process ``instance``, says otherwise in ``read``. Pure. O(boards)."""
+    changed = {}
+    for board, now in active.items():
+        row = read.owners.get(board)
+        if row is not None and row.instance == instance and row.active != now:
+            changed[board] = now
+    return changed
+
+
+async def write_activity(conn: asyncpg.Connection, store: PostgresStore, instance: str, changed: Mapping[str, bool]) -> None:
+    """Inside the caller's transaction: write whether each board of ``changed`` is in memory on
+    its owner, process ``instance`` (`OwnerRow.active`). Raises what asyncpg raises."""
+    if changed:
+        await conn.execute(store.sql(_ACTIVE), list(changed), list(changed.values()), instance)
 
 
 async def publish_config(backend: PostgresBackend, boards: Mapping[str, BoardSpec]) -> None:
@@ -153,7 +178,7 @@ async def cluster_view(backend: PostgresBackend, boards: Iterable[str], standbys
 
 def view(node_id: str, read: ClusterRead, boards: Iterable[str], standbys: int) -> dict[str, Any]:
     """``{"node", "nodes": [{"node_id", "url", "alive", "boards"}], "boards": {B: {"owner",
-    "epoch", "standbys"}}}`` for the configured ``boards``, as node ``node_id`` shows it. A board
+    "epoch", "standbys", "active"}}}`` for the configured ``boards``, as node ``node_id`` shows it. A board
     whose owner's lease expired is ownerless (owner null), and listed under its owner node while
     that node's process holds its lease; its standbys are its placement's (`placements`, as the
     ownership loop plans from), less its owner while a move makes it one of them."""
@@ -166,7 +191,8 @@ def view(node_id: str, read: ClusterRead, boards: Iterable[str], standbys: int) 
         owner = read.owner(board)
         owner_id = None if owner is None else owner.node_id
         shown[board] = {"owner": owner_id, "epoch": 0 if row is None else row.epoch,
-                       "standbys": [n for n in place.standbys if n != owner_id]}
+                       "standbys": [n for n in place.standbys if n != owner_id],
+                       "active": owner is not None and owner.active}
     return {
         "node": node_id,
         "nodes": [{"node_id": n.node_id, "url": n.url, "alive": n.alive, "boards": owned.get(n.node_id, [])}

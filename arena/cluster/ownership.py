@@ -25,6 +25,7 @@ disown, release), so that the next beats leave it alone until that move ends.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
@@ -35,12 +36,12 @@ import asyncpg
 from prometheus_client import Gauge, Histogram
 
 from arena.board.clock import wait_set
-from arena.board.state import MOVING, RUNNING, BoardEvent, BoardState
+from arena.board.state import MOVING, OWNED, SHIFTING, BoardEvent, BoardState
 from arena.board.supervisor import Supervisor
 from arena.cluster.directory import Directory, Owner
 from arena.cluster.grants import Grants
 from arena.cluster.lease import OWNERSHIP_CHANNEL, NodeLease, hint
-from arena.cluster.membership import ClusterRead, read_cluster
+from arena.cluster.membership import ClusterRead, activity_changes, read_cluster, write_activity
 from arena.cluster.node import NodeLife, NodeState
 from arena.cluster.plan import Held, Plan, plan
 from arena.cluster.standby import Follower
@@ -140,7 +141,7 @@ class Ownership:
             return
         self.life.move(NodeState.LEAVING)
         await self.lease.mark(NodeState.LEAVING)
-        served = self.states.boards(BoardState.LOADING, BoardState.SERVING)
+        served = self.states.boards(BoardState.LOADING, BoardState.SERVING, BoardState.INACTIVE)
         log.info("node %s leaving: handing off %d boards", self.backend.node_id, len(served))
         for board in served:
             # moving while it goes: the beats leave its directory entry alone; then they name the
@@ -201,7 +202,7 @@ class Ownership:
                 self.directory.set(board, read.owner(board), released=read.released(board))
         if self.life.state is NodeState.LEAVING:
             return None
-        held = Held(self.states.epochs, self.states.boards(*RUNNING), moving | self.states.boards(BoardState.FAILED),
+        held = Held(self.states.epochs, self.states.boards(*OWNED), moving | self.states.boards(BoardState.FAILED, *SHIFTING),
                     {b: self._copies[b].follower.engine is not None for b in self.states.boards(BoardState.FOLLOWING)},
                     time.monotonic() - self._started)
         todo = plan(self.backend.node_id, self.backend.instance, read, read.placements(boards, self.standbys), held)
@@ -254,6 +255,8 @@ class Ownership:
     def _unfollow(self, board: str) -> None:
         self.states.move(board, BoardEvent.UNFOLLOW)
         self._spawn(self._copies.pop(board).follower.close())
+        with contextlib.suppress(KeyError):  # no copy of it here any more
+            self.followed_seq.remove(board)
 
     async def _catch_up(self, follower: Follower, now: int) -> None:
         async with self._follows:
@@ -280,11 +283,16 @@ class Ownership:
         """The renewal and read of one beat, given up (TimeoutError) after ``lease_seconds``:
         a renewal that commits later renews nothing (the lease is stale by then on this node's
         clock), and a connection cut off mid-way would hold every later beat until TCP gives up,
-        long after the link is back."""
+        long after the link is back. It also writes which of this node's boards are in memory
+        (`write_activity`), so that their standbys follow them, or stop."""
         store = self.backend.store
+        active = {board: self.states.active(board) for board in self.states.epochs}
         try:
             async with asyncio.timeout(self.lease.lease_seconds), store.connection() as conn, conn.transaction():
-                return await self.lease.hold(conn), await read_cluster(conn, store)
+                holder, read = await self.lease.hold(conn), await read_cluster(conn, store)
+                if holder is None:
+                    await write_activity(conn, store, self.backend.instance, activity_changes(read, self.backend.instance, active))
+                return holder, read
         except (*STORE_ERRORS, JournalUnavailable) as exc:  # TimeoutError is an OSError
             raise store.failure(store.where, exc, "cannot read the cluster") from exc
 
@@ -308,11 +316,14 @@ class Ownership:
                     self._copies[board] = copy
                 return
             epoch = self.states.epoch(board)
+            inactive = self.states.state(board) is BoardState.INACTIVE
             if epoch is not None:
-                self.directory.set(board, Owner(self.backend.node_id, self.lease.url, epoch))
+                self.directory.set(board, Owner(self.backend.node_id, self.lease.url, epoch, not inactive))
             log.info("board %s: granted to node %s (epoch %s)%s", board, self.backend.node_id, epoch,
-                     "" if follower is None else ", from its standby copy")
-            if await self.supervisor.until_loaded(board):
+                     ", inactive (activated on demand)" if inactive else "" if follower is None else ", from its standby copy")
+            if inactive:
+                self._hinted.set()  # a beat now writes that it is not loaded: its standbys drop their copies
+            if inactive or await self.supervisor.until_loaded(board):
                 self.takeover.observe(ownerless_for + time.monotonic() - read_at)
 
     def _hand_off(self, board: str) -> None:

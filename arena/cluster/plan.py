@@ -20,7 +20,7 @@ cannot follow then replays in full when it takes it), so that no journal keeps i
 @dataclass(frozen=True, slots=True)
 class Held:
     """What a node holds as the beat plans: the boards ``owned`` by its process (with their
-    epochs), ``served`` by its actors, ``busy`` (being taken, given up or failed: left alone),
+    epochs), ``served`` by it (its actors', and its inactive boards), ``busy`` (being taken, given up or failed: left alone),
     ``followed`` as a standby (whether each copy is caught up: loaded once), and the seconds
     since the process ``started``."""
 
@@ -58,7 +58,9 @@ def plan(node_id: str, instance: str, read: ClusterRead, placed: Mapping[str, Pl
       joining: it follows the board until caught up);
     - release the boards not served here whose owner rows still name this process;
     - follow the boards it stands by for, and the boards placed on it that a live owner keeps
-      (it is joining, or they are about to be handed off), so that taking them replays a tail;
+      (it is joining, or they are about to be handed off), so that taking them replays a tail:
+      only those their owners have in memory (an inactive board is taken inactive, no copy
+      needed; one never owned yet is taken inactive too when boards are activated on demand);
     - serve, when it is joining, once each board coming to it is caught up, or past
       `JOIN_LIMIT_SECONDS`.
     Busy boards are neither taken nor given up. O(boards × standbys)."""
@@ -71,13 +73,14 @@ def plan(node_id: str, instance: str, read: ClusterRead, placed: Mapping[str, Pl
     served, busy = held.served, held.busy
     for board, place in placed.items():
         owner = place.owner
-        if node_id in place.standbys:
+        row = read.owners.get(board)
+        active = row is not None and row.active  # an inactive board is taken over, or handed off, without a copy
+        if node_id in place.standbys and active:
             standing_by.add(board)
-        if owner == node_id and board not in served and read.owner(board) is not None:
+        if owner == node_id and board not in served and read.owner(board) is not None and active:
             coming.add(board)
         if board in busy:
             continue
-        row = read.owners.get(board)
         if board in served:
             epoch = held.owned.get(board)
             if epoch is None or row is None or (row.instance, row.epoch) != (instance, epoch):

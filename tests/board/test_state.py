@@ -180,3 +180,25 @@ def test_a_node_activating_on_demand_starts_inactive_and_ready() -> None:
     assert not states.active("a") and states.shown("a") == "unloading"
     assert states.move("a", E.STOPPED) is S.INACTIVE and states.readiness("a") == 1  # answers on demand
     assert BoardStates(["a"], node_id="n1", on_demand=True).state("a") is S.ELSEWHERE  # a cluster node does not
+
+
+def test_a_cluster_node_activating_on_demand_owns_boards_without_loading_them() -> None:
+    """A take without a standby copy ends INACTIVE (a hand-off to it is over then); an inactive
+    owned board is activated, handed off or disowned without loading it; `active` of a board
+    served elsewhere is what its owner wrote."""
+    states = BoardStates(["a", "b", "c"], node_id="n1", lease_seconds=3.0, on_demand=True)
+    states.renewed(states.monotonic())
+    states.seen("a", None, released=True)
+    states.move("a", E.TAKE)
+    assert states.handed_over("a")
+    assert states.move("a", E.GRANTED_INACTIVE) is S.INACTIVE and not states.handed_over("a")
+    states.seen("a", Owner("n1", "http://n1", 2, active=False))
+    assert states.answering("a") and not states.active("a") and states.ready
+    assert states.move("a", E.HAND_OFF) is S.HANDING_OFF and states.move("a", E.STOPPED) is S.ELSEWHERE
+    for event in (E.TAKE, E.GRANTED_INACTIVE, E.ACTIVATE, E.DISOWN, E.STOPPED):
+        states.move("b", event)
+    assert states.state("b") is S.ELSEWHERE  # disowned while being activated
+    states.seen("c", Owner("n2", "http://n2", 1, active=True))
+    assert states.active("c") and states.shown("c") == "elsewhere"
+    states.seen("c", Owner("n2", "http://n2", 1, active=False))
+    assert not states.active("c")

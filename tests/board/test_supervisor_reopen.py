@@ -98,3 +98,22 @@ async def test_a_store_unreachable_at_start_stops_the_start() -> None:
     backend.down = 1
     with pytest.raises(JournalUnavailable, match="cannot connect to PostgreSQL"):
         await Supervisor(config(), Clock(), Metrics(), backend).start()
+
+
+async def test_an_activation_that_cannot_reach_the_store_leaves_the_board_inactive_for_the_next_request() -> None:
+    """Activation on demand: the store away at an activation is not a broken journal: what woke
+    the board is answered `unavailable` and the board stays inactive (not failed, which would
+    hold it for good on a cluster node); the next request activates it once the store is back."""
+    backend = UnreachableBackend()
+    on_demand = Config(server=ServerSettings(idle_unload_seconds=600), servers=(), admins=(), boards={"b": SPEC})
+    sup = Supervisor(on_demand, Clock(), Metrics(), backend)
+    await sup.start()
+    handle = sup.handles["b"]
+    assert handle.state is BoardState.INACTIVE
+    backend.down = 1
+    refused = await handle.submit([Event("b", "a", 1, Clock().now(), "k1")], Clock().now(), "gs")
+    assert [(r.status.value, r.reason and r.reason.value) for r in refused] == [("rejected", "unavailable")]
+    await until(lambda: handle.state is BoardState.INACTIVE, "the board inactive again")
+    accepted = await handle.submit([Event("b", "a", 1, Clock().now(), "k1")], Clock().now(), "gs")
+    assert accepted[0].status.value == "accepted" and sup.states.state("b") is BoardState.SERVING
+    await sup.stop()

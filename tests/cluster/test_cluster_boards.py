@@ -90,7 +90,8 @@ async def test_every_page_of_the_boards_lists_the_tables_of_boards_served_elsewh
     listed with the tables its owner lists, not only its state."""
     nodes = ["node-a", "node-b"]
     boards = {f"b{i:04}": {"periods": ["alltime"]} for i in range(MAX_BOARDS_LIMIT + 2)}
-    a, b = servers = [cluster_nodes(n, boards, standbys=0) for n in nodes]
+    # loaded (idle_unload_seconds 0): a board activated on demand lists no table before its first load
+    a, b = servers = [cluster_nodes(n, boards, standbys=0, settings={"idle_unload_seconds": 0}) for n in nodes]
     await asyncio.gather(*(asyncio.to_thread(s.start) for s in servers))
     await settled(servers, nodes, boards, timeout=120)  # a thousand boards placed: seconds, more on a busy machine
     last = list(boards)[-1]

@@ -1,22 +1,27 @@
 """The history checker (`support.history`) on a 3-node cluster on PostgreSQL: writers and readers
 spread over the live nodes (every node forwards to the owner) while an owner is SIGKILLed (a
-takeover) or stopped with SIGTERM and started again (a hand-off away and back); afterwards every
+takeover) or stopped with SIGTERM and started again (a hand-off away and back), or while boards
+unload between answers and activate again, one is retired and an owner is SIGKILLed; afterwards every
 answer, through any node, must reflect every event acked before its query was sent and equal the
 oracle's standings at its seq."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 
+import httpx
 import pytest
 
 from arena.cluster.placement import preference
 from arena.config import JournalSettings
 from support.cluster import NodeFactory, settled, start_cluster
+from support.faults import parse_metric
 from support.history import Recorder, Workload, check_journals, members, record
 from support.oracle import OBoard
-from support.server import ChildServer
+from support.server import ChildServer, until
 
 NODES = ["node-a", "node-b", "node-c"]
 WORKLOAD = Workload(
@@ -60,6 +65,55 @@ async def _run(cluster_nodes: NodeFactory, pg_journal: JournalSettings, tmp_path
     print(f"\n{report}")
     assert report.ok, str(report)
     assert report.checked > 0 and report.acked > 0
+
+
+QUIET = Workload(
+    {**{f"q{i}": OBoard(aggregation="sum", min_value=0, max_value=9) for i in range(6)},
+     "cup": OBoard(aggregation="best", max_value=1000)},
+    members(12), written=("q0", "q1", "cup"), api_boards=("cup",),
+)
+"""Writers on two config boards and an API board; four boards read only (through any node), so
+that they unload on their owners between answers and activate again on the next one."""
+
+
+async def test_answers_are_never_stale_while_boards_activate_unload_move_and_one_is_retired(
+        cluster_nodes: NodeFactory, pg_journal: JournalSettings, tmp_path: Path) -> None:
+    """Activation on demand in a cluster: boards unload and activate on their owners while
+    readers ask every node; the API board is retired through a node that may not own it; then
+    the owner of the most boards is SIGKILLed (its inactive boards are taken over inactive)."""
+    config = dict(QUIET.board_config())
+    servers = await start_cluster(cluster_nodes, NODES, config, settings={"idle_unload_seconds": 0.3})
+    victim_id = max(NODES, key=lambda n: sum(preference(b, NODES)[0] == n for b in QUIET.boards))
+    victim = servers[NODES.index(victim_id)]
+    rest = [(n, s) for n, s in zip(NODES, servers, strict=True) if s is not victim]
+
+    async def counted(name: str) -> float:
+        async with httpx.AsyncClient(timeout=10) as http:
+            return sum([parse_metric((await http.get(f"{s.url}/metrics")).text, name) for s in servers if s.alive()])
+
+    async def fault(recorder: Recorder) -> None:
+        unloads = await counted("arena_board_unloads_total")
+        await until(partial(_at_least, counted, "arena_board_unloads_total", unloads + 10), "boards unloaded between answers")
+        await recorder.retire("cup")
+        victim.kill()
+        await settled([s for _, s in rest], [n for n, _ in rest], dict(QUIET.boards))
+        activations = await counted("arena_board_activations_total")
+        await until(partial(_at_least, counted, "arena_board_activations_total", activations + 10), "boards activated again")
+
+    try:
+        history = await record(QUIET, lambda: [s.url for s in servers if s.alive()], fault, after=50)
+    finally:
+        for server in servers:
+            server.kill()
+    report = await check_journals(history, QUIET, pg_journal, tmp_path)
+    print(f"\n{report}")
+    assert report.ok, str(report)
+    assert report.checked > 0 and report.acked > 0
+    assert any(a.board == "cup" and a.status == "rejected:board_retired" for a in history.acks)
+
+
+async def _at_least(metric: Callable[[str], Awaitable[float]], name: str, least: float) -> bool:
+    return await metric(name) >= least
 
 
 async def test_answers_are_never_stale_across_a_takeover_after_sigkill(

@@ -47,8 +47,8 @@ async def test_the_cluster_lists_its_nodes_and_the_boards_owners(tmp_path: Path,
         assert view == {
             "node": "node-a",
             "nodes": [{"node_id": "node-a", "url": a.url, "alive": True, "boards": ["best", "total"]}],
-            "boards": {"best": {"owner": "node-a", "epoch": 1, "standbys": []},
-                       "total": {"owner": "node-a", "epoch": 1, "standbys": []}},
+            "boards": {"best": {"owner": "node-a", "epoch": 1, "standbys": [], "active": False},
+                       "total": {"owner": "node-a", "epoch": 1, "standbys": [], "active": False}},
             "config_mismatch": [],
         }
         metrics = httpx.get(f"{a.url}/metrics").text
@@ -65,8 +65,8 @@ async def test_the_cluster_lists_its_nodes_and_the_boards_owners(tmp_path: Path,
         assert view["node"] == "node-b"
         assert view["nodes"] == [{"node_id": "node-a", "url": a.url, "alive": False, "boards": []},
                                  {"node_id": "node-b", "url": b.url, "alive": True, "boards": ["best", "total"]}]
-        assert view["boards"] == {"best": {"owner": "node-b", "epoch": 2, "standbys": []},
-                                  "total": {"owner": "node-b", "epoch": 2, "standbys": []}}
+        assert view["boards"] == {"best": {"owner": "node-b", "epoch": 2, "standbys": [], "active": False},
+                                  "total": {"owner": "node-b", "epoch": 2, "standbys": [], "active": False}}
         assert SECRET not in a.log() + b.log()
     finally:
         a.kill()

@@ -87,7 +87,8 @@ def waits(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
 async def nodes(tmp_path: Path) -> AsyncIterator[Nodes]:
     def config(name: str) -> Any:
         cluster = ClusterSettings(node_id=name, secret=SECRET, lease_seconds=3600)
-        return make_config(tmp_path / name, BOARDS, cluster=cluster, max_frame_bytes=FRAME_BYTES)
+        # idle_unload_seconds 0: a board moved here is loaded, as the moves below expect
+        return make_config(tmp_path / name, BOARDS, cluster=cluster, max_frame_bytes=FRAME_BYTES, idle_unload_seconds=0)
 
     async with InProcessServer(config("node-a"), wait_ready=False) as a, \
             InProcessServer(config("node-b"), wait_ready=False) as b:

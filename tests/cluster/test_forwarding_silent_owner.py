@@ -54,7 +54,8 @@ async def silent() -> AsyncIterator[SilentOwner]:
 
 def node(tmp_path: Path, name: str) -> InProcessServer:
     cluster = ClusterSettings(node_id=name, secret=SECRET, lease_seconds=3600)
-    return InProcessServer(make_config(tmp_path / name, BOARDS, cluster=cluster), wait_ready=False)
+    return InProcessServer(make_config(tmp_path / name, BOARDS, cluster=cluster, idle_unload_seconds=0),  # moved boards load
+                           wait_ready=False)
 
 
 async def serves(server: InProcessServer, board: str) -> None:

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from arena.cluster.directory import Owner
-from arena.cluster.membership import ClusterRead, NodeRow, OwnerRow
+from arena.cluster.membership import ClusterRead, NodeRow, OwnerRow, activity_changes
 from arena.cluster.node import NodeState
 from arena.cluster.placement import placements, preference
 from arena.cluster.plan import JOIN_LIMIT_SECONDS, Held, Plan, plan
@@ -169,6 +169,37 @@ def test_a_joining_node_follows_its_future_boards_and_serves_once_caught_up_with
     taking = plan_for("c", released, followed=dict.fromkeys(coming, True))
     assert taking.take == coming and taking.unfollow == set()  # handed off: taken from the copies, not dropped
     assert not plan_for("a", read).serve  # a serving node has nothing to join
+
+
+def test_standbys_and_a_joining_node_follow_only_the_boards_their_owners_have_in_memory() -> None:
+    """Activation on demand: an inactive board needs no copy (its takeover just owns it,
+    inactive), and a board never owned yet has none to follow."""
+    nodes = list(NODES)
+    standing_by = sorted(b for b in BOARDS if preference(b, nodes)[1] == "a")
+    idle = set(standing_by[: len(standing_by) // 2])
+    read = ClusterRead(dict(NODES), {b: OwnerRow(preference(b, nodes)[0], f"i{preference(b, nodes)[0]}", 1, b not in idle)
+                                     for b in BOARDS})
+    todo = plan_for("a", read, followed=dict.fromkeys(idle, True))
+    assert todo.follow == set(standing_by) - idle
+    assert todo.unfollow == idle  # unloaded on its owner: the copy goes
+    assert plan_for("a", ClusterRead(dict(NODES), {})).follow == set()
+    joining = {**NODES, "c": NodeRow("c", "ic", "http://c", True, -2.0, NodeState.JOINING)}
+    coming = placed_on("c", nodes)
+    owners = {b: OwnerRow(preference(b, ["a", "b"])[0], f"i{preference(b, ['a', 'b'])[0]}", 1, b != coming[0]) for b in BOARDS}
+    join = plan_for("c", ClusterRead(joining, owners), followed=dict.fromkeys(coming[1:], True))
+    assert coming[0] not in join.follow and join.serve  # nothing to catch up with for an inactive board
+    owner = owners[coming[0]].node_id
+    served = plan_for(owner, ClusterRead({**joining, "c": NodeRow("c", "ic", "http://c", True, -2.0, NodeState.SERVING)},
+                                         owners), owned={coming[0]: 1}, served={coming[0]})
+    assert served.hand_off == [coming[0]]  # handed off inactive, as any other
+
+
+def test_an_owner_writes_only_the_activity_its_rows_do_not_say_yet() -> None:
+    read = ClusterRead(dict(NODES), {"x": OwnerRow("a", "ia", 1, active=False), "y": OwnerRow("a", "ia", 1),
+                                     "z": OwnerRow("b", "ib", 1, active=False), "r": OwnerRow("a", "", 1, active=False)})
+    active = {"x": True, "y": True, "z": True, "r": True, "new": True}
+    assert activity_changes(read, "ia", active) == {"x": True}  # not another process's row, nor a released one
+    assert activity_changes(read, "ia", {"y": False}) == {"y": False}
 
 
 STATES = st.sampled_from([NodeState.JOINING, NodeState.SERVING, NodeState.LEAVING])

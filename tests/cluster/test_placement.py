@@ -60,9 +60,12 @@ def test_the_cluster_view_names_the_placements_standbys_while_a_board_is_ownerle
     read = ClusterRead(nodes, {board: OwnerRow(dead_owner, "inode-c", 3)})
     order = preference(board, ["node-a", "node-b", "node-d"])
     shown = view("node-a", read, [board], 1)["boards"][board]
-    assert shown == {"owner": None, "epoch": 3, "standbys": order[1:2]}
+    assert shown == {"owner": None, "epoch": 3, "standbys": order[1:2], "active": False}
     taken = ClusterRead(nodes, {board: OwnerRow(order[0], f"i{order[0]}", 4)})
-    assert view("node-a", taken, [board], 2)["boards"][board] == {"owner": order[0], "epoch": 4, "standbys": order[1:3]}
+    assert view("node-a", taken, [board], 2)["boards"][board] == {
+        "owner": order[0], "epoch": 4, "standbys": order[1:3], "active": True}
+    idle = ClusterRead(nodes, {board: OwnerRow(order[0], f"i{order[0]}", 4, active=False)})
+    assert view("node-a", idle, [board], 2)["boards"][board]["active"] is False
 
 
 def test_a_board_the_live_nodes_define_differently_is_placed_over_those_defining_it_as_most_do() -> None:

@@ -1,7 +1,8 @@
 """The history checker (`support.history`) on one `arena serve` node, on both journal backends:
 while writers stream and readers query (HTTP, WS query ops, a subscription), a fault strikes —
 SIGKILL and a restart, a graceful restart, a start from a snapshot with a long journal tail, a
-supervisor restart, a PostgreSQL restart — and afterwards every answer must reflect every event
+supervisor restart, a PostgreSQL restart, boards unloaded between answers and activated again
+while an API board is retired — and afterwards every answer must reflect every event
 acked before its query was sent and equal the oracle's standings at its seq ("Never stale")."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import re
 import signal
+from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -84,6 +86,42 @@ async def test_answers_are_never_stale_across_a_supervisor_restart(tmp_path: Pat
 
 async def _restarts(http: httpx.AsyncClient, board: str) -> bool:
     return parse_metric((await http.get("/metrics")).text, "arena_actor_restarts_total", board=board) >= 1
+
+
+QUIET = Workload(
+    {**{f"q{i}": OBoard(aggregation="sum", min_value=0, max_value=9) for i in range(8)},
+     "cup": OBoard(aggregation="best", max_value=1000)},
+    members(12), written=("q0", "q1", "cup"), api_boards=("cup",),
+)
+"""Writers on two config boards and an API board; six boards read only, so that they unload
+between answers (and activate again on the next one)."""
+
+
+async def test_answers_are_never_stale_while_boards_activate_unload_and_one_is_retired(
+        tmp_path: Path, served_journal: JournalSettings) -> None:
+    server = await _served(tmp_path, served_journal, QUIET, idle_unload_seconds=0.2)
+    try:
+        async def metric(name: str) -> float:
+            async with httpx.AsyncClient(base_url=server.url) as http:
+                return parse_metric((await http.get("/metrics")).text, name)
+
+        async def fault(recorder: Recorder) -> None:
+            unloads = await metric("arena_board_unloads_total")
+            await until(lambda: _more(metric, "arena_board_unloads_total", unloads + 10), "boards unloaded between answers")
+            await recorder.retire("cup")
+            activations = await metric("arena_board_activations_total")
+            await until(lambda: _more(metric, "arena_board_activations_total", activations + 10), "boards activated again")
+
+        history = await record(QUIET, lambda: [server.url], fault, after=50)
+    finally:
+        server.kill()
+    await _judge(server, history, served_journal, tmp_path, QUIET)
+    rejected = [a for a in history.acks if a.board == "cup" and a.status == "rejected:board_retired"]
+    assert rejected, "no event was sent to the retired board"
+
+
+async def _more(metric: Callable[[str], Awaitable[float]], name: str, least: float) -> bool:
+    return await metric(name) >= least
 
 
 SNAPSHOT_EVERY = 20_000

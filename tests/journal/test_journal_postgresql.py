@@ -103,6 +103,7 @@ async def test_tables_of_version_1_are_upgraded_by_a_writable_start(backend: Pos
     await sql(backend, "DROP TABLE {s}.settlement_log_head")
     await sql(backend, "DROP TABLE {s}.webhook_delivery")
     await sql(backend, "DROP TABLE {s}.webhook_cursor")
+    await sql(backend, "ALTER TABLE {s}.board_owner DROP COLUMN active")
     await sql(backend, "DELETE FROM {s}.schema_version")
     await sql(backend, "INSERT INTO {s}.schema_version VALUES (1)")
     reader = PostgresBackend(pg_journal)  # a read-only start (rebuild, verify) reads version 1 as it is
@@ -114,8 +115,9 @@ async def test_tables_of_version_1_are_upgraded_by_a_writable_start(backend: Pos
     upgraded = PostgresBackend(pg_journal)
     try:
         assert (await upgraded.open(SPEC)).last_seq == 1
-        assert await sql(upgraded, "SELECT array_agg(version ORDER BY version) FROM {s}.schema_version") == [1, 2, 3, 4, 5, 6, 7]
+        assert await sql(upgraded, "SELECT array_agg(version ORDER BY version) FROM {s}.schema_version") == [1, 2, 3, 4, 5, 6, 7, 8]
         assert await sql(upgraded, "SELECT count(url) FROM {s}.node_lease") == 0
+        assert await sql(upgraded, "SELECT bool_and(active) FROM {s}.board_owner")  # as every owner had it loaded
         assert await sql(upgraded, "SELECT count(*) FROM {s}.board_record") == 0
         assert await sql(upgraded, "SELECT count(*) FROM {s}.board_snapshot") == 0
         assert await sql(upgraded, "SELECT cursor FROM {s}.settlement_log_head") == 0

@@ -17,7 +17,11 @@ lenient side.
 `record` runs the writers (`arena.client.ArenaClient`, which reconnects and resends unacked
 events with the same keys) and readers (HTTP, WS query ops on `/v1/live`, a subscription) around
 a fault; `journal_records` reads a journal on either backend; `check` judges. The checker knows
-the alltime table only: the scenarios' boards have no other period.
+the alltime table only: the scenarios' boards have no other period. A workload may write only some
+of its boards (the others are read only: activated on demand, they unload between answers), and
+create some through the admin API (`Workload.api_boards`), which a fault may retire
+(`Recorder.retire`): from then on their events are rejected, their table is closed, and their
+answers are held to the same rules.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ from arena.engine.times import parse_rfc3339_ms
 from support import postgres
 from support.faults import Fingerprint, journal_file, open_readonly
 from support.oracle import OBoard, OEvent, Row, digest, ranked, standing
-from support.server import Client, now_ms, token_for, until
+from support.server import ADMIN_TOKEN, Client, now_ms, token_for, until
 
 UNAVAILABLE = ("not_ready", "unavailable")
 """The 503 answers a reader may get while a board comes up or moves: allowed, counted."""
@@ -133,7 +137,8 @@ class History:
 
 @dataclass(frozen=True)
 class Journaled:
-    """A journal record: a score event (``event`` set), a void (``target`` set) or a close marker."""
+    """A journal record: a score event (``event`` set), a void (``target`` set), or a close
+    marker or board record (a definition, a retirement: neither changes the standings)."""
 
     seq: int
     event: OEvent | None = None
@@ -146,20 +151,21 @@ async def journal_records(journal: JournalSettings, data_dir: Path, board: str) 
     events = "SELECT seq, idempotency_key, member, value, occurred_at FROM {t}score_event"
     voids = "SELECT seq, target_seq FROM {t}score_void"
     closes = "SELECT closed_seq FROM {t}board_period"
+    others = "SELECT seq FROM {t}board_record"
     if journal.backend == "sqlite":
         db = open_readonly(journal_file(data_dir, board))
         try:
-            rows = [db.execute(sql.format(t="")).fetchall() for sql in (events, voids, closes)]
+            rows = [db.execute(sql.format(t="")).fetchall() for sql in (events, voids, closes, others)]
         finally:
             db.close()
     else:
         assert journal.url is not None
         where = f"{journal.schema}."
         rows = [[tuple(r) for r in await postgres.fetch(journal.url, sql.format(t=where) + " WHERE board = $1", board)]
-                for sql in (events, voids, closes)]
+                for sql in (events, voids, closes, others)]
     found = [Journaled(seq, OEvent(member, value, occurred_at, _key(key))) for seq, key, member, value, occurred_at in rows[0]]
     found += [Journaled(seq, target=target) for seq, target in rows[1]]
-    found += [Journaled(seq) for (seq,) in rows[2]]
+    found += [Journaled(seq) for (seq,) in [*rows[2], *rows[3]]]
     return sorted(found, key=lambda r: r.seq)
 
 
@@ -436,10 +442,22 @@ class Workload:
     seed: int = 20261206
     kinds: Sequence[str] = ()
     """The kinds of query the readers send (`FIELDS`); empty: all of them."""
+    written: Sequence[str] = ()
+    """The boards the writers write after the seed; empty: all of them."""
+    api_boards: Sequence[str] = ()
+    """The boards created through the admin API (`Recorder.seed`), not declared in the config."""
 
     def board_config(self) -> dict[str, dict[str, Any]]:
-        return {name: {"aggregation": b.aggregation, "order": b.order, "tie": b.tie, "periods": ["alltime"],
-                       "min_value": b.min_value, "max_value": b.max_value} for name, b in self.boards.items()}
+        return {name: self.definition(name) for name in self.boards if name not in self.api_boards}
+
+    def definition(self, name: str) -> dict[str, Any]:
+        b = self.boards[name]
+        return {"aggregation": b.aggregation, "order": b.order, "tie": b.tie, "periods": ["alltime"],
+                "min_value": b.min_value, "max_value": b.max_value}
+
+    @property
+    def writing(self) -> list[str]:
+        return list(self.written or self.boards)
 
     def event(self, rng: random.Random, board: str, member: str, key: str) -> ScoreEvent:
         b = self.boards[board]
@@ -503,6 +521,7 @@ class Recorder:
         self.urls = urls
         self.history = History()
         self.stopping = asyncio.Event()
+        self.retired: set[str] = set()
         self._connections = itertools.count(1)
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -525,7 +544,22 @@ class Recorder:
             self.history.add(Ack(e.board, r.idempotency_key, status, sent, acked))
 
     async def seed(self, timeout: float = 60.0) -> None:
-        """Every member on every board once, acked, before anyone reads."""
+        """The API boards created (through the first node; served by every node before it goes
+        on), then every member on every board once, acked, before anyone reads."""
+        admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+        async with httpx.AsyncClient(timeout=10) as http:
+            for board in self.workload.api_boards:
+                created = await http.put(f"{self.urls()[0]}/v1/boards/{board}", json=self.workload.definition(board), headers=admin)
+                assert created.status_code == 201, created.text
+
+            async def everywhere() -> bool:
+                for node in self.urls():
+                    listed = {b["board"] for b in (await http.get(f"{node}/v1/boards")).json()["boards"]}
+                    if not set(self.workload.api_boards) <= listed:
+                        return False
+                return True
+
+            await until(everywhere, "the API boards served by every node", timeout)
         rng = random.Random(self.workload.seed)
         events = [self.workload.event(rng, b, m, f"seed-{b}-{m}") for b in self.workload.boards for m in self.workload.members]
         async with ArenaClient(list(self.urls()), token_for("gs")) as client:
@@ -542,10 +576,18 @@ class Recorder:
         tasks += [self._subscriber(board, deadline) for board, _ in zip(itertools.cycle(self.workload.boards), range(subscribers))]
         self._tasks = [asyncio.create_task(t) for t in tasks]
 
+    async def retire(self, board: str) -> None:
+        """Retire API board ``board`` through a node (`DELETE /v1/boards/{board}`); the writers
+        go on sending it events (rejected from now on)."""
+        async with httpx.AsyncClient(timeout=10) as http:
+            answer = await http.delete(f"{self.urls()[-1]}/v1/boards/{board}", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+        assert answer.status_code == 200, answer.text
+        self.retired.add(board)
+
     async def until_acked(self, more: int, what: str, timeout: float = 60.0) -> None:
-        """Wait until every board has ``more`` acked events beyond what it has now."""
+        """Wait until every board written and not retired has ``more`` acked events beyond what it has now."""
         recorded = self.history.recorded
-        counts = {b: recorded[b] for b in self.workload.boards}
+        counts = {b: recorded[b] for b in self.workload.writing if b not in self.retired}
         await until(lambda: all(recorded[b] >= counts[b] + more for b in counts), what, timeout)
         self._raise_failures()
 
@@ -569,7 +611,7 @@ class Recorder:
             for n in itertools.count():
                 if not self._running(deadline):
                     return
-                board = rng.choice(list(self.workload.boards))
+                board = rng.choice(self.workload.writing)
                 events = [self.workload.event(rng, board, rng.choice(self.workload.members), f"{name}-{n}-{i}") for i in range(batch)]
                 await self.write(client, events, deadline)
 

@@ -10,7 +10,7 @@ from arena.errors import JournalCorrupt
 
 log = logging.getLogger("arena.journal")
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 """The version of the tables below; a schema of a greater version belongs to a newer Arena."""
 _UPGRADES = {
     1: "ALTER TABLE {s}.node_lease ADD COLUMN url text COLLATE \"C\" NOT NULL DEFAULT ''",
@@ -19,6 +19,7 @@ _UPGRADES = {
     4: "{board_records}",
     5: "{settlement_log}",
     6: "{webhook_outbox}",
+    7: "ALTER TABLE {s}.board_owner ADD COLUMN active boolean NOT NULL DEFAULT true",
 }
 """The statement that takes tables of version N to N + 1, run by a writable start."""
 
@@ -65,7 +66,8 @@ CREATE TABLE {s}.board_owner (
     board text COLLATE "C" PRIMARY KEY,
     node_id text COLLATE "C" NOT NULL,
     instance text COLLATE "C" NOT NULL,
-    epoch bigint NOT NULL
+    epoch bigint NOT NULL,
+    active boolean NOT NULL DEFAULT true
 );
 CREATE TABLE {s}.score_void (
     board text COLLATE "C" NOT NULL,
@@ -146,7 +148,8 @@ CREATE INDEX webhook_delivery_table ON {s}.webhook_delivery (webhook, board, per
 CREATE TABLE {s}.webhook_cursor (webhook text COLLATE "C" PRIMARY KEY, cursor bigint NOT NULL);
 """
 """Version 7: the webhooks' outbox (`arena.delivery.outbox`): every delivery and its state, and
-how far each webhook has read the settlement log. Outside every board's seq order."""
+how far each webhook has read the settlement log. Outside every board's seq order. Version 8: whether
+each board's owner has it in memory (`board_owner.active`): standbys follow active boards only."""
 
 
 
