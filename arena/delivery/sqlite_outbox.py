@@ -3,16 +3,13 @@ the one server that holds the data_dir."""
 
 from __future__ import annotations
 
-import asyncio
-import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
-import aiosqlite
 import orjson
 
 from arena.delivery.outbox import COLUMNS, Delivery, State, from_row, stored
-from arena.errors import JournalCorrupt, JournalError
+from arena.journal.sqlite_file import SqliteFile
 
 OUTBOX_FILE = "webhooks.sqlite"
 """The outbox's file in ``data_dir``: no board's journal can have this name."""
@@ -53,91 +50,52 @@ _DUE = f"""SELECT {COLUMNS} FROM webhook_delivery d WHERE d.state = 'pending' AN
 
 
 class SqliteOutbox:
-    """The outbox in ``data_dir/webhooks.sqlite``: one connection, one statement or transaction at a time."""
+    """The outbox in ``data_dir/webhooks.sqlite``."""
 
     def __init__(self, data_dir: Path, durability: str = "full") -> None:
-        self.path = data_dir / OUTBOX_FILE
-        self.durability = durability
-        self._db: aiosqlite.Connection | None = None
-        self._turn = asyncio.Lock()
-
-    async def _conn(self) -> aiosqlite.Connection:
-        if self._db is None:
-            try:
-                self._db = await aiosqlite.connect(str(self.path), isolation_level=None)
-                await self._db.execute("PRAGMA journal_mode=WAL")
-                await self._db.execute(f"PRAGMA synchronous={'FULL' if self.durability == 'full' else 'NORMAL'}")
-                await self._db.executescript(_SCHEMA)
-            except sqlite3.Error as exc:
-                raise JournalCorrupt(f"{self.path}: cannot open the webhooks' outbox: {exc}") from exc
-        return self._db
-
-    async def _read(self, sql: str, *args: object) -> list[sqlite3.Row]:
-        async with self._turn:
-            db = await self._conn()
-            try:
-                return list(await db.execute_fetchall(sql, args))
-            except sqlite3.Error as exc:
-                raise JournalError(f"{self.path}: webhooks' outbox unreadable: {exc}") from exc
-
-    async def _write(self, statements: Sequence[tuple[str, Sequence[object]]]) -> None:
-        async with self._turn:
-            db = await self._conn()
-            try:
-                await db.execute("BEGIN IMMEDIATE")
-                try:
-                    for sql, args in statements:
-                        await db.execute(sql, args)
-                    await db.execute("COMMIT")
-                except BaseException:
-                    await db.execute("ROLLBACK")
-                    raise
-            except sqlite3.Error as exc:
-                raise JournalError(f"{self.path}: webhooks' outbox write failed: {exc}") from exc
+        self.file = SqliteFile(data_dir / OUTBOX_FILE, _SCHEMA, "webhooks' outbox", durability)
 
     async def cursors(self) -> dict[str, int]:
-        return {webhook: cursor for webhook, cursor in await self._read("SELECT webhook, cursor FROM webhook_cursor")}
+        return {webhook: cursor for webhook, cursor in await self.file.read("SELECT webhook, cursor FROM webhook_cursor")}
 
     async def start(self, webhook: str, cursor: int) -> int:
-        await self._write([("INSERT OR IGNORE INTO webhook_cursor VALUES (?, ?)", (webhook, cursor))])
-        rows = await self._read("SELECT cursor FROM webhook_cursor WHERE webhook = ?", webhook)
+        await self.file.write([("INSERT OR IGNORE INTO webhook_cursor VALUES (?, ?)", (webhook, cursor))])
+        rows = await self.file.read("SELECT cursor FROM webhook_cursor WHERE webhook = ?", webhook)
         return int(rows[0][0])
 
     async def add(self, webhook: str, made: Sequence[Delivery], cursor: int) -> None:
-        await self._write([(_INSERT, stored(d)) for d in made] + [
+        await self.file.write([(_INSERT, stored(d)) for d in made] + [
             ("UPDATE webhook_cursor SET cursor = max(cursor, ?) WHERE webhook = ?", (cursor, webhook))])
 
     async def due(self, now: int, limit: int, boards: Sequence[str]) -> list[Delivery]:
-        return [from_row(row) for row in await self._read(_DUE, now, orjson.dumps(list(boards)).decode(), limit)]
+        return [from_row(row) for row in await self.file.read(_DUE, now, orjson.dumps(list(boards)).decode(), limit)]
 
     async def save(self, delivery: Delivery) -> None:
         d = delivery
-        await self._write([("UPDATE webhook_delivery SET state = ?, attempts = ?, next_at = ?, last_error = ?,"
+        await self.file.write([("UPDATE webhook_delivery SET state = ?, attempts = ?, next_at = ?, last_error = ?,"
                             " delivered_at = ?, since_at = ? WHERE webhook = ? AND delivery = ?",
                             (str(d.state), d.attempts, d.next_at, d.last_error, d.delivered_at, d.since_at, d.webhook, d.id))])
 
     async def get(self, webhook: str, delivery: str) -> Delivery | None:
-        rows = await self._read(f"SELECT {COLUMNS} FROM webhook_delivery WHERE webhook = ? AND delivery = ?", webhook, delivery)
+        rows = await self.file.read(f"SELECT {COLUMNS} FROM webhook_delivery WHERE webhook = ? AND delivery = ?", webhook, delivery)
         return from_row(rows[0]) if rows else None
 
     async def listing(self, webhook: str, state: State | None, after: int, limit: int) -> list[Delivery]:
-        rows = await self._read(f"SELECT {COLUMNS} FROM webhook_delivery WHERE webhook = ? AND place > ?"
+        rows = await self.file.read(f"SELECT {COLUMNS} FROM webhook_delivery WHERE webhook = ? AND place > ?"
                                 " AND (? IS NULL OR state = ?) ORDER BY place LIMIT ?",
                                 webhook, after, state and str(state), state and str(state), limit)
         return [from_row(row) for row in rows]
 
     async def counts(self) -> dict[str, dict[State, int]]:
         counts: dict[str, dict[State, int]] = {}
-        for webhook, state, count in await self._read("SELECT webhook, state, count(*) FROM webhook_delivery GROUP BY webhook, state"):
+        for webhook, state, count in await self.file.read("SELECT webhook, state, count(*) FROM webhook_delivery GROUP BY webhook, state"):
             counts.setdefault(webhook, {})[State(state)] = int(count)
         return counts
 
     async def pending(self) -> dict[str, tuple[int, int]]:
-        rows = await self._read("SELECT webhook, count(*), min(created_at) FROM webhook_delivery WHERE state = 'pending'"
+        rows = await self.file.read("SELECT webhook, count(*), min(created_at) FROM webhook_delivery WHERE state = 'pending'"
                                 " GROUP BY webhook")
         return {webhook: (int(count), int(oldest)) for webhook, count, oldest in rows}
 
     async def close(self) -> None:
-        if self._db is not None:
-            db, self._db = self._db, None
-            await db.close()
+        await self.file.close()

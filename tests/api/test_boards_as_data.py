@@ -15,7 +15,7 @@ from arena.engine.spec import BoardSpec
 from arena.journal import journal_backend
 from support.arena_cli import run_arena
 from support.faults import write_config
-from support.server import ADMIN_TOKEN, Client, InProcessServer, make_config, now_ms, token_for
+from support.server import ADMIN_TOKEN, InProcessServer, make_config, now_ms, submit
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 CUP = {"aggregation": "best", "order": "desc", "periods": ["alltime", "daily"], "min_value": 0, "max_value": 100,
@@ -24,14 +24,6 @@ CUP = {"aggregation": "best", "order": "desc", "periods": ["alltime", "daily"], 
 
 def event(key: str, member: str = "ann", value: int = 10, board: str = "cup-1") -> dict[str, Any]:
     return {"board": board, "member": member, "value": value, "occurred_at": now_ms(), "idempotency_key": key}
-
-
-async def submit(server: InProcessServer, events: list[dict[str, Any]], sid: str = "gs") -> list[dict[str, Any]]:
-    client = await Client.connect(server.ws_url, token_for(sid))
-    try:
-        return await client.submit(events)
-    finally:
-        await client.close()
 
 
 def config(tmp_path: Path, journal: JournalSettings, **settings: Any) -> Any:

@@ -21,26 +21,13 @@ from arena.config import Config, JournalSettings
 from arena.engine.records import VoidRecord
 from arena.journal import journal_backend
 from support import prize_oracle
+from support.prized import DAY, MIN, W1, journaled_settlement
 from support.server import ADMIN_TOKEN, InProcessServer, make_config, token_for, until
 
-MIN = 60_000
-DAY = 24 * 60 * MIN
-W1 = 1_799_020_800_000  # 2027-01-04T00:00:00Z, a Monday (after the wall clock)
 TIERS: list[dict[str, Any]] = [{"reward": "gold", "ranks": [1, 1]}, {"reward": "silver", "ranks": [2, 3]}]
 BOARDS = {"d": {"aggregation": "best", "periods": ["daily"], "keep_closed": 7, "prizes": {"daily": TIERS}}}
 SETTLEMENT = "/v1/boards/d/daily/settlement"
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
-
-
-async def settlement(http: httpx.AsyncClient, period_id: str, revision: int = 0) -> dict[str, Any]:
-    """The day's settlement once its revision ``revision`` is journaled."""
-    async def ready() -> bool:
-        answer = await http.get(SETTLEMENT, params={"period_id": period_id})
-        return answer.status_code == 200 and answer.json()["revision"] >= revision
-
-    await until(ready, f"{period_id} to settle (revision {revision})")
-    body: dict[str, Any] = (await http.get(SETTLEMENT, params={"period_id": period_id})).json()
-    return body
 
 
 async def feed(http: httpx.AsyncClient) -> list[dict[str, Any]]:
@@ -55,7 +42,7 @@ async def first_day(config: Config) -> None:
             events = [ScoreEvent("d", f"m{i}", 10 * i, W1 + i, idempotency_key=f"k{i}") for i in range(5)]
             assert all(r.recorded for r in await client.submit_many(events))
         assert (await http.post("/v1/_test/clock", json={"now_ms": W1 + DAY + MIN})).status_code == 200
-        body = await settlement(http, "2027-01-04")
+        body = await journaled_settlement(http, SETTLEMENT, "2027-01-04")
         assert [a["member"] for a in body["awards"]] == ["m4", "m3", "m2"]
 
 
@@ -75,7 +62,7 @@ async def test_a_void_journaled_without_its_revision_is_revised_at_the_next_star
     finally:
         await backend.close()
     async with InProcessServer(config, now_ms=W1 + DAY + 3 * MIN) as server, httpx.AsyncClient(base_url=server.url) as http:
-        revised = await settlement(http, "2027-01-04", revision=1)
+        revised = await journaled_settlement(http, SETTLEMENT, "2027-01-04", revision=1)
         expected = prize_oracle.awards([(f"m{i}", 10 * i) for i in (3, 2, 1, 0)], "desc", TIERS)
         assert (revised["revision"], revised["awards"], revised["sha256"]) == (1, expected, prize_oracle.sha256(expected))
         assert revised["changes"] == [{"member": "m1", "before": None, "after": "silver"},
@@ -87,7 +74,7 @@ async def test_a_void_journaled_without_its_revision_is_revised_at_the_next_star
 
         await until(told, "the feed to tell both revisions")
     async with InProcessServer(config, now_ms=W1 + DAY + 4 * MIN) as server, httpx.AsyncClient(base_url=server.url) as http:
-        assert (await settlement(http, "2027-01-04"))["revision"] == 1  # made once: the next start finds it journaled
+        assert (await journaled_settlement(http, SETTLEMENT, "2027-01-04"))["revision"] == 1  # made once: the next start finds it journaled
         assert len(await feed(http)) == 2
 
 
@@ -107,7 +94,7 @@ async def test_days_no_event_reached_while_the_server_was_down_settle_with_no_aw
 
         await until(told, "the missed days to settle")
         for day in days:
-            body = await settlement(http, day)
+            body = await journaled_settlement(http, SETTLEMENT, day)
             assert (body["revision"], body["size"], body["awards"], body["sha256"]) == (0, 0, [], prize_oracle.sha256([]))
             assert body["closed"] is True
         # the board's life starts with its first closed day: the retained days before it are not settled

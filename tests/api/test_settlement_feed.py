@@ -20,11 +20,9 @@ from arena.engine.settlement import LogItem, log_item
 from arena.journal.sqlite_settlement_log import LOG_FILE
 from support.documented import assert_documented
 from support.postgres import fetchval
+from support.prized import DAY, W1
 from support.server import ADMIN_TOKEN, InProcessServer, make_config, token_for, until
 
-MIN = 60_000
-DAY = 24 * 60 * MIN
-W1 = 1_799_020_800_000  # 2027-01-04T00:00:00Z, a Monday: 2027-W01 (after the wall clock)
 BOARDS = {
     "hs": {"aggregation": "best", "periods": ["alltime", "weekly"], "prizes": {"weekly": [{"reward": "gold", "ranks": [1, 2]}]}},
     "low": {"aggregation": "sum", "order": "asc", "periods": ["daily"], "prizes": {"daily": [{"reward": "frugal", "ranks": [1, 1]}]}},

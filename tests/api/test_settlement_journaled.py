@@ -26,19 +26,9 @@ from arena.journal import journal_backend
 from support import prize_oracle
 from support.cluster import NodeFactory, owner_urls, start_cluster
 from support.documented import assert_documented
+from support.prized import BOARDS, DAY, HS_TIERS, LOW_TIERS, MIN, SETTLEMENT, W1, journaled_settlement
 from support.server import ADMIN_TOKEN, InProcessServer, make_config, now_ms, token_for, until
 
-MIN = 60_000
-DAY = 24 * 60 * MIN
-W1 = 1_799_020_800_000  # 2027-01-04T00:00:00Z, a Monday: 2027-W01 (after the wall clock)
-HS_TIERS: list[dict[str, Any]] = [{"reward": "gold", "ranks": [1, 1]}, {"reward": "silver", "top_percent": 12.5},
-                                  {"reward": "tin", "score": 900}]
-LOW_TIERS: list[dict[str, Any]] = [{"reward": "frugal", "score": 30}, {"reward": "thrifty", "ranks": [1, 6]}]
-BOARDS = {
-    "hs": {"aggregation": "best", "periods": ["alltime", "weekly", "daily"], "prizes": {"weekly": HS_TIERS}},
-    "low": {"aggregation": "sum", "order": "asc", "tie": "latest", "periods": ["daily"], "prizes": {"daily": LOW_TIERS}},
-}
-SETTLEMENT = "/v1/boards/{board}/{period}/settlement"
 MEMBER = "/v1/boards/{board}/{period}/settlement/members/{member}"
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 
@@ -59,16 +49,9 @@ async def get(http: httpx.AsyncClient, path: str, status: int = 200, **params: A
 
 async def settled(http: httpx.AsyncClient, board: str, period: str, period_id: str, revision: int = 0,
                   base: str = "") -> dict[str, Any]:
-    """The table's settlement once its revision ``revision`` is journaled (the close marker comes
-    with the clock; the settlement right after it), from the server at ``base`` (default: http's)."""
-    path = base + SETTLEMENT.format(board=board, period=period)
-
-    async def ready() -> bool:
-        answer = await http.get(path, params={"period_id": period_id})
-        return answer.status_code == 200 and answer.json()["revision"] >= revision
-
-    await until(ready, f"{board} {period} {period_id} to settle")
-    body = await get(http, path, period_id=period_id)
+    """The table's settlement once its revision ``revision`` is journaled, from the server at
+    ``base`` (default: http's)."""
+    body = await journaled_settlement(http, base + SETTLEMENT.format(board=board, period=period), period_id, revision)
     assert_documented(SETTLEMENT, "GET", body)
     return body
 

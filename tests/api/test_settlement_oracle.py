@@ -19,11 +19,9 @@ from hypothesis import strategies as st
 from arena.client import ArenaClient, ScoreEvent
 from arena.config import JournalSettings
 from support import prize_oracle
+from support.prized import DAY, MIN, W1, journaled_settlement
 from support.server import ADMIN_TOKEN, InProcessServer, make_config, token_for, until
 
-MIN = 60_000
-DAY = 24 * 60 * MIN
-BASE = 1_799_020_800_000  # 2027-01-04T00:00:00Z (after the wall clock)
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 MEMBERS = ["ann", "bob", "cyd", "dan", "eve", "fay", "gus"]
 
@@ -83,7 +81,7 @@ async def test_settlement_revisions_are_the_oracles_awards_at_each_close_and_voi
     rig: Rig, definition: dict[str, Any], prizes: list[dict[str, Any]], sent: list[tuple[str, int, int]], data: st.DataObject
 ) -> None:
     n = next(rig.boards)
-    board, day = f"s{n}", BASE + 2 * n * DAY
+    board, day = f"s{n}", W1 + 2 * n * DAY
     period_id = datetime.fromtimestamp(day / 1000, UTC).date().isoformat()
     assert (await rig.http.post("/v1/_test/clock", json={"now_ms": day + 12 * 60 * MIN})).status_code == 200
     created = await rig.http.put(f"/v1/boards/{board}", json={**definition, "periods": ["daily"],
@@ -103,11 +101,7 @@ async def test_settlement_revisions_are_the_oracles_awards_at_each_close_and_voi
         await rig.void(board, key)
     assert (await rig.http.post("/v1/_test/clock", json={"now_ms": day + DAY + 2 * MIN})).status_code == 200
 
-    async def settled() -> bool:
-        answer = await rig.http.get(f"/v1/boards/{board}/daily/settlement", params={"period_id": period_id})
-        return answer.status_code == 200
-
-    await until(settled, f"{board} {period_id} to settle")
+    await journaled_settlement(rig.http, f"/v1/boards/{board}/daily/settlement", period_id)
     order = definition["order"]
     expected = await rig.oracle(board, period_id, order, prizes)
     body = await rig.settlement(board, period_id)

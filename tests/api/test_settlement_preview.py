@@ -21,19 +21,8 @@ from support import prize_oracle
 from support.cluster import NodeFactory, owner_urls, settled, start_cluster
 from support.documented import assert_documented
 from support.faults import write_config
+from support.prized import BOARDS, DAY, HS_TIERS, LOW_TIERS, MIN, SETTLEMENT, W1
 from support.server import ChildServer, make_config, now_ms, token_for, until
-
-MIN = 60_000
-DAY = 24 * 60 * MIN
-W1 = 1_799_020_800_000  # 2027-01-04T00:00:00Z, a Monday: 2027-W01 (after the wall clock: the test clock leads)
-HS_TIERS: list[dict[str, Any]] = [{"reward": "gold", "ranks": [1, 1]}, {"reward": "silver", "top_percent": 12.5},
-            {"reward": "tin", "score": 900}]
-LOW_TIERS: list[dict[str, Any]] = [{"reward": "frugal", "score": 30}, {"reward": "thrifty", "ranks": [1, 6]}]
-BOARDS = {
-    "hs": {"aggregation": "best", "periods": ["alltime", "weekly", "daily"], "prizes": {"weekly": HS_TIERS}},
-    "low": {"aggregation": "sum", "order": "asc", "tie": "latest", "periods": ["daily"], "prizes": {"daily": LOW_TIERS}},
-}
-SETTLEMENT = "/v1/boards/{board}/{period}/settlement"
 
 
 class Rig(support.server.Rig):

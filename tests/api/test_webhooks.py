@@ -15,11 +15,10 @@ import pytest
 
 from arena.client import ArenaClient, ScoreEvent
 from arena.config import Config, JournalSettings, Webhook
+from support.prized import DAY, W1
 from support.receiver import Receiver
 from support.server import ADMIN_TOKEN, InProcessServer, make_config, token_for, until
 
-DAY = 24 * 60 * 60_000
-W1 = 1_799_020_800_000  # 2027-01-04T00:00:00Z, a Monday: 2027-W01 (after the wall clock)
 BOARDS = {
     "hs": {"aggregation": "best", "periods": ["alltime", "weekly"], "prizes": {"weekly": [{"reward": "gold", "ranks": [1, 2]}]}},
     "other": {"aggregation": "best", "periods": ["weekly"], "prizes": {"weekly": [{"reward": "tin", "ranks": [1, 1]}]}},

@@ -19,11 +19,9 @@ from arena.cluster.placement import preference
 from arena.config import JournalSettings
 from arena.engine.settlement import LogItem, SettlementRecord, log_item
 from support.cluster import NodeFactory, owner_urls, start_cluster
+from support.prized import DAY, MIN, W1
 from support.server import ADMIN_TOKEN, ChildServer, Client, event, token_for, until
 
-MIN = 60_000
-DAY = 24 * 60 * MIN
-W1 = 1_799_020_800_000  # 2027-01-04T00:00:00Z (after the wall clock: every node's clock is pinned)
 NODES = ["node-a", "node-b"]
 BOARDS: dict[str, dict[str, Any]] = {
     f"f{i}": {"aggregation": "best", "periods": ["daily"], "close_grace_seconds": 0,

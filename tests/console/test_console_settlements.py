@@ -28,8 +28,9 @@ from arena.config import Config, JournalSettings, Webhook
 from arena.engine.times import format_ms
 from support.browser import Watched, chromium
 from support.cluster import NodeFactory, owner_urls, start_cluster
+from support.prized import journaled_settlement
 from support.receiver import Receiver
-from support.server import ADMIN_TOKEN, Client, InProcessServer, event, make_config, now_ms, token_for, until
+from support.server import ADMIN_TOKEN, InProcessServer, event, make_config, now_ms, submit, token_for, until
 
 NOW = calendar.timegm((2027, 1, 5, 12, 0, 0)) * 1000  # after the wall clock: its table is current
 DAY = 86_400_000
@@ -62,14 +63,7 @@ class Rig:
         assert (await self.http.post("/v1/_test/clock", json={"now_ms": now})).status_code == 200
 
     async def settled(self, period_id: str, revision: int) -> dict[str, Any]:
-        """The table's settlement once its revision ``revision`` is journaled."""
-        async def ready() -> bool:
-            answer = await self.http.get(SETTLEMENT, params={"period_id": period_id})
-            return answer.status_code == 200 and answer.json()["revision"] >= revision
-
-        await until(ready, f"cup daily {period_id} revision {revision}")
-        body: dict[str, Any] = (await self.http.get(SETTLEMENT, params={"period_id": period_id, "limit": 1000})).json()
-        return body
+        return await journaled_settlement(self.http, SETTLEMENT, period_id, revision, limit=1000)
 
 
 @asynccontextmanager
@@ -96,11 +90,8 @@ def awards(page: Page) -> Any:
 
 
 async def test_a_tables_preview_settlement_and_revisions_through_the_page(rig: Rig) -> None:
-    client = await Client.connect(rig.server.ws_url, token_for("gs"))
-    try:  # p00..p24 scoring 0..240: gold p24, silver p23 p22, bronze ranks 4..13 (50 % of 25, rounded up)
-        await client.submit([event("cup", f"p{i:02d}", 10 * i, NOW, f"cup-{i}") for i in range(25)])
-    finally:
-        await client.close()
+    # p00..p24 scoring 0..240: gold p24, silver p23 p22, bronze ranks 4..13 (50 % of 25, rounded up)
+    await submit(rig.server, [event("cup", f"p{i:02d}", 10 * i, NOW, f"cup-{i}") for i in range(25)])
     page = await rig.open()
     cup = page.locator('#boards-table tr[data-board="cup"]')
     await expect(cup.filter(has_text="alltime").get_by_role("button", name="Settlement")).to_have_count(0)
@@ -161,11 +152,7 @@ async def test_a_tables_preview_settlement_and_revisions_through_the_page(rig: R
 
 
 async def test_at_a_phone_width_the_settlement_fits_the_screen(rig: Rig) -> None:
-    client = await Client.connect(rig.server.ws_url, token_for("gs"))
-    try:
-        await client.submit([event("cup", f"a-member-with-a-long-name-{i:02d}", 10 * i, NOW, f"cup-{i}") for i in range(5)])
-    finally:
-        await client.close()
+    await submit(rig.server, [event("cup", f"a-member-with-a-long-name-{i:02d}", 10 * i, NOW, f"cup-{i}") for i in range(5)])
     await rig.clock(NOW + DAY)
     await rig.settled("2027-01-05", 0)
     voided = await rig.http.post("/v1/boards/cup/void", json={"idempotency_key": "cup-4", "reason": "cheat"},
@@ -238,11 +225,7 @@ async def test_a_settlements_deliveries_by_state_and_a_failed_one_retried(
     delivery = "cup/daily/2027-01-05/*/0"
     try:
         async with rigged(config) as rig:
-            client = await Client.connect(rig.server.ws_url, token_for("gs"))
-            try:
-                await client.submit([event("cup", f"p{i}", 10 * i, NOW, f"cup-{i}") for i in range(3)])
-            finally:
-                await client.close()
+            await submit(rig.server, [event("cup", f"p{i}", 10 * i, NOW, f"cup-{i}") for i in range(3)])
             await rig.clock(NOW + DAY)
             await rig.settled("2027-01-05", 0)
 

@@ -8,10 +8,8 @@ from arena.config import parse_board
 from arena.engine.board import BoardEngine
 from arena.engine.periods import PeriodKind
 from arena.engine.records import CloseRecord
+from support.prized import DAY, MIN, W1
 
-MIN = 60_000
-DAY = 24 * 60 * MIN
-W1 = 1_799_020_800_000  # 2027-01-04T00:00:00Z, a Monday
 SPEC = parse_board("b", {"aggregation": "sum", "periods": ["alltime", "daily", "weekly"], "keep_closed": 7,
                          "close_grace_seconds": 60, "prizes": {"daily": [{"reward": "r", "ranks": [1, 1]}]}})
 

@@ -19,11 +19,10 @@ from arena.config import JournalSettings, Webhook
 from support.cluster import NodeFactory, owner_urls, start_cluster
 from support.faults import write_config
 from support.postgres import EmbeddedPostgres
+from support.prized import DAY, W1, journaled_settlement
 from support.receiver import Receiver
 from support.server import ADMIN_TOKEN, ChildServer, InProcessServer, make_config, token_for, until
 
-DAY = 24 * 60 * 60_000
-W1 = 1_799_020_800_000  # 2027-01-04T00:00:00Z, a Monday: 2027-W01 (after the wall clock)
 BOARDS: dict[str, dict[str, Any]] = {
     "hs": {"aggregation": "best", "periods": ["alltime", "weekly"], "prizes": {"weekly": [{"reward": "gold", "ranks": [1, 2]}]}},
 }
@@ -61,11 +60,7 @@ async def settle_both_revisions(url: str, clocks: list[str]) -> None:
         for node in clocks:
             assert (await http.post(f"{node}/v1/_test/clock", json={"now_ms": W1 + 8 * DAY})).status_code == 200
 
-        async def settled() -> bool:
-            answer = await http.get(f"{url}/v1/boards/hs/weekly/settlement", params={"period_id": "2027-W01"})
-            return answer.status_code == 200
-
-        await until(settled, "revision 0")
+        await journaled_settlement(http, f"{url}/v1/boards/hs/weekly/settlement", "2027-W01")
         answer = await http.post(f"{url}/v1/boards/hs/void", json={"idempotency_key": "hs4", "reason": "cheat"}, headers=ADMIN)
         assert answer.status_code == 200, answer.text
 

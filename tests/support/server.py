@@ -315,6 +315,15 @@ class Client:
         await self._reader
 
 
+async def submit(server: InProcessServer, events: Sequence[Any], sid: str = "gs") -> list[dict[str, Any]]:
+    """The results of ``events`` submitted over a WebSocket connection of the game server ``sid``."""
+    client = await Client.connect(server.ws_url, token_for(sid))
+    try:
+        return await client.submit(events)
+    finally:
+        await client.close()
+
+
 @dataclass
 class Rig:
     """A real server on a pinned clock, with an HTTP client and an SDK client (`rig`)."""
