@@ -74,13 +74,13 @@ class Supervisor:
         for spec in config.boards.values():
             self._handle(spec)
         backend.watch(metrics.registry, self.handles)
+        metrics.watch_boards(lambda: [(name, self.states.readiness(name), h.mailbox.depth) for name, h in self.handles.items()])
         clock.on_change(self._poke_all)
 
     def _handle(self, spec: BoardSpec) -> BoardHandle:
         self.states.add(spec.name)
         handle = self.handles[spec.name] = BoardHandle(spec, self.config.server.mailbox_events, self.metrics, self.states)
         self.runs[spec.name] = 0
-        self.metrics.watch_mailbox(spec.name, lambda: handle.mailbox.depth)
         if self.activations is not None:
             handle.demand = self.activations.used
         return handle
