@@ -47,7 +47,8 @@ JOURNALS_AT_ONCE = 32
 def boards_config(data_dir: Path, names: list[str], idle: float) -> Config:
     base = bench_config(data_dir, secrets.token_urlsafe(16), durability="normal")
     board = {"aggregation": "best", "order": "desc", "tie": "earliest", "periods": ["alltime"]}
-    server: ServerSettings = dataclasses.replace(base.server, idle_unload_seconds=idle)
+    server: ServerSettings = dataclasses.replace(base.server, idle_unload_seconds=idle,
+                                                 max_boards=max(len(names), base.server.max_boards))
     return dataclasses.replace(base, server=server, boards={name: parse_board(name, board) for name in names})
 
 
