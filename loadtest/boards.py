@@ -33,6 +33,7 @@ from typing import Any
 
 import httpx
 
+from arena.board.heap import TRIM_AFTER_SECONDS
 from arena.config import Config, ServerSettings, parse_board
 from loadtest.arena_client import bench_config
 from loadtest.config_toml import write_config
@@ -143,6 +144,7 @@ async def boards_benchmark(boards: int, members: int, big_members: int, repeats:
                 await _activate_all(http, names)
                 out["activate_all_s"] = round(time.perf_counter() - started, 1)
                 await _until(http, "arena_active_boards", 0, idle * 10 + 120)
+                await asyncio.sleep(TRIM_AFTER_SECONDS + 1)  # the node gives the heap of the last unloads back
                 out["rss_idle_mb"] = round((rss_bytes(server.pid) or 0) / 2**20, 1)
                 out["cpu"] = cpu.stop()
         finally:
