@@ -12,13 +12,18 @@ then runs ``arena serve`` with ``idle_unload_seconds`` = ``idle`` and measures:
   activation left what an idle board keeps: its handle and what it recorded at the unload);
 - the same server with one small board: the baseline that the per-board cost is counted from.
 
-RSS per idle board = (RSS with every board idle - baseline RSS) / boards.
+RSS per idle board = (RSS with every board idle - baseline RSS) / boards. The boards are config
+boards (`[boards.NAME]`); their definitions count in the figure (the baseline has one). The load
+average before the run and the CPU split over the main server's run (server, this load generator,
+everything else on the machine) are reported with the figures: on a shared machine the times
+move with the load, the bytes per board do not.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import secrets
 import statistics
 import tempfile
@@ -28,12 +33,13 @@ from typing import Any
 
 import httpx
 
+from arena.board.heap import TRIM_AFTER_SECONDS
 from arena.config import Config, ServerSettings, parse_board
 from loadtest.arena_client import bench_config
 from loadtest.config_toml import write_config
 from loadtest.process import ArenaServe
 from loadtest.start import journal_events
-from loadtest.stats import fmt_int, progress, rss_bytes
+from loadtest.stats import CpuMeter, fmt_int, percentile, progress, rss_bytes
 
 BIG = "big"
 JOURNALS_AT_ONCE = 32
@@ -42,7 +48,8 @@ JOURNALS_AT_ONCE = 32
 def boards_config(data_dir: Path, names: list[str], idle: float) -> Config:
     base = bench_config(data_dir, secrets.token_urlsafe(16), durability="normal")
     board = {"aggregation": "best", "order": "desc", "tie": "earliest", "periods": ["alltime"]}
-    server: ServerSettings = dataclasses.replace(base.server, idle_unload_seconds=idle)
+    server: ServerSettings = dataclasses.replace(base.server, idle_unload_seconds=idle,
+                                                 max_boards=max(len(names), base.server.max_boards))
     return dataclasses.replace(base, server=server, boards={name: parse_board(name, board) for name in names})
 
 
@@ -107,7 +114,8 @@ def _serve(config: Config, path: Path, timeout: float) -> tuple[ArenaServe, floa
 async def boards_benchmark(boards: int, members: int, big_members: int, repeats: int, idle: float,
                            timeout: float = 3600.0, seed: int = 1) -> dict[str, Any]:
     out: dict[str, Any] = {"command": "boards", "boards": boards, "members": members, "big_members": big_members,
-                           "idle_unload_seconds": idle, "repeats": repeats}
+                           "idle_unload_seconds": idle, "repeats": repeats, "cores": os.cpu_count(),
+                           "load_average": [round(x, 2) for x in os.getloadavg()]}
     names = [f"b{i:05d}" for i in range(boards)]
     with tempfile.TemporaryDirectory(prefix="arena-boards-") as tmp:
         workdir = Path(tmp)
@@ -122,20 +130,23 @@ async def boards_benchmark(boards: int, members: int, big_members: int, repeats:
         server.stop(timeout)
 
         server, ready = _serve(config, workdir / "all.toml", timeout)
+        cpu = CpuMeter(server.pid)
         try:
             out["start_s"] = round(ready, 2)
             out["rss_at_start_mb"] = round((rss_bytes(server.pid) or 0) / 2**20, 1)
             progress(f"ready in {ready:.1f}s; RSS {out['rss_at_start_mb']} MB")
             async with httpx.AsyncClient(base_url=server.url, timeout=60) as http:
-                first = await _first_answers(http, repeats, idle)
-                out["first_answer_ms"] = {"min": round(min(first) * 1000, 1), "median": round(statistics.median(first) * 1000, 1),
-                                          "max": round(max(first) * 1000, 1)}
+                first = sorted(await _first_answers(http, repeats, idle))
+                out["first_answer_ms"] = {"min": round(first[0] * 1000, 1), "median": round(statistics.median(first) * 1000, 1),
+                                          "p99": round(percentile(first, 99) * 1000, 1), "max": round(first[-1] * 1000, 1)}
                 progress(f"first answer of the unloaded {big_members:,}-member board: {out['first_answer_ms']} ms")
                 started = time.perf_counter()
                 await _activate_all(http, names)
                 out["activate_all_s"] = round(time.perf_counter() - started, 1)
                 await _until(http, "arena_active_boards", 0, idle * 10 + 120)
+                await asyncio.sleep(TRIM_AFTER_SECONDS + 1)  # the node gives the heap of the last unloads back
                 out["rss_idle_mb"] = round((rss_bytes(server.pid) or 0) / 2**20, 1)
+                out["cpu"] = cpu.stop()
         finally:
             server.stop(timeout)
     out["rss_per_idle_board_kb"] = round((out["rss_idle_mb"] - out["rss_one_board_mb"]) * 1024 / boards, 2)
@@ -145,8 +156,9 @@ async def boards_benchmark(boards: int, members: int, big_members: int, repeats:
 
 
 def print_boards(out: dict[str, Any]) -> None:
-    print(f"\n{fmt_int(out['boards'])} boards x {fmt_int(out['members'])} members, one node, sqlite, "
-          f"idle_unload_seconds {out['idle_unload_seconds']:g}")
+    print(f"\n{fmt_int(out['boards'])} config boards x {fmt_int(out['members'])} members, one node, sqlite, "
+          f"idle_unload_seconds {out['idle_unload_seconds']:g}; load average before {out['load_average'][0]} "
+          f"on {out['cores']} cores")
     print(f"start (spawn to /readyz 200):          {out['start_s']:.2f} s")
     print(f"RSS: one board {out['rss_one_board_mb']} MB; all boards at start {out['rss_at_start_mb']} MB; "
           f"all idle after one activation each {out['rss_idle_mb']} MB")
@@ -154,8 +166,11 @@ def print_boards(out: dict[str, Any]) -> None:
           f"{out['rss_per_idle_board_kb']} KB (goal <= 5)")
     first = out["first_answer_ms"]
     print(f"first answer of an unloaded {fmt_int(out['big_members'])}-member board, {out['repeats']} runs: "
-          f"min {first['min']} / median {first['median']} / max {first['max']} ms (goal median <= 100)")
-    print(f"activating every board once (16 connections): {out['activate_all_s']} s; ok: {out['ok']}")
+          f"min {first['min']} / median {first['median']} / p99 {first['p99']} / max {first['max']} ms (goal median <= 100)")
+    print(f"activating every board once (16 connections): {out['activate_all_s']} s")
+    cpu = out["cpu"]
+    print(f"CPU over the server's run (cores): server {cpu['server_cpu']}, load generator {cpu['client_cpu']}, "
+          f"other {cpu['other_cpu']}; ok: {out['ok']}")
 
 
 def run(boards: int, members: int, big_members: int, repeats: int, idle: float) -> dict[str, Any]:

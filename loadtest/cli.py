@@ -213,8 +213,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--boards", type=int, default=10_000, help="boards (default 10,000)")
     p.add_argument("--members", type=int, default=100, help="members per board (default 100)")
     p.add_argument("--big-members", type=int, default=10_000, help="members of the big board (default 10,000)")
-    p.add_argument("--repeats", type=int, default=9, help="first answers of the big board measured (default 9)")
+    p.add_argument("--repeats", type=int, default=20, help="first answers of the big board measured (default 20)")
     p.add_argument("--idle", type=float, default=1.0, help="idle_unload_seconds of the server (default 1)")
+    p.add_argument("--json", type=Path, default=None, help="write results as JSON here")
+
+    p = sub.add_parser("spread", formatter_class=fmt, epilog=EPILOG, help="a new board served by every node",
+                       description="Start --nodes nodes on one PostgreSQL, create --boards boards one after the\n"
+                                   "other through them (PUT /v1/boards/{board}) and time each until every node\n"
+                                   "answers its queries (goal: 1 s).")
+    p.add_argument("--nodes", type=int, default=3, help="nodes of the cluster (default 3)")
+    p.add_argument("--boards", type=int, default=20, help="boards created, one after the other (default 20)")
+    p.add_argument("--postgresql-url", default=None, help="a PostgreSQL server to use (default: a throwaway one)")
     p.add_argument("--json", type=Path, default=None, help="write results as JSON here")
 
     p = sub.add_parser("cluster", formatter_class=fmt, epilog=EPILOG, help="a cluster of nodes against one node",
@@ -503,6 +512,14 @@ def cmd_boards(a: argparse.Namespace) -> int:
     return _finish(a, out, out["ok"])
 
 
+def cmd_spread(a: argparse.Namespace) -> int:
+    from loadtest.spread import print_spread, run
+
+    out = run(a.nodes, a.boards, a.postgresql_url)
+    print_spread(out)
+    return _finish(a, out, out["ok"])
+
+
 def _int_list(text: str) -> list[int]:
     return [int(part) for part in text.split(",") if part]
 
@@ -549,7 +566,7 @@ def cmd_live(a: argparse.Namespace) -> int:
 
 COMMANDS = {"compare": cmd_compare, "ingest": cmd_ingest, "query": cmd_query, "lag": cmd_lag,
             "redis": cmd_redis, "ceiling": cmd_ceiling, "rebuild": cmd_rebuild, "start": cmd_start, "boards": cmd_boards, "live": cmd_live,
-            "cluster": cmd_cluster}
+            "cluster": cmd_cluster, "spread": cmd_spread}
 
 
 def main(argv: list[str] | None = None) -> int:

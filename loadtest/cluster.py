@@ -201,13 +201,13 @@ def cluster_benchmark(sizes: Sizes, pg: str | None, tree: Path | None = None) ->
         try:
             out.update(_phases(Path(tmp), token, url, schemas, boards, sizes, postmaster_pid(url), tree))
         finally:
-            asyncio.run(_drop(url, schemas))
+            asyncio.run(drop_schemas(url, schemas))
     out["ok"] = (out["one_node"]["ok"] and out["cluster"]["ok"] and all(t["ok"] for t in out["takeover"])
                  and out.get("handoff", {"ok": True})["ok"])
     return out
 
 
-async def _drop(url: str, schemas: list[str]) -> None:
+async def drop_schemas(url: str, schemas: list[str]) -> None:
     import asyncpg
 
     conn = await asyncpg.connect(url)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from arena.cluster.placement import preference
-from arena.config import ClusterSettings, Config, JournalSettings
+from arena.config import Admin, ClusterSettings, Config, JournalSettings
 from loadtest.arena_client import bench_config, http_get_json
 from loadtest.config_toml import write_config
 from loadtest.process import ARENA, ArenaServe, arena_in
@@ -31,18 +31,21 @@ def board_names(boards: int) -> list[str]:
 
 
 def cluster_config(workdir: Path, token: str, url: str, schema: str, boards: list[str], *,
-                   node_id: str | None, standbys: int = 1, lease_seconds: float = 3.0) -> Config:
+                   node_id: str | None, standbys: int = 1, lease_seconds: float = 3.0,
+                   admins: tuple[Admin, ...] = ()) -> Config:
     """The benchmark board's definition under each of ``boards``, journaled in ``schema``; a node
-    ``node_id`` of a cluster (None: no ``[cluster]``, for writing journals in-process)."""
+    ``node_id`` of a cluster (None: no ``[cluster]``, for writing journals in-process); ``admins``
+    may use the admin routes."""
     base = bench_config(workdir / "data", token, journal=JournalSettings("postgresql", url, schema))
     spec = base.boards[SPEC_BOARD]
     cluster = None if node_id is None else ClusterSettings(node_id=node_id, standbys=standbys, lease_seconds=lease_seconds)
-    return dataclasses.replace(base, boards={b: dataclasses.replace(spec, name=b) for b in boards}, cluster=cluster)
+    return dataclasses.replace(base, boards={b: dataclasses.replace(spec, name=b) for b in boards}, cluster=cluster,
+                               admins=admins)
 
 
 @contextmanager
 def running_nodes(workdir: Path, token: str, url: str, schema: str, boards: list[str], nodes: int,
-                  standbys: int = 1, tree: Path | None = None) -> Iterator[list[ArenaServe]]:
+                  standbys: int = 1, tree: Path | None = None, admins: tuple[Admin, ...] = ()) -> Iterator[list[ArenaServe]]:
     """``nodes`` `arena serve` processes of one cluster (of the source tree ``tree``; None: the
     one this interpreter imports), started together and ready; stopped (SIGTERM, then SIGKILL)
     at the end."""
@@ -51,7 +54,7 @@ def running_nodes(workdir: Path, token: str, url: str, schema: str, boards: list
     for node_id in node_ids(nodes):
         directory = workdir / schema / node_id
         directory.mkdir(parents=True)
-        config = cluster_config(directory, token, url, schema, boards, node_id=node_id, standbys=standbys)
+        config = cluster_config(directory, token, url, schema, boards, node_id=node_id, standbys=standbys, admins=admins)
         servers.append(ArenaServe(write_config(config, directory / "config.toml"), command=command,
                                   env={**env, "ARENA_CLUSTER_SECRET": SECRET}))
     try:

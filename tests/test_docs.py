@@ -110,7 +110,8 @@ def test_every_config_key_is_documented() -> None:
     assert not missing, f"docs/configuration.md does not name {missing}"
 
 
-_METRIC_TYPES = {"Counter": "_total", "Gauge": "", "GaugeMetricFamily": "", "Histogram": "", "Summary": "", "Info": "_info"}
+_METRIC_TYPES = {"Counter": "_total", "CounterMetricFamily": "_total",
+                 "Gauge": "", "GaugeMetricFamily": "", "Histogram": "", "Summary": "", "Info": "_info"}
 
 
 def metric_names() -> set[str]:

@@ -315,6 +315,38 @@ def test_the_cluster_benchmark_runs_end_to_end(postgres: str, tmp_path: Path) ->
     assert "arena_bench_" not in run_sql(postgres, "SELECT string_agg(nspname, ',') FROM pg_namespace")
 
 
+def _loadtest(args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "loadtest", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+def test_the_many_boards_benchmark_runs_end_to_end_on_tiny_numbers(tmp_path: Path) -> None:
+    """`loadtest boards` at a tiny size: every figure is there (the goals are not judged at this
+    size: the RSS of a few boards is noise)."""
+    out = tmp_path / "boards.json"
+    proc = _loadtest(["boards", "--boards", "20", "--members", "5", "--big-members", "50", "--repeats", "2",
+                      "--idle", "0.5", "--json", str(out)], 300)
+    assert proc.returncode in (0, 1), f"boards failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr[-4000:]}"
+    doc = json.loads(out.read_text())
+    assert set(doc["first_answer_ms"]) == {"min", "median", "p99", "max"}
+    assert doc["start_s"] > 0 and doc["rss_idle_mb"] > 0 and "rss_per_idle_board_kb" in doc
+    assert doc["cpu"]["server_cpu"] is not None and len(doc["load_average"]) == 3
+    assert "RSS per board" in proc.stdout and "load average" in proc.stdout
+
+
+def test_the_spread_benchmark_times_a_new_board_on_every_node(postgres: str, tmp_path: Path) -> None:
+    """`loadtest spread` at a tiny size on the tests' PostgreSQL: each board created through one
+    node is answered by all three, and the run's schema is dropped."""
+    out = tmp_path / "spread.json"
+    proc = _loadtest(["spread", "--nodes", "3", "--boards", "2", "--postgresql-url", postgres, "--json", str(out)], 300)
+    assert proc.returncode in (0, 1), f"spread failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr[-4000:]}"
+    doc = json.loads(out.read_text())
+    assert len(doc["runs"]) == 2 and all(r["served_by_all_ms"] >= r["put_ms"] for r in doc["runs"])
+    assert set(doc["cpu"]) >= {"node-1", "node-2", "node-3", "load generator"}
+    assert "arena_spread_" not in run_sql(postgres, "SELECT string_agg(nspname, ',') FROM pg_namespace")
+
+
 def test_a_child_whose_free_port_was_taken_meanwhile_starts_on_another(tmp_path: Path, monkeypatch: Any) -> None:
     """`free_port` then the child's bind is a race with every other process: a child that exits
     because its port is in use is started again on another free port."""

@@ -19,6 +19,7 @@ import orjson
 from arena.board.clock import Clock
 from arena.board.commands import Barrier, Order, Redefine, Retire, VoidEvent, VoidMember, VoidOutcome
 from arena.board.feed import FeedWriter
+from arena.board.flag import Flag
 from arena.board.load import load
 from arena.board.mailbox import Command, Mailbox, Submission
 from arena.board.settling import Made, Settler, settlement_records
@@ -51,7 +52,11 @@ APPLY_STEP = 128
 class BoardHandle:
     """A board as the edges see it: submit into its mailbox, read its tables, ask its state (in
     ``states``, the node's map: a board of its own on a single node when not given). Outlives
-    actor restarts. `answer` is the one place a submission is answered."""
+    actor restarts. `answer` is the one place a submission is answered. An idle board's handle
+    is most of what it costs a node (a few hundred bytes): no event, no label child of its own."""
+
+    __slots__ = ("spec", "name", "mailbox", "metrics", "states", "failure", "engine", "journal", "loaded", "demand",
+                 "defined_by_api", "retired", "version")
 
     def __init__(self, spec: BoardSpec, mailbox_events: int, metrics: Metrics, states: BoardStates | None = None) -> None:
         self.spec = spec
@@ -62,7 +67,7 @@ class BoardHandle:
         self.failure: str | None = None
         self.engine: BoardEngine | None = None
         self.journal: Journal | None = None
-        self.loaded = asyncio.Event()
+        self.loaded = Flag()
         """Set while the board's tables are loaded (SERVING)."""
         self.demand: Callable[[str], None] | None = None
         """Told of every event and command for the board when boards are activated on demand
@@ -73,7 +78,6 @@ class BoardHandle:
         """Retired, as the catalog says (the owner's engine knows it from the journal)."""
         self.version = 0
         """An API board's version in the catalog (0: a config board)."""
-        metrics.board_state.labels(self.name).set_function(lambda: self.states.readiness(self.name))
 
     @property
     def state(self) -> BoardState:

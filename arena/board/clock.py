@@ -6,6 +6,8 @@ import asyncio
 import time
 from collections.abc import Callable
 
+from arena.board.flag import Flag
+
 
 class Clock:
     """Stamps received_at and decides closes. ``set`` pins it (the tests' clock route does)."""
@@ -33,7 +35,7 @@ class Clock:
         self._listeners.append(listener)
 
 
-async def wait_set(event: asyncio.Event, seconds: float | None) -> bool:
+async def wait_set(event: asyncio.Event | Flag, seconds: float | None) -> bool:
     """Wait until ``event`` is set (True) or ``seconds`` pass (False; None: no limit).
 
     Not `asyncio.wait_for`: on Python 3.11 it returns normally, and the caller's cancellation

@@ -32,6 +32,7 @@ from arena.board.activation import ACTIVATION_WAIT_SECONDS, Activations, Unloade
 from arena.board.actor import BoardActor, BoardHandle, unavailable_results
 from arena.board.clock import Clock
 from arena.board.feed import journaled_items
+from arena.board.heap import HeapTrimmer
 from arena.board.state import RUNNING, STOPPING, BoardEvent, BoardState, BoardStates
 from arena.config import Config
 from arena.engine.board import BoardEngine
@@ -75,18 +76,20 @@ class Supervisor:
         self._supervising: dict[str, asyncio.Task[None]] = {}
         """Each board's supervising task while it has one: the I/O handle, not its state."""
         self._sweeping: asyncio.Task[None] | None = None
+        self._heap = HeapTrimmer()
+        """Gives the memory of unloaded boards back to the OS."""
         self._stopping = False
         self._started = False
         for spec in config.boards.values():
             self._handle(spec)
         backend.watch(metrics.registry, self.handles)
+        metrics.watch_boards(lambda: [(name, self.states.readiness(name), h.mailbox.depth) for name, h in self.handles.items()])
         clock.on_change(self._poke_all)
 
     def _handle(self, spec: BoardSpec) -> BoardHandle:
         self.states.add(spec.name)
         handle = self.handles[spec.name] = BoardHandle(spec, self.config.server.mailbox_events, self.metrics, self.states)
         self.runs[spec.name] = 0
-        self.metrics.watch_mailbox(spec.name, lambda: handle.mailbox.depth)
         if self.activations is not None:
             handle.demand = self.activations.used
         return handle
@@ -234,6 +237,7 @@ class Supervisor:
         handle.move(BoardEvent.STOPPED)
         self.metrics.unloads.labels(reason).inc()
         self.metrics.unloaded(name)
+        self._heap.soon()
         log.info("board %s unloaded (%s) at seq %d", name, reason, unloaded.seq if unloaded else 0)
         if len(handle.mailbox) and self.activations is not None:  # came after its actor's last look
             self.activations.used(name)
@@ -430,6 +434,7 @@ class Supervisor:
     async def stop(self) -> None:
         """Let every loaded actor finish its queued batches, then close the journals."""
         self._stopping = True
+        self._heap.cancel()
         if self._sweeping is not None:
             self._sweeping.cancel()
             await asyncio.gather(self._sweeping, return_exceptions=True)
