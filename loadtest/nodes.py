@@ -35,8 +35,10 @@ def cluster_config(workdir: Path, token: str, url: str, schema: str, boards: lis
                    admins: tuple[Admin, ...] = ()) -> Config:
     """The benchmark board's definition under each of ``boards``, journaled in ``schema``; a node
     ``node_id`` of a cluster (None: no ``[cluster]``, for writing journals in-process); ``admins``
-    may use the admin routes."""
+    may use the admin routes. Every board stays loaded on its owner (`idle_unload_seconds = 0`), so
+    its standbys follow it: the takeover and hand-off figures are of loaded boards."""
     base = bench_config(workdir / "data", token, journal=JournalSettings("postgresql", url, schema))
+    base = dataclasses.replace(base, server=dataclasses.replace(base.server, idle_unload_seconds=0))
     spec = base.boards[SPEC_BOARD]
     cluster = None if node_id is None else ClusterSettings(node_id=node_id, standbys=standbys, lease_seconds=lease_seconds)
     return dataclasses.replace(base, boards={b: dataclasses.replace(spec, name=b) for b in boards}, cluster=cluster,
