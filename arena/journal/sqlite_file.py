@@ -35,16 +35,22 @@ class SqliteFile:
         if self._db is None:
             if self.readonly and not self.path.exists():
                 return None
+            db: aiosqlite.Connection | None = None
             try:
                 if self.readonly:
-                    self._db = await aiosqlite.connect(f"{self.path.absolute().as_uri()}?mode=ro", uri=True)
+                    db = await aiosqlite.connect(f"{self.path.absolute().as_uri()}?mode=ro", uri=True)
                 else:
-                    self._db = await aiosqlite.connect(str(self.path), isolation_level=None)
-                    await self._db.execute("PRAGMA journal_mode=WAL")
-                    await self._db.execute(f"PRAGMA synchronous={'FULL' if self.durability == 'full' else 'NORMAL'}")
-                    await self._db.executescript(self.schema)
+                    db = await aiosqlite.connect(str(self.path), isolation_level=None)
+                    await db.execute("PRAGMA journal_mode=WAL")
+                    await db.execute(f"PRAGMA synchronous={'FULL' if self.durability == 'full' else 'NORMAL'}")
+                    # The write lock taken first: a deferred schema transaction that finds another
+                    # connection writing gets SQLITE_BUSY at once, without the busy timeout.
+                    await db.executescript(f"BEGIN IMMEDIATE;\n{self.schema}\nCOMMIT;")
             except sqlite3.Error as exc:
+                if db is not None:
+                    await db.close()
                 raise JournalCorrupt(f"{self.path}: cannot open the {self.name}: {exc}") from exc
+            self._db = db
         return self._db
 
     async def read(self, sql: str, *args: object) -> list[Any]:  # sqlite rows: untyped
