@@ -11,13 +11,15 @@ a member joins or leaves the table, never when its score changes.
 from __future__ import annotations
 
 import hashlib
+import operator
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import islice
 from typing import Any, NamedTuple
 
 from sortedcontainers import SortedList
 
 from arena.engine.periods import Window
-from arena.engine.rankkey import decode_member, member_of, pack, sort_key_of, split_all, unpack
+from arena.engine.rankkey import decode_member, member_of, pack, pack_all, sort_key_of, split_all, unpack
 from arena.engine.scoring import Aggregation, ScoringRule, Standing, State, Update
 
 
@@ -49,38 +51,34 @@ class RankedTable:
 
     @classmethod
     def from_standings(cls, rule: ScoringRule, window: Window, standings: dict[str, Standing]) -> RankedTable:
-        """Build a table in one sort instead of n inserts. O(n log n)."""
+        """Build a table at once instead of n inserts: O(n log n), O(n) for the entries when
+        ``standings`` come in rank order."""
         table = cls(rule, window)
-        sort_key = rule.sort_key
-        items = table._items
-        for member, (score, reached_at, _key) in standings.items():
-            items[member] = pack(sort_key(score, reached_at), member)
-        table._sorted = SortedList(items.values())
-        table._names = SortedList(items)
+        sort_key, members = rule.sort_key, list(standings)
+        entries = pack_all([sort_key(score, reached_at) for score, reached_at, _key in standings.values()], members)
+        table._items = dict(zip(members, entries, strict=True))
+        table._sorted = _in_order(entries)
+        table._names = _in_order(sorted(members))
         if table._keys is not None:
             table._keys = {member: key for member, (_s, _r, key) in standings.items()}
         return table
 
     @classmethod
     def from_states(cls, rule: ScoringRule, window: Window, states: dict[str, State], like: RankedTable | None = None) -> RankedTable:
-        """Build a table in one sort from member states merged by `ScoringRule.merge` (a replay);
-        packed entries are taken with their dict. ``like``: a table whose entries these states
-        are (`same_states`), whose order is taken instead of sorting again. O(n log n); O(n)
-        with ``like``."""
+        """Build a table from member states merged by `ScoringRule.merge` (a replay); packed
+        entries are taken with their dict. ``like``: a table holding the same states, copied
+        instead (the replay knows which tables were fed the same rows). O(n log n) for the
+        names; O(n) for the entries when ``states`` come in rank order (a folding journal's
+        order); O(n) with ``like``."""
+        if like is not None:
+            return like.copy(window)
         if not rule.improves_by_key:
             return cls.from_standings(rule, window, states)
         table = cls(rule, window)
         table._items = states
-        # sorted() of a sorted run (the entries of ``like``) is one comparison per entry
-        table._sorted = SortedList(like._sorted if like is not None else states.values())
-        table._names = SortedList(like._names if like is not None else states)
+        table._sorted = _in_order(list(states.values()))
+        table._names = _in_order(sorted(states))
         return table
-
-    def same_states(self, states: dict[str, State]) -> bool:
-        """True when ``states`` are this table's packed entries (only a rule that
-        `improves_by_key` keeps them as they are). O(n), a few ns an entry when the states
-        share their objects with the table's."""
-        return self.rule.improves_by_key and self._items == states
 
     @classmethod
     def from_sorted(cls, rule: ScoringRule, window: Window, names: Sequence[str], entries: Sequence[bytes],
@@ -324,6 +322,15 @@ class RankedTable:
         for piece in self.canonical_text(self._sorted):
             h.update(piece)
         return h.hexdigest()
+
+
+def _in_order(items: list[Any]) -> SortedList:
+    """The SortedList of ``items`` (taken), sorted first unless they are in order already, as
+    a folding journal's rows come: one comparison an item instead of a sort and a copy."""
+    if not all(map(operator.le, items, islice(items, 1, None))):
+        items.sort()
+    load = SortedList.DEFAULT_LOAD_FACTOR
+    return _of_sublists([items[begin : begin + load] for begin in range(0, len(items), load)])
 
 
 def _of_sublists(lists: list[list[Any]]) -> SortedList:
