@@ -2,8 +2,10 @@
 
 Records are routed by the same rule as the live path (`Route.windows`) and folded by the same
 merge (`ScoringRule.update` and `merge`), so a rebuild equals the live tables. Member states
-accumulate in plain dicts, and each table is sorted once when it is built, which is what makes
-a rebuild fast.
+accumulate in plain dicts, and each table is built at once from them: its entries without a
+sort when they come in rank order (a folding journal's rows of one bucket), its names in one
+sort, and a table fed the same rows as one built before is a copy of it. That is what makes a
+rebuild fast.
 """
 
 from __future__ import annotations
@@ -137,7 +139,8 @@ class BucketFold:
         fed = self._fed
         if fed is None:  # at the first row: a bucket without rows makes no table, as no event would
             fed = self._fed = []
-            twins, renumbered = loader._twins, {}
+            twins = loader._twins
+            renumbered: dict[int, int] = {}
             for window in self._windows:
                 known = loader._targets.get(id(window))
                 target = known[1] if known is not None else loader._target(window)
