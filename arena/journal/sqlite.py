@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -133,10 +132,6 @@ _FOLD_CACHE_KIB = 4096
 """sqlite's page cache while a fold's query runs: its GROUP BY sorts in runs of the cache's size,
 and runs of a few MB (that stay in the CPU's caches) then merged cost about 25 % less CPU than
 runs of 64 MB at 10M events."""
-_FOLD_THREADS = min(4, os.cpu_count() or 1)
-"""Helper threads sqlite's sorter may use while a fold's query runs: the GROUP BY's sort is most
-of a large replay's CPU (about 7 of the 9 s of a 10M-event fold), and its runs then sort on the
-other cores. The query's CPU stays the same."""
 _WAL_HEADER_BYTES = 32
 _LOOKUP_CHUNK = 500
 _SCAN_CHUNK = 2_000
@@ -410,7 +405,6 @@ class SqliteJournal:
         packed = None if last is None else _packed_best(spec, kind, start, last)
         try:
             await self._db.execute(f"PRAGMA cache_size=-{_FOLD_CACHE_KIB}")
-            await self._db.execute(f"PRAGMA threads={_FOLD_THREADS}")
             try:
                 if packed is not None:
                     sql, scores = packed
@@ -426,7 +420,6 @@ class SqliteJournal:
                         yield _sums(folded) if kind == "sum" else folded  # type: ignore[misc]  # rows of FoldRow's columns
             finally:
                 await self._db.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
-                await self._db.execute("PRAGMA threads=0")
         except sqlite3.Error as exc:
             raise JournalCorrupt(f"{self.path}: journal unreadable: {exc}") from exc
 
