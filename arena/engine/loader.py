@@ -41,6 +41,7 @@ class Loader:
         # a new one. A table built from twin states is a copy of the first built.
         self._twins: dict[TableKey, int] = {}
         self._next_twin = 0
+        self._built: dict[int, RankedTable] = {}  # the first table built of each twin number
 
     def _target(self, window: Window) -> _Target:
         target: _Target = None
@@ -96,7 +97,7 @@ class Loader:
             self._windows.setdefault(key, window)
             self._states.setdefault(key, {})
         self._targets.clear()  # a later row looks its windows up again (and finds no states)
-        built: dict[int, RankedTable] = {}  # by twin number
+        built = self._built
         for key in [k for k in self._states if only is None or only(self._windows[k])]:
             states = self._states.pop(key)
             twin = self._twins.pop(key, None)
@@ -154,15 +155,19 @@ class BucketFold:
                 else:
                     self._fresh.append((window, target[1]))
         rule = loader.engine.rule
-        made = rule.states(rows)  # what each member's row makes of nothing, and brings to a state
-        if self._fresh:
-            self._made.update(made)
-        merge = rule.merge
-        for states, _applied in fed:
-            for member, update in made.items():
-                new = merge(states.get(member), update)
-                if new is not None:
-                    states[member] = new
+        if not fed:  # the rows go to fresh windows only (if any): straight into their states
+            if self._fresh:
+                rule.states(rows, self._made)
+        else:
+            made = rule.states(rows)  # what each member's row makes of nothing, and brings to a state
+            if self._fresh:
+                self._made.update(made)
+            merge = rule.merge
+            for states, _applied in fed:
+                for member, update in made.items():
+                    new = merge(states.get(member), update)
+                    if new is not None:
+                        states[member] = new
         count = sum([row[4] for row in rows])
         for _states, applied in fed:
             applied[0] += count
