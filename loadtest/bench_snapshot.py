@@ -107,7 +107,7 @@ async def main(aggregation: str, repeat: int, postgres: str | None) -> None:
     started = time.perf_counter()
     image = decode(data).tables[0]
     decoded = time.perf_counter()
-    RankedTable.from_entries(engine.rule, ALLTIME_WINDOW, image.entries, image.keys)
+    RankedTable.from_sorted(engine.rule, ALLTIME_WINDOW, image.names, image.entries, image.order, image.keys)
     print(f"decode {decoded - started:.3f}s, load the table {time.perf_counter() - decoded:.3f}s")
 
 

@@ -101,8 +101,11 @@ async def start_benchmark(members: int, events: int, tail: int, *, postgres: str
         config = bench_config(workdir / "data", secrets.token_urlsafe(16))
         if postgres is not None:
             config = dataclasses.replace(config, journal=JournalSettings("postgresql", postgres, "arena_start_bench"))
-        off = dataclasses.replace(config, server=dataclasses.replace(config.server, snapshot_every_events=0))
-        on = dataclasses.replace(config, server=dataclasses.replace(config.server, snapshot_every_events=max(events, 1)))
+        # boards stay loaded: a start loads the board and /readyz waits for its tables (with boards
+        # activated on demand it would answer at once, the board unloaded)
+        loaded = dataclasses.replace(config.server, idle_unload_seconds=0)
+        off = dataclasses.replace(config, server=dataclasses.replace(loaded, snapshot_every_events=0))
+        on = dataclasses.replace(config, server=dataclasses.replace(loaded, snapshot_every_events=max(events, 1)))
         (workdir / "data").mkdir()
         progress(f"writing a journal of {events:,} events over {members:,} members ({out['backend']})")
         out["journal_write_s"] = round(await journal_events(config, members, events, seed), 3)

@@ -241,10 +241,19 @@ async def _snapshot(engine: BoardEngine, journal: Journal, store: SnapshotStore,
         return None
 
     include = retained_by(floors)  # as a full replay: the tables retained today
-    for image in snapshot.tables:  # one table a turn: each is O(n), about 0.3 s at 10**6 entries
+    built: dict[int, RankedTable] = {}  # by index in the snapshot
+    for index, image in enumerate(snapshot.tables):  # one table a turn: each is O(n), about 0.3 s at 10**6 entries
         window = image.window
         if include(window) and image.entries:  # as a full replay: no table for a window without events
-            engine.tables[(window.kind, window.period_id)] = RankedTable.from_entries(engine.rule, window, image.entries, image.keys)
+            like = None if image.same_as is None else built.get(image.same_as)
+            try:
+                table = like.copy(window) if like is not None else RankedTable.from_sorted(
+                    engine.rule, window, image.names, image.entries, image.order, image.keys)
+            except ValueError as exc:  # a checksum holding over a bad section: a bug
+                engine.tables.clear()
+                log.warning("board %s: snapshot at seq %d ignored: %s; replaying the journal in full", board, snapshot.seq, exc)
+                return None
+            engine.tables[(window.kind, window.period_id)] = built[index] = table
             await asyncio.sleep(0)
     engine.disputes = dict(snapshot.disputes)
     for marker in await journal.close_markers(snapshot.seq):

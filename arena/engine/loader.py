@@ -2,8 +2,10 @@
 
 Records are routed by the same rule as the live path (`Route.windows`) and folded by the same
 merge (`ScoringRule.update` and `merge`), so a rebuild equals the live tables. Member states
-accumulate in plain dicts, and each table is sorted once when it is built, which is what makes
-a rebuild fast.
+accumulate in plain dicts, and each table is built at once from them: its entries without a
+sort when they come in rank order (a folding journal's rows of one bucket), its names in one
+sort, and a table fed the same rows as one built before is a copy of it. That is what makes a
+rebuild fast.
 """
 
 from __future__ import annotations
@@ -34,6 +36,12 @@ class Loader:
         self.applied: dict[TableKey, list[int]] = {}
         # id(window) -> (window, target); the window is kept so that its id is not reused
         self._targets: dict[int, tuple[Window, _Target]] = {}
+        # Tables fed the same rows so far (their states are equal) share a twin number: a
+        # bucket's fresh windows get one, and the windows a later bucket feeds part of a set get
+        # a new one. A table built from twin states is a copy of the first built.
+        self._twins: dict[TableKey, int] = {}
+        self._next_twin = 0
+        self._built: dict[int, RankedTable] = {}  # the first table built of each twin number
 
     def _target(self, window: Window) -> _Target:
         target: _Target = None
@@ -65,7 +73,14 @@ class Loader:
                 new = merge(states.get(member), update)
                 if new is not None:
                     states[member] = new
+        if count:
+            self._twins.clear()  # which windows the rows went to is known only row by row
         self.events += count
+
+    def twin(self) -> int:
+        """A new twin number (see ``_twins``). O(1)."""
+        self._next_twin += 1
+        return self._next_twin
 
     def bucket(self, windows: Sequence[Window]) -> BucketFold:
         """Where one bucket's folded rows go (`BucketFold`): every one of ``windows`` the pass
@@ -82,12 +97,14 @@ class Loader:
             self._windows.setdefault(key, window)
             self._states.setdefault(key, {})
         self._targets.clear()  # a later row looks its windows up again (and finds no states)
-        built: RankedTable | None = None
+        built = self._built
         for key in [k for k in self._states if only is None or only(self._windows[k])]:
             states = self._states.pop(key)
-            # tables fed the same events (a board's kinds whose windows all hold them) share an order
-            like = built if built is not None and len(built) == len(states) and built.same_states(states) else None
-            table = built = RankedTable.from_states(engine.rule, self._windows[key], states, like=like)
+            twin = self._twins.pop(key, None)
+            like = None if twin is None else built.get(twin)
+            table = RankedTable.from_states(engine.rule, self._windows[key], states, like=like)
+            if twin is not None:
+                built.setdefault(twin, table)
             marker = engine.markers.get(key)
             if marker is not None:
                 table.closed_seq, table.closed_at = marker.seq, marker.closed_at
@@ -123,6 +140,8 @@ class BucketFold:
         fed = self._fed
         if fed is None:  # at the first row: a bucket without rows makes no table, as no event would
             fed = self._fed = []
+            twins = loader._twins
+            renumbered: dict[int, int] = {}
             for window in self._windows:
                 known = loader._targets.get(id(window))
                 target = known[1] if known is not None else loader._target(window)
@@ -130,18 +149,25 @@ class BucketFold:
                     continue
                 if target[0]:
                     fed.append(target)
+                    key = (window.kind, window.period_id)
+                    if key in twins:  # still a twin of those of its twins this bucket feeds too
+                        twins[key] = renumbered.setdefault(twins[key], loader.twin())
                 else:
                     self._fresh.append((window, target[1]))
         rule = loader.engine.rule
-        made = rule.states(rows)  # what each member's row makes of nothing, and brings to a state
-        if self._fresh:
-            self._made.update(made)
-        merge = rule.merge
-        for states, _applied in fed:
-            for member, update in made.items():
-                new = merge(states.get(member), update)
-                if new is not None:
-                    states[member] = new
+        if not fed:  # the rows go to fresh windows only (if any): straight into their states
+            if self._fresh:
+                rule.states(rows, self._made)
+        else:
+            made = rule.states(rows)  # what each member's row makes of nothing, and brings to a state
+            if self._fresh:
+                self._made.update(made)
+            merge = rule.merge
+            for states, _applied in fed:
+                for member, update in made.items():
+                    new = merge(states.get(member), update)
+                    if new is not None:
+                        states[member] = new
         count = sum([row[4] for row in rows])
         for _states, applied in fed:
             applied[0] += count
@@ -153,8 +179,11 @@ class BucketFold:
         """Install the states gathered for the windows no earlier bucket fed, one copy each.
         O(members)."""
         loader = self._loader
+        twin = loader.twin()
         for i, (window, applied) in enumerate(self._fresh):
             states = self._made if i == 0 else self._made.copy()
-            loader._states[(window.kind, window.period_id)] = states
+            key = (window.kind, window.period_id)
+            loader._states[key] = states
+            loader._twins[key] = twin
             loader._targets[id(window)] = (window, (states, applied))
         self._fresh = []

@@ -148,16 +148,20 @@ class ScoringRule:
             return pack(self.sort_key(value, occurred_at), member)
         return (value, occurred_at, key)
 
-    def states(self, standings: Sequence[FoldRow]) -> dict[str, State]:
+    def states(self, standings: Sequence[FoldRow], into: dict[str, State] | None = None) -> dict[str, State]:
         """The states of members each given once as (member, score, reached_at, key, _): what
-        ``merge(None, update(member, score, reached_at, key))`` makes of each, in bulk. Each is
-        also that update: ``merge(state, it)`` folds the row into another state. O(n)."""
+        ``merge(None, update(member, score, reached_at, key))`` makes of each, in bulk, added to
+        ``into`` (a new dict by default), which is returned. Each is also that update:
+        ``merge(state, it)`` folds the row into another state. O(n)."""
+        into = {} if into is None else into
         if not self.improves_by_key:
-            return {member: (score, reached_at, key) for member, score, reached_at, key, _ in standings}
+            into.update((member, (score, reached_at, key)) for member, score, reached_at, key, _ in standings)
+            return into
         members = list(map(itemgetter(0), standings))  # a tenth of unpacking each row's tail
         shift, score_sign, reached_sign = _SHIFT, self.score_sign, self.reached_sign
         keys = [((score * score_sign) << shift) + reached_at * reached_sign + _OFFSET for _, score, reached_at, _, _ in standings]
-        return dict(zip(members, pack_all(keys, members), strict=True))
+        into.update(zip(members, pack_all(keys, members), strict=True))
+        return into
 
     def sort_key(self, score: int, reached_at: int) -> int:
         """Pack a standing into one int ordered like the ranks. O(1)."""

@@ -7,35 +7,51 @@ Layout (all integers little-endian)::
     MAGIC | u32 format | sha256 of the body (32 bytes) | body
     body = u32 length of the header | header (JSON) | each table's section, in header order
     section = u32 length of each entry | the entries | [u32 length of each key | the keys]
+              | u32 name index of the entry at each rank | the names, a line feed between two
 
 The header holds the board, its definition, the seq and the record at it, the retention floor of
-each period kind, the dispute counts and each table's window and sizes. Entries are the tables'
-packed entries (`arena.engine.rankkey`) in rank order, so a table is loaded without a sort.
+each period kind, the dispute counts and each table's window and sizes. A section lists the
+table's members in code point order (the order of its search index): their packed entries
+(`arena.engine.rankkey`), their names in UTF-8 and (latest aggregation only) their deciding keys;
+then, rank by rank, where in that order the entry is. A table is thus loaded without a sort,
+without decoding a member from an entry (a member has no control character, DESIGN.md, so the
+names split at line feeds), its objects made and visited in one order: at 10**6 members a cache
+miss an object is most of what a load costs. A table whose entries and keys repeat an earlier
+table's (a board's kinds whose windows all hold the same events) has no section: its header names
+the table it repeats (``same_as``), and it is loaded as a copy sharing that table's entries.
+
+Format 1 (entries in rank order, no names) is not read: such a snapshot is ignored with its
+reason, the board replays in full and its next snapshot is of this format.
 """
 
 from __future__ import annotations
 
 import hashlib
+import heapq
 import struct
 import sys
 from array import array
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import accumulate
+from itertools import accumulate, islice
 from typing import Generic, Protocol, TypeVar
 
 import orjson
 
 from arena.engine.periods import Window, period_name
+from arena.engine.rankkey import split_all
 from arena.engine.records import BoardRecord, CloseRecord, Record, ScoreRecord
 from arena.engine.routing import TableKey
 
-Table = TypeVar("Table", bound="TableSource", covariant=True)
-FORMAT = 1
+Table = TypeVar("Table", covariant=True)
+"""What a snapshot holds of each table: a `TableSource` to encode, a `TableImage` decoded."""
+FORMAT = 2
 """The snapshot format this Arena writes and reads; a snapshot of another format is ignored."""
 MAGIC = b"ARENA-SNAPSHOT\n\0"
 _PIECE = 4_096
 """Entries per encoded piece at most."""
+_STEP = 65_536
+"""Entries compared per step (`_equal`): about 1 ms."""
 
 
 class SnapshotInvalid(ValueError):
@@ -57,16 +73,19 @@ class TableSource(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class TableImage:
-    """A table as decoded: every entry in one run."""
+    """A table as decoded (`RankedTable.from_sorted` loads it): its members in code point order."""
 
     window: Window
+    names: list[str]
     entries: list[bytes]
-    """Packed entries in rank order."""
+    """Each name's packed entry."""
+    order: Sequence[int]
+    """Rank by rank, the index in ``names`` of the entry at that rank."""
     keys: list[str] | None
-    """The latest aggregation's deciding key of each entry; None for the other rules."""
-
-    def runs(self) -> Iterable[Run]:
-        return [(self.entries, self.keys)]
+    """The latest aggregation's deciding key of each name; None for the other rules."""
+    same_as: int | None = None
+    """The index of the earlier table of the snapshot that this one repeats (whose lists these
+    are); None: its own."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,37 +116,82 @@ def record_identity(record: Record) -> str:
 
 def encode(snapshot: Snapshot[TableSource], body: list[bytes]) -> Iterator[None]:
     """Fill ``body`` (empty) with the snapshot's body as pieces of bytes, pausing (yielding) after
-    each run of entries; `seal` then makes the whole. O(entries): about 0.3 s and 34 MB at 10**6
-    entries of 16-byte members."""
-    sections: list[bytes] = []
+    each run of entries and each piece of a section, a few ms at most; `seal` then makes the
+    whole. O(entries log runs): about 1.5 s of CPU and 40 MB at 10**6 entries of 16-byte members,
+    most of it putting the members in code point order; a table that repeats another costs a
+    comparison."""
+    sections: list[list[bytes]] = []
     tables = []
+    taken: list[tuple[list[bytes], list[str] | None]] = []  # each table's entries and keys, in rank order
     for table in snapshot.tables:
-        count = 0
-        entries: tuple[list[bytes], list[bytes]] = ([], [])
-        keys: tuple[list[bytes], list[bytes]] | None = None
+        entries: list[bytes] = []
+        keys: list[str] | None = None
         for run, run_keys in table.runs():
-            count += len(run)
-            _blobs(run, entries)
-            if run_keys is not None:
-                keys = keys or ([], [])  # every run of a latest table has keys, even an empty run
-                _blobs([k.encode("utf-8", "surrogatepass") for k in run_keys], keys)
+            entries += run
+            if run_keys is not None:  # every run of a latest table has keys, even an empty run
+                keys = [] if keys is None else keys
+                keys += run_keys
             yield
-        entry_pieces = entries[0] + entries[1]
-        key_pieces = None if keys is None else keys[0] + keys[1]
+        same_as = None
+        for earlier, (other, other_keys) in enumerate(taken):
+            if (yield from _equal(other, entries)) and (yield from _equal(other_keys, keys)):
+                same_as = earlier
+                break
+        taken.append((entries, keys))
+        section = [] if same_as is not None else (yield from _section(entries, keys))
         tables.append({
             "kind": table.window.kind, "period_id": table.window.period_id,
-            "start_ms": table.window.start_ms, "end_ms": table.window.end_ms, "count": count,
-            "entries_bytes": _size(entry_pieces), "keys_bytes": None if key_pieces is None else _size(key_pieces),
+            "start_ms": table.window.start_ms, "end_ms": table.window.end_ms, "count": len(entries),
+            "same_as": same_as, "section_bytes": _size(section), "keys": keys is not None,
         })
-        sections += entry_pieces
-        if key_pieces is not None:
-            sections += key_pieces
+        sections.append(section)
     header = orjson.dumps({
         "board": snapshot.board, "definition": snapshot.definition, "seq": snapshot.seq, "record": snapshot.record,
         "floors": snapshot.floors, "disputes": [[str(k), p, n] for (k, p), n in snapshot.disputes.items()],
         "tables": tables,
     })
-    body += [struct.pack("<I", len(header)), header, *sections]
+    body += [struct.pack("<I", len(header)), header, *(piece for section in sections for piece in section)]
+
+
+def _equal(a: Sequence[object] | None, b: Sequence[object] | None) -> Generator[None, None, bool]:
+    """Whether ``a == b``, pausing every `_STEP` items compared."""
+    if a is None or b is None or len(a) != len(b):
+        return a is None and b is None
+    for begin in range(0, len(a), _STEP):
+        if a[begin : begin + _STEP] != b[begin : begin + _STEP]:
+            return False
+        yield
+    return True
+
+
+def _section(entries: list[bytes], keys: list[str] | None) -> Generator[None, None, list[bytes]]:
+    """The section of a table of ``entries`` (in rank order) and their ``keys``, pausing after
+    each piece: runs of the members sorted, then merged into code point order."""
+    runs: list[list[bytes]] = []
+    for begin in range(0, len(entries), _PIECE):
+        # member + NUL + rank: the member (which holds no NUL) decides the order
+        runs.append(sorted([member + b"\0" + rank.to_bytes(4, "big") for (_sort_key, member), rank in
+                            zip(split_all(entries[begin : begin + _PIECE]), range(begin, begin + _PIECE), strict=False)]))
+        yield
+    placed: tuple[list[bytes], list[bytes]] = ([], [])
+    names: list[bytes] = []
+    key_pieces: tuple[list[bytes], list[bytes]] = ([], [])
+    order = array("I", bytes(4 * len(entries)))
+    at = 0
+    merged = heapq.merge(*runs)
+    while piece := list(islice(merged, _PIECE)):
+        ranks = [int.from_bytes(item[-4:], "big") for item in piece]
+        for index, rank in enumerate(ranks, at):
+            order[rank] = index
+        _blobs([entries[rank] for rank in ranks], placed)
+        names.append((b"\n" if at else b"") + b"\n".join([item[:-5] for item in piece]))
+        if keys is not None:
+            _blobs([keys[rank].encode("utf-8", "surrogatepass") for rank in ranks], key_pieces)
+        at += len(piece)
+        yield
+    if sys.byteorder != "little":
+        order.byteswap()
+    return [*placed[0], *placed[1], *key_pieces[0], *key_pieces[1], order.tobytes(), *names]
 
 
 def seal(body: Sequence[bytes]) -> list[bytes]:
@@ -156,15 +220,20 @@ def decode(data: bytes) -> Snapshot[TableImage]:
         (size,) = struct.unpack_from("<I", body, 0)
         header = orjson.loads(body[4 : 4 + size])
         at = 4 + size
-        images = []
+        images: list[TableImage] = []
         for t in header["tables"]:
             window = Window(period_name(t["kind"]), t["period_id"], t["start_ms"], t["end_ms"])
-            entries, at = _split(body, at, t["count"], t["entries_bytes"])
-            keys = None
-            if t["keys_bytes"] is not None:
-                raw, at = _split(body, at, t["count"], t["keys_bytes"])
-                keys = [k.decode("utf-8", "surrogatepass") for k in raw]
-            images.append(TableImage(window, entries, keys))
+            count, same_as = int(t["count"]), t["same_as"]
+            if same_as is not None:
+                like = images[same_as] if 0 <= same_as < len(images) else None
+                if like is None or len(like.entries) != count:
+                    raise ValueError(f"table {len(images)} repeats no earlier table of its size")
+                images.append(TableImage(window, like.names, like.entries, like.order, like.keys, same_as))
+                continue
+            images.append(_image(window, body[at : at + t["section_bytes"]], count, bool(t["keys"])))
+            at += t["section_bytes"]
+        if at != len(body):
+            raise ValueError("the sections do not fill the body")
         disputes = {(period_name(kind), period_id): int(n) for kind, period_id, n in header["disputes"]}
         return Snapshot(header["board"], header["definition"], int(header["seq"]), header["record"],
                         dict(header["floors"]), disputes, images)
@@ -172,37 +241,69 @@ def decode(data: bytes) -> Snapshot[TableImage]:
         raise SnapshotInvalid(f"unreadable snapshot body: {exc!r}") from exc
 
 
+def _image(window: Window, section: memoryview, count: int, keyed: bool) -> TableImage:
+    """The table of ``window`` whose section is ``section``. Raises ValueError when its parts
+    disagree."""
+    entries, at = _blobs_at(section, 0, count)
+    keys = None
+    if keyed:
+        raw, at = _blobs_at(section, at, count)
+        keys = [key.decode("utf-8", "surrogatepass") for key in raw]
+    order = _u32s_at(section, at, count)
+    if count and max(order) >= count:
+        raise ValueError("an order index past the names")
+    names = str(section[at + 4 * count :], "utf-8", "surrogatepass").split("\n") if count else []
+    if len(names) != count:
+        raise ValueError("the names are not as many as the entries")
+    return TableImage(window, names, entries, order, keys)
+
+
 def _blobs(items: Sequence[bytes], into: tuple[list[bytes], list[bytes]]) -> None:
     """Add each item's u32 length to ``into[0]`` and the items to ``into[1]``, in pieces of at
     most `_PIECE` items: a section is ``into[0] + into[1]``."""
     for begin in range(0, len(items), _PIECE):
         piece = items[begin : begin + _PIECE]
-        sizes = array("I", map(len, piece))
-        if sys.byteorder != "little":
-            sizes.byteswap()
-        into[0].append(sizes.tobytes())
+        into[0].append(_u32s(list(map(len, piece))))
         into[1].append(b"".join(piece))
+
+
+def _u32s(values: list[int]) -> bytes:
+    """``values`` as little-endian u32s."""
+    packed = array("I", values)
+    if sys.byteorder != "little":
+        packed.byteswap()
+    return packed.tobytes()
+
+
+def _u32s_at(body: memoryview, at: int, count: int) -> array[int]:
+    """The ``count`` little-endian u32s at ``at``."""
+    values = array("I")
+    values.frombytes(body[at : at + 4 * count])
+    if len(values) != count:
+        raise ValueError("a part runs past its section")
+    if sys.byteorder != "little":
+        values.byteswap()
+    return values
 
 
 def _size(pieces: list[bytes]) -> int:
     return sum(map(len, pieces))
 
 
-def _split(body: memoryview, at: int, count: int, size: int) -> tuple[list[bytes], int]:
-    """The ``count`` items of the `_blobs` section of ``size`` bytes at ``at``, and where it ends."""
-    sizes = array("I")
-    sizes.frombytes(body[at : at + 4 * count])
-    if sys.byteorder != "little":
-        sizes.byteswap()
-    blob = bytes(body[at + 4 * count : at + size])
-    if sum(sizes) != len(blob):
-        raise ValueError("section sizes disagree")
+def _blobs_at(section: memoryview, at: int, count: int) -> tuple[list[bytes], int]:
+    """The ``count`` items of the `_blobs` part at ``at``, and where it ends."""
+    sizes = _u32s_at(section, at, count)
+    at += 4 * count
     ends = list(accumulate(sizes))
-    return [blob[a:b] for a, b in zip([0, *ends], ends, strict=False)], at + size
+    end = at + (ends[-1] if ends else 0)
+    if end > len(section):
+        raise ValueError("a part runs past its section")
+    blob = bytes(section[at:end])
+    return [blob[a:b] for a, b in zip([0, *ends], ends, strict=False)], end
 
 
 def rejection(
-    snapshot: Snapshot[TableImage], board: str, definition: str, record_at_seq: str | None, floors: Mapping[str, int | None]
+    snapshot: Snapshot[object], board: str, definition: str, record_at_seq: str | None, floors: Mapping[str, int | None]
 ) -> str | None:
     """Why a start may not use ``snapshot`` (None: it may), given the board, its definition text
     today, the identity of the journal's record at the snapshot's seq (None: the journal has no

@@ -1,6 +1,6 @@
 """A start from a snapshot equals a full replay, digest for digest (voids, close markers and closed
 tables included), on sqlite and PostgreSQL, also when batches land while it is taken; a snapshot that may not serve (corrupt, truncated,
-foreign, future, another record at its seq, another definition, a larger keep_closed) is ignored
+foreign, of an older or a future format, another record at its seq, another definition, a larger keep_closed) is ignored
 with a log line naming why, and the board replays in full."""
 
 from __future__ import annotations
@@ -95,7 +95,8 @@ def test_a_snapshot_taken_while_batches_land_holds_the_tables_at_its_seq(
             floor = snapshot.floors[window.kind]
             return floor is None or window.start_ms is None or window.start_ms >= floor
 
-        tables = {(t.window.kind, t.window.period_id): RankedTable.from_entries(replayed.rule, t.window, t.entries, t.keys)
+        tables = {(t.window.kind, t.window.period_id):
+                  RankedTable.from_sorted(replayed.rule, t.window, t.names, t.entries, t.order, t.keys)
                   for t in snapshot.tables if retained(t.window)}
         assert {k: t.digest() for k, t in tables.items() if len(t)} == \
             {k: t.digest() for k, t in replayed.tables.items() if len(t)}
@@ -144,10 +145,14 @@ async def truncated(store: Store, snapshots: SnapshotStore) -> None:
     await snapshots.save("b", 0, [data[: len(data) // 2]])
 
 
-async def future(store: Store, snapshots: SnapshotStore) -> None:
+async def future(store: Store, snapshots: SnapshotStore, format: int = FORMAT + 1) -> None:
     data = await snapshots.load("b")
     assert data is not None
-    await snapshots.save("b", 0, [MAGIC, struct.pack("<I", FORMAT + 1), data[len(MAGIC) + 4 :]])
+    await snapshots.save("b", 0, [MAGIC, struct.pack("<I", format), data[len(MAGIC) + 4 :]])
+
+
+async def older(store: Store, snapshots: SnapshotStore) -> None:
+    await future(store, snapshots, 1)  # format 1 held each table's entries in rank order, without names
 
 
 async def foreign(store: Store, snapshots: SnapshotStore) -> None:
@@ -184,6 +189,7 @@ CASES: dict[str, tuple[Callable[[Store, SnapshotStore], Awaitable[None]], BoardS
     "corrupt": (corrupt, SPEC, "checksum does not hold"),
     "truncated": (truncated, SPEC, "checksum does not hold"),
     "future": (future, SPEC, f"snapshot format {FORMAT + 1}"),
+    "format 1": (older, SPEC, "snapshot format 1, this Arena reads format 2"),
     "foreign": (foreign, SPEC, "it is board 'c'"),
     "journal replaced": (journal_replaced, SPEC, "another record at its seq"),
     "another definition": (lambda store, snapshots: asyncio.sleep(0), replace(SPEC, order=SPEC.order.__class__("asc")),

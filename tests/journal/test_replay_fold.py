@@ -156,3 +156,31 @@ def test_states_in_bulk_are_what_merging_each_into_nothing_makes(
     latest = aggregation is Aggregation.LATEST  # a FoldRow's key is "" for the others
     rows = [(member, score, reached_at, key if latest else "", 1) for member, (score, reached_at, key) in standings.items()]
     assert rule.states(rows) == {m: rule.merge(None, rule.update(m, s, r, k)) for m, s, r, k, _ in rows}
+
+
+@pytest.mark.parametrize("aggregation", [Aggregation.BEST, Aggregation.LATEST])
+def test_tables_fed_the_same_rows_are_built_as_copies_that_change_apart(backend_kind: BackendKind,
+                                                                         aggregation: Aggregation) -> None:
+    """Last week's bucket feeds alltime, that week and that day alike; this week's feeds alltime
+    again but not last week: alltime and last week part. This week's and today's tables are fed
+    the same rows: one is a copy of the other, and a later event changes one of them only."""
+    spec = BoardSpec("b", aggregation=aggregation, periods=(PeriodKind.ALLTIME, PeriodKind.WEEKLY, PeriodKind.DAILY))
+    now = 1_796_216_400_000  # Wednesday 2026-12-02T13:00:00Z
+    last_week = now - 7 * 24 * HOUR
+    events = [("a", 5, last_week), ("b", 7, last_week + 1), ("a", 9, now - HOUR), ("c", 1, now - HOUR + 1)]
+    records = [ScoreRecord(seq, Event("b", member, value, at, f"k{seq}"), at, "gs")
+               for seq, (member, value, at) in enumerate(events, start=1)]
+
+    async def run() -> tuple[BoardEngine, BoardEngine]:
+        async with journal_store(*backend_kind) as store:
+            await write_journal(store, spec, [records])
+            return await both_replays(store, spec, now, everything=True)
+
+    folded, eager = asyncio.run(run())
+    assert_same(folded, eager)
+    tables = {kind: folded.view(kind, None, now) for kind in spec.periods}
+    assert len(tables[PeriodKind.ALLTIME]) == 3 and len(tables[PeriodKind.WEEKLY]) == 2
+    weekly, daily = tables[PeriodKind.WEEKLY], tables[PeriodKind.DAILY]
+    assert weekly.digest() == daily.digest()
+    assert weekly.apply("d", 3, now, "k9")
+    assert len(weekly) == 3 and len(daily) == 2 and daily.entry("d") is None

@@ -26,6 +26,9 @@ def state(engine: BoardEngine) -> dict[str, Any]:
     """What the queries and digests see of an engine."""
     return {
         "tables": {key: (t.digest(), len(t), t.closed_seq, t.closed_at) for key, t in engine.tables.items() if len(t) or t.closed},
+        # the search index and each member's standing (a latest table's deciding keys), which no digest shows
+        "members": {key: (t.search("", len(t)), [t.standing(e.member) for e in t.entries()])
+                    for key, t in engine.tables.items() if len(t)},
         "markers": engine.markers,
         "disputes": engine.disputes,
         "last_seq": engine.last_seq,
