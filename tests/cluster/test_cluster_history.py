@@ -93,12 +93,12 @@ async def test_answers_are_never_stale_while_boards_activate_unload_move_and_one
 
     async def fault(recorder: Recorder) -> None:
         unloads = await counted("arena_board_unloads_total")
-        await until(partial(_at_least, counted, "arena_board_unloads_total", unloads + 10), "boards unloaded between answers")
+        await until(partial(_at_least, counted, "arena_board_unloads_total", unloads + 10), "boards unloaded between answers", 90)
         await recorder.retire("cup")
         victim.kill()
         await settled([s for _, s in rest], [n for n, _ in rest], dict(QUIET.boards))
         activations = await counted("arena_board_activations_total")
-        await until(partial(_at_least, counted, "arena_board_activations_total", activations + 10), "boards activated again")
+        await until(partial(_at_least, counted, "arena_board_activations_total", activations + 10), "boards activated again", 90)
 
     try:
         history = await record(QUIET, lambda: [s.url for s in servers if s.alive()], fault, after=50)
