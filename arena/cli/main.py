@@ -23,7 +23,7 @@ import orjson
 
 from arena.auth import RedactTokens, new_token, token_sha256
 from arena.board.clock import Clock
-from arena.cli.rebuild import every_board, rebuild_board, table_rows
+from arena.cli.rebuild import every_board, rebuild_board, table_name, table_rows
 from arena.config import Config, load_config
 from arena.engine.periods import period_name
 from arena.engine.spec import BoardSpec
@@ -116,7 +116,8 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
             failed += 1
             continue
         rows = table_rows(spec, engine, report, now)
-        for (kind, period_id), (table, events, seconds) in sorted(rows.items(), key=lambda row: row[0]):
+        for key, (table, events, seconds) in sorted(rows.items(), key=lambda row: table_name(row[0])):
+            kind, period_id = table_name(key)
             print(f"{spec.name}\t{kind}\t{period_id}\t{events}\t{len(table)}\t{seconds:.3f}\t{table.digest()}", flush=True)
         rate = report.events / report.seconds if report.seconds else 0.0
         print(f"# {spec.name}: {report.events} events in {report.seconds:.3f}s ({rate:,.0f} events/s)", file=sys.stderr, flush=True)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from arena.engine.board import BoardEngine
 from arena.engine.periods import Window
-from arena.engine.routing import ScoreRow, TableKey
+from arena.engine.routing import PartitionKey, ScoreRow, TableKey
 from arena.engine.scoring import FoldRow, State
 from arena.engine.table import RankedTable
 
@@ -31,9 +31,12 @@ class Loader:
         self.events = 0
         self._states: dict[TableKey, dict[str, State]] = {}
         self._windows: dict[TableKey, Window] = {}
-        self.applied: dict[TableKey, list[int]] = {}
+        self.applied: dict[TableKey | PartitionKey, list[int]] = {}
+        """Records applied to each table (`table_key`)."""
         # id(window) -> (window, target); the window is kept so that its id is not reused
         self._targets: dict[int, tuple[Window, _Target]] = {}
+        self._partitions: dict[PartitionKey, dict[str, State]] = {}
+        """The member states of each partition of a window's table (a region's)."""
 
     def _target(self, window: Window) -> _Target:
         target: _Target = None
@@ -44,13 +47,17 @@ class Loader:
         self._targets[id(window)] = (window, target)
         return target
 
+    def _partition(self, window: Window, partition: str) -> tuple[dict[str, State], list[int]]:
+        key = (window.kind, window.period_id, partition)
+        return self._partitions.setdefault(key, {}), self.applied.setdefault(key, [0])
+
     def feed(self, rows: Iterable[ScoreRow]) -> None:
         """Apply rows (seq, member, value, occurred_at, key), in any order: merges commute, and
         a close marker excludes by seq. O(rows * kinds)."""
         update_of, merge = self.engine.rule.update, self.engine.rule.merge
         targets = self._targets
         count = 0
-        for windows, member, value, occurred_at, key in self.engine.router.routed(rows, self.voided):
+        for windows, member, value, occurred_at, key, partition in self.engine.router.routed(rows, self.voided):
             count += 1
             update = None
             for window in windows:
@@ -58,13 +65,13 @@ class Loader:
                 target = known[1] if known is not None else self._target(window)
                 if target is None:
                     continue
-                states, applied = target
-                applied[0] += 1
                 if update is None:
                     update = update_of(member, value, occurred_at, key)
-                new = merge(states.get(member), update)
-                if new is not None:
-                    states[member] = new
+                for states, applied in (target,) if partition is None else (target, self._partition(window, partition)):
+                    applied[0] += 1
+                    new = merge(states.get(member), update)
+                    if new is not None:
+                        states[member] = new
         self.events += count
 
     def bucket(self, windows: Sequence[Window]) -> BucketFold:
@@ -87,12 +94,17 @@ class Loader:
             states = self._states.pop(key)
             # tables fed the same events (a board's kinds whose windows all hold them) share an order
             like = built if built is not None and len(built) == len(states) and built.same_states(states) else None
-            table = built = RankedTable.from_states(engine.rule, self._windows[key], states, like=like)
-            marker = engine.markers.get(key)
-            if marker is not None:
-                table.closed_seq, table.closed_at = marker.seq, marker.closed_at
+            window = self._windows[key]
+            table = built = RankedTable.from_states(engine.rule, window, states, like=like)
             engine.tables[key] = table
+            engine.close_table(table)
             yield table
+            for part_key in [p for p in self._partitions if p[:2] == key]:
+                part = RankedTable.from_states(engine.rule, window, self._partitions.pop(part_key))
+                part.partition = part_key[2]
+                engine.partitions.setdefault(key, {})[part.partition] = part
+                engine.close_table(part)
+                yield part
 
 
 class BucketFold:

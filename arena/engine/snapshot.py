@@ -52,6 +52,9 @@ class TableSource(Protocol):
     @property
     def window(self) -> Window: ...
 
+    @property
+    def partition(self) -> str | None: ...
+
     def runs(self) -> Iterable[Run]: ...
 
 
@@ -64,6 +67,8 @@ class TableImage:
     """Packed entries in rank order."""
     keys: list[str] | None
     """The latest aggregation's deciding key of each entry; None for the other rules."""
+    partition: str | None = None
+    """The partition of the window's table it is; None: the global table."""
 
     def runs(self) -> Iterable[Run]:
         return [(self.entries, self.keys)]
@@ -116,7 +121,7 @@ def encode(snapshot: Snapshot[TableSource], body: list[bytes]) -> Iterator[None]
         key_pieces = None if keys is None else keys[0] + keys[1]
         tables.append({
             "kind": table.window.kind, "period_id": table.window.period_id,
-            "start_ms": table.window.start_ms, "end_ms": table.window.end_ms, "count": count,
+            "start_ms": table.window.start_ms, "end_ms": table.window.end_ms, "partition": table.partition, "count": count,
             "entries_bytes": _size(entry_pieces), "keys_bytes": None if key_pieces is None else _size(key_pieces),
         })
         sections += entry_pieces
@@ -164,7 +169,7 @@ def decode(data: bytes) -> Snapshot[TableImage]:
             if t["keys_bytes"] is not None:
                 raw, at = _split(body, at, t["count"], t["keys_bytes"])
                 keys = [k.decode("utf-8", "surrogatepass") for k in raw]
-            images.append(TableImage(window, entries, keys))
+            images.append(TableImage(window, entries, keys, t.get("partition")))
         disputes = {(period_name(kind), period_id): int(n) for kind, period_id, n in header["disputes"]}
         return Snapshot(header["board"], header["definition"], int(header["seq"]), header["record"],
                         dict(header["floors"]), disputes, images)

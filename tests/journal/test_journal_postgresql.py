@@ -134,7 +134,7 @@ async def test_boards_share_the_tables_and_never_see_each_other(backend: Postgre
     await one.append([score(1, "same-key"), CloseRecord(2, DAY, T)])
     await two.append([score(1, "same-key")])  # the key is unique per board, the seq too
     assert (await one.committed_seq(), await two.committed_seq()) == (2, 1)
-    assert await two.close_markers() == [] and await two.lookup(["same-key"]) == {"same-key": ("a", 1, T)}
+    assert await two.close_markers() == [] and await two.lookup(["same-key"]) == {"same-key": ("a", 1, T, None)}
 
 
 @pytest.mark.parametrize(("durability", "setting"), [("full", "on"), ("normal", "off")])
@@ -206,7 +206,7 @@ async def test_a_stopped_server_refuses_writes_and_reads_and_the_journal_recover
             await journal.lookup(["k1"])
         await asyncio.to_thread(own_postgres.start)
         await appended(journal, [score(2)])
-        assert await journal.lookup(["k1", "k2"]) == {"k1": ("a", 1, T), "k2": ("a", 2, T)}
+        assert await journal.lookup(["k1", "k2"]) == {"k1": ("a", 1, T, None), "k2": ("a", 2, T, None)}
     finally:
         await backend.close()
 

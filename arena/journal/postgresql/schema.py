@@ -10,13 +10,14 @@ from arena.errors import JournalCorrupt
 
 log = logging.getLogger("arena.journal")
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """The version of the tables below; a schema of a greater version belongs to a newer Arena."""
 _UPGRADES = {
     1: "ALTER TABLE {s}.node_lease ADD COLUMN url text COLLATE \"C\" NOT NULL DEFAULT ''",
     2: "CREATE TABLE {s}.board_snapshot (board text COLLATE \"C\" PRIMARY KEY, seq bigint NOT NULL, data bytea NOT NULL)",
     3: "ALTER TABLE {s}.node_lease ADD COLUMN state text COLLATE \"C\" NOT NULL DEFAULT 'serving'",
     4: "{board_records}",
+    5: "ALTER TABLE {s}.score_event ADD COLUMN region text COLLATE \"C\"",
 }
 """The statement that takes tables of version N to N + 1, run by a writable start."""
 
@@ -34,6 +35,7 @@ CREATE TABLE {s}.score_event (
     source text COLLATE "C" NOT NULL,
     idempotency_key bytea NOT NULL,
     meta text COLLATE "C",
+    region text COLLATE "C",
     PRIMARY KEY (board, seq),
     UNIQUE (board, idempotency_key)
 );
