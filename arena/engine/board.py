@@ -196,23 +196,30 @@ class BoardEngine:
         O(events * kinds + changed members * log n)."""
         update_of = self.rule.update
         shares: dict[RankedTable, list[tuple[str, Update]]] = {}
-        # (id(window), partition) -> (window, its table's share or None when left out): windows
-        # repeat, and hashing one is slow; the window is kept so that its id is not reused meanwhile
-        by_window: dict[tuple[int, str | None], tuple[Window, list[tuple[str, Update]] | None]] = {}
+        # id(window) -> (window, its table's share or None when left out): windows repeat, and
+        # hashing one is slow; the window is kept so that its id is not reused meanwhile
+        by_window: dict[int, tuple[Window, list[tuple[str, Update]] | None]] = {}
+        by_partition: dict[tuple[int, str], tuple[Window, list[tuple[str, Update]]]] = {}  # the same, per partition
         count = 0
         for windows, member, value, occurred_at, key, partition in events:
             count += 1
             update = None
             for window in windows:
-                for part in (None, partition) if partition is not None else (None,):
-                    known = by_window.get((id(window), part))
-                    if known is None:
-                        share = shares.setdefault(self._table(window, part), []) if include is None or include(window) else None
-                        known = by_window[(id(window), part)] = (window, share)
-                    if known[1] is not None:
-                        if update is None:
-                            update = (member, update_of(member, value, occurred_at, key))
-                        known[1].append(update)
+                known = by_window.get(id(window))
+                if known is None:
+                    share = shares.setdefault(self._table(window), []) if include is None or include(window) else None
+                    known = by_window[id(window)] = (window, share)
+                if known[1] is None:
+                    continue
+                if update is None:
+                    update = (member, update_of(member, value, occurred_at, key))
+                known[1].append(update)
+                if partition is not None:
+                    place = (id(window), partition)
+                    part = by_partition.get(place)
+                    if part is None:
+                        part = by_partition[place] = (window, shares.setdefault(self._table(window, partition), []))
+                    part[1].append(update)
         for table, share in shares.items():
             table.apply_updates(share)
         return count

@@ -6,6 +6,7 @@ snapshot and a full replay give the same partitions. WS query ops and live views
 
 from __future__ import annotations
 
+import asyncio
 import random
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -18,10 +19,23 @@ from arena.api.live import REFUSED
 from arena.cli.rebuild import rebuild_board, table_name, table_rows
 from arena.config import Config, JournalSettings
 from arena.engine.times import format_ms
-from support import prize_oracle
+from arena_client import ArenaClient, ScoreEvent, TopView
+from support import arena_cli, prize_oracle
 from support.documented import assert_documented
+from support.faults import write_config
 from support.oracle import OBoard, OEvent, Row, digest, rank
-from support.server import ADMIN_TOKEN, Client, InProcessServer, event, make_config, token_for, until
+from support.server import (
+    ADMIN_TOKEN,
+    ChildServer,
+    Client,
+    InProcessServer,
+    event,
+    make_config,
+    now_ms,
+    statuses,
+    token_for,
+    until,
+)
 
 NOW = 1_799_020_800_000  # 2027-01-04T00:00:00Z
 DAY_ID = "2027-01-04"
@@ -271,3 +285,51 @@ async def test_each_region_settles_on_its_own_with_regional_prizes(tmp_path: Pat
         assert (await http.post("/v1/_test/clock", json={"now_ms": NOW + 86_400_000 + 120_000})).status_code == 200
         assert await get(http, SETTLEMENT.format(board="cup"), period_id=DAY_ID, partition="eu") == {**eu, "seq": ANY}
         assert await get(http, SETTLEMENT.format(board="cup"), period_id=DAY_ID) == {**everyone, "seq": ANY}
+
+
+async def test_arena_rebuild_and_verify_cover_every_partition(tmp_path: Path, served_journal: JournalSettings) -> None:
+    config = write_config(tmp_path, {"r": {"periods": ["alltime"], "regions": REGIONS}}, journal=served_journal)
+    node = ChildServer(config, fault_injection=False)
+    await asyncio.to_thread(node.start)
+    try:
+        client = await Client.connect(node.ws_url, token_for("gs"))
+        at = now_ms()
+        sent = [event("r", "ann", 5, at, "v1", region="eu"), event("r", "bob", 7, at, "v2", region="eu"),
+                event("r", "cid", 1, at, "v3")]
+        assert statuses(await client.submit(sent)) == ["accepted"] * 3
+        await client.close()
+        rebuilt = await asyncio.to_thread(arena_cli.arena, "rebuild", "--config", config, timeout=60)
+        assert rebuilt.returncode == 0, rebuilt.stderr
+        digests = arena_cli.rebuild_digests(rebuilt.stdout)
+        assert ("r", "alltime", "alltime/eu") in digests, rebuilt.stdout + rebuilt.stderr
+        assert (digests[("r", "alltime", "alltime/eu")].events, digests[("r", "alltime", "alltime/eu")].members) == (2, 2)
+        assert digests[("r", "alltime", "alltime/na")].members == 0
+        async with httpx.AsyncClient(base_url=node.url) as http:
+            served = await get(http, "/v1/boards/r/alltime/digest", partition="eu")
+        assert digests[("r", "alltime", "alltime/eu")].sha256 == served["sha256"]
+        verified = await asyncio.to_thread(arena_cli.arena, "verify", "--config", config, "--url", node.url, timeout=60)
+        assert verified.returncode == 0, verified.stderr
+        assert "4 tables checked, 0 mismatched" in verified.stderr
+        assert "ok\tr/alltime/alltime/eu @ seq" in verified.stdout
+    finally:
+        node.kill()
+
+
+async def test_the_python_sdk_writes_regions_and_reads_partitions(tmp_path: Path) -> None:
+    config = make_config(tmp_path, BOARDS)
+    async with serving(config) as (server, http), ArenaClient(server.url, token_for("gs")) as sdk:
+        results = await sdk.submit_many([ScoreEvent("r", "ann", 5, NOW, region="eu"), ScoreEvent("r", "bob", 9, NOW, region="na"),
+                                         {"board": "r", "member": "cid", "value": 7, "occurred_at": NOW, "region": "eu"}])
+        assert all(r.recorded for r in results)
+        eu = await sdk.top("r", "alltime", partition="eu")
+        assert ([e.member for e in eu.entries], eu.partition, eu.size) == (["cid", "ann"], "eu", 2)
+        assert (await sdk.top("r", "alltime")).partition is None
+        assert (await sdk.rank("r", "daily", "bob", partition="na")).entry is not None
+        assert (await sdk.rank("r", "daily", "bob", partition="eu")).entry is None
+        assert (await sdk.around("r", "alltime", "ann", partition="eu", radius=1)).size == 2
+        assert (await sdk.percentile("r", "alltime", "ann", partition="eu")).top_percent == 100.0
+        assert (await sdk.score_at_percentile("r", "alltime", 50, partition="eu")).entry is not None
+        assert (await sdk.members("r", "alltime", ["ann", "bob"], partition="eu")).missing == ("bob",)
+        async for update in sdk.subscribe(TopView("r", "alltime", partition="na")):
+            assert update.partition == "na" and [e.member for e in update.entries] == ["bob"]
+            break
