@@ -469,6 +469,23 @@ async def test_a_read_only_open_leaves_the_file_as_it_was(path: Path, sqlite_jou
     assert path.read_bytes() == before
 
 
+async def test_a_journal_made_before_regions_gets_its_region_column_at_a_writable_open(
+    path: Path, sqlite_journal: SqliteJournal
+) -> None:
+    await sqlite_journal.append([score(1)])
+    await sqlite_journal.close()
+    with sqlite3.connect(path) as db:  # as an Arena before regions made it
+        db.execute("ALTER TABLE score_event DROP COLUMN region")
+    journal = await SqliteJournal.open(path, SPEC)
+    try:
+        assert await journal.lookup(["k1"]) == {"k1": ("a", 1, T, None)}
+        await journal.append([ScoreRecord(2, Event("b", "a", 2, T, "k2", None, "eu"), T, "gs")])
+        assert await rows(journal) == [(1, "a", 1, T, "k1", None), (2, "a", 2, T, "k2", "eu")]
+        assert (await journal.event_by_key("k2")) == StoredEvent(2, "a", 2, T, T, "gs", "k2", None, None, "eu")
+    finally:
+        await journal.close()
+
+
 @pytest.mark.parametrize("directory", ["with#hash", "with?query", "percent%41", "a space"])
 async def test_a_read_only_open_takes_any_directory_name(tmp_path: Path, directory: str) -> None:
     """Was a bug: the read-only URI was built unescaped, so "#" or "?" cut the path short (and

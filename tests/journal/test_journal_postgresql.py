@@ -98,6 +98,7 @@ async def test_tables_of_version_1_are_upgraded_by_a_writable_start(backend: Pos
     await sql(backend, "DROP TABLE {s}.board_record")
     await sql(backend, "DROP TABLE {s}.board_catalog")
     await sql(backend, "DROP TABLE {s}.node_config")
+    await sql(backend, "ALTER TABLE {s}.score_event DROP COLUMN region")
     await sql(backend, "DELETE FROM {s}.schema_version")
     await sql(backend, "INSERT INTO {s}.schema_version VALUES (1)")
     reader = PostgresBackend(pg_journal)  # a read-only start (rebuild, verify) reads version 1 as it is
@@ -109,11 +110,12 @@ async def test_tables_of_version_1_are_upgraded_by_a_writable_start(backend: Pos
     upgraded = PostgresBackend(pg_journal)
     try:
         assert (await upgraded.open(SPEC)).last_seq == 1
-        assert await sql(upgraded, "SELECT array_agg(version ORDER BY version) FROM {s}.schema_version") == [1, 2, 3, 4, 5]
+        assert await sql(upgraded, "SELECT array_agg(version ORDER BY version) FROM {s}.schema_version") == [1, 2, 3, 4, 5, 6]
         assert await sql(upgraded, "SELECT count(url) FROM {s}.node_lease") == 0
         assert await sql(upgraded, "SELECT count(*) FROM {s}.board_record") == 0
         assert await sql(upgraded, "SELECT count(*) FROM {s}.board_snapshot") == 0
         assert await sql(upgraded, "SELECT count(state) FROM {s}.node_lease") == 0
+        assert await sql(upgraded, "SELECT count(region) FROM {s}.score_event") == 0  # an older event: no region
     finally:
         await upgraded.close()
 
@@ -376,7 +378,8 @@ def test_both_backends_read_back_the_same_hostile_records(postgres: str, case: t
         assert postgresql[part] == sqlite[part], part
     records = [r for batch in batches for r in batch]
     scores = [r for r in records if isinstance(r, ScoreRecord)]
-    assert sqlite["scan"] == [(r.seq, r.event.member, r.event.value, r.event.occurred_at, r.event.idempotency_key) for r in scores]
+    assert sqlite["scan"] == [(r.seq, r.event.member, r.event.value, r.event.occurred_at, r.event.idempotency_key, r.event.region)
+                              for r in scores]
     assert [e.meta for e in sqlite["by_key"]] == [r.event.meta for r in scores][:len(keys) - SUM_TAIL + 2]  # type: ignore[attr-defined]
     assert sqlite["committed_seq"] == len(records)
     voided = {r.target_seq for r in records if isinstance(r, VoidRecord)}
