@@ -21,6 +21,7 @@ from arena.config import Config, JournalSettings
 from arena.engine.times import format_ms
 from arena_client import ArenaClient, ScoreEvent, TopView
 from support import arena_cli, prize_oracle
+from support.cluster import NodeFactory, owner_urls, start_cluster
 from support.documented import assert_documented
 from support.faults import write_config
 from support.oracle import OBoard, OEvent, Row, digest, rank
@@ -333,3 +334,28 @@ async def test_the_python_sdk_writes_regions_and_reads_partitions(tmp_path: Path
         async for update in sdk.subscribe(TopView("r", "alltime", partition="na")):
             assert update.partition == "na" and [e.member for e in update.entries] == ["bob"]
             break
+
+
+async def test_in_a_cluster_either_node_answers_a_partition(cluster_nodes: NodeFactory) -> None:
+    """The node that does not own the board forwards `?partition=` queries, WS query ops and
+    views to the owner."""
+    nodes = await start_cluster(cluster_nodes, ["a", "b"], {"r": {"periods": ["alltime"], "regions": REGIONS}})
+    async with httpx.AsyncClient() as http:
+        owner = (await owner_urls(http, nodes))["r"]
+        other = next(node for node in nodes if node.url != owner)
+        async with ArenaClient(owner, token_for("gs")) as sdk:
+            assert all(r.recorded for r in await sdk.submit_many(
+                [ScoreEvent("r", "ann", 5, region="eu"), ScoreEvent("r", "bob", 9, region="na"), ScoreEvent("r", "cid", 7)]))
+        for node in nodes:
+            eu = await get(http, f"{node.url}/v1/boards/r/alltime/top", partition="eu")
+            assert ([e["member"] for e in eu["entries"]], eu["partition"]) == (["ann"], "eu")
+            listing = await get(http, f"{node.url}/v1/boards/r/alltime/partitions")
+            assert [(p["partition"], p["size"]) for p in listing["partitions"]] == [("eu", 1), ("na", 1), ("asia", 0)]
+            assert (await get(http, f"{node.url}/v1/boards/r/alltime/top", 404, partition="mars"))["error"]["code"] == (
+                "unknown_partition")
+        async with ArenaClient(other.url) as reader:
+            na = await reader.top("r", "alltime", partition="na")
+            assert [e.member for e in na.entries] == ["bob"]
+            async for update in reader.subscribe(TopView("r", "alltime", partition="eu")):
+                assert [e.member for e in update.entries] == ["ann"] and update.partition == "eu"
+                break
