@@ -359,3 +359,18 @@ async def test_in_a_cluster_either_node_answers_a_partition(cluster_nodes: NodeF
             async for update in reader.subscribe(TopView("r", "alltime", partition="eu")):
                 assert [e.member for e in update.entries] == ["ann"] and update.partition == "eu"
                 break
+
+
+async def test_an_api_board_may_append_regions_never_remove_one(tmp_path: Path, served_journal: JournalSettings) -> None:
+    config = make_config(tmp_path, {}, {"gs": ["*"]}, journal=served_journal)
+    board = {"periods": ["alltime"], "regions": ["eu", "na"]}
+    async with serving(config) as (server, http):
+        assert (await http.put("/v1/boards/api-r", json=board, headers=ADMIN)).status_code in (200, 201)
+        assert statuses(await submit(server, [event("api-r", "ann", 5, NOW, "a1", region="na")])) == ["accepted"]
+        grown = await http.put("/v1/boards/api-r", json={**board, "regions": ["eu", "na", "asia"]}, headers=ADMIN)
+        assert grown.status_code == 200, grown.text
+        assert statuses(await submit(server, [event("api-r", "bob", 7, NOW, "a2", region="asia")])) == ["accepted"]
+        assert [e["member"] for e in (await get(http, "/v1/boards/api-r/alltime/top", partition="asia"))["entries"]] == ["bob"]
+        for regions in (["eu"], ["na", "eu", "asia"]):
+            refused = await http.put("/v1/boards/api-r", json={**board, "regions": regions}, headers=ADMIN)
+            assert refused.status_code == 409 and refused.json()["error"]["code"] == "definition_conflict", refused.text
