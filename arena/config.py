@@ -285,6 +285,12 @@ class _Section:
             raise self.fail(key, "must be one of " + ", ".join(choices))
         return value
 
+    def flag(self, key: builtins.str, default: builtins.bool) -> builtins.bool:
+        value = self._get(key, default)
+        if not isinstance(value, builtins.bool):
+            raise self.fail(key, "must be true or false")
+        return value
+
     def str_list(self, key: builtins.str, default: object) -> list[builtins.str]:  # `str` is the method above
         value = self._get(key, default)
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -491,9 +497,28 @@ def parse_board(name: str, table: object) -> BoardSpec:
         custom_periods=custom,
         prizes=_prizes(s, [*periods, *(c.name for c in custom)]),
         metadata=_metadata(s),
+        regions=_regions(s),
+        regional_prizes=s.flag("regional_prizes", False),
     )
     s.done()
     return spec
+
+
+_REGION_NAME = re.compile(r"^[a-z0-9_-]{1,32}$")
+
+
+def _regions(s: _Section) -> tuple[str, ...]:
+    """``regions``: 0..64 distinct names of 1..32 of ``[a-z0-9_-]``, in the order they rank in
+    the partitions route."""
+    regions = s.str_list("regions", [])
+    if len(regions) > 64:
+        raise s.fail("regions", "names at most 64 regions")
+    for region in regions:
+        if not _REGION_NAME.match(region):
+            raise s.fail("regions", f"{region!r}: a region name is 1..32 of a-z, 0-9, '_', '-'")
+    if len(set(regions)) != len(regions):
+        raise s.fail("regions", "lists a region twice")
+    return tuple(regions)
 
 
 _PERIOD_NAME = re.compile(r"^[a-z0-9_-]{1,32}$")

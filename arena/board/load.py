@@ -41,7 +41,7 @@ from arena.engine.board import SHORT_KINDS, BoardEngine, retained_by
 from arena.engine.loader import Loader
 from arena.engine.periods import Window
 from arena.engine.records import BoardKind
-from arena.engine.routing import window_at
+from arena.engine.routing import table_key, window_at
 from arena.engine.settlement import SettlementRecord
 from arena.engine.snapshot import SnapshotInvalid, decode, rejection
 from arena.engine.table import RankedTable
@@ -121,8 +121,8 @@ async def load(
     engine.publish(upto, engine.kinds)
     if not everything:
         retained = retained_by(engine.retention_floors(now))
-        for key in [key for key in engine.unsettled if not retained(engine.markers[key].window)]:
-            log.warning("board %s: %s %s closed unsettled and is no longer retained: it is not settled", board, *key)
+        for key in [key for key in engine.unsettled if not retained(engine.markers[key[:2]].window)]:
+            log.warning("board %s: %s closed unsettled and is no longer retained: it is not settled", board, "/".join(key))
             del engine.unsettled[key]  # its table was not loaded: nothing left to settle from
         engine.rotate(now)
     if on_ready:
@@ -181,8 +181,9 @@ async def _replay(
 
 
 async def _read(loader: Loader, journal: Journal, upto: int, since: int | None, before: int | None, fold: bool) -> None:
-    """Feed ``loader`` the score events up to seq ``upto`` with ``since <= occurred_at < before``."""
-    if not fold or not isinstance(journal, FoldingJournal):
+    """Feed ``loader`` the score events up to seq ``upto`` with ``since <= occurred_at < before``.
+    A board with partitions reads them one by one: a journal's fold groups by member alone."""
+    if not fold or not isinstance(journal, FoldingJournal) or loader.engine.spec.partitions():
         async for rows in journal.scan(upto, min_occurred_at=since, before_occurred_at=before):
             loader.feed(rows)
         return
@@ -216,7 +217,7 @@ async def _one_by_one(tables: Iterator[RankedTable]) -> list[RankedTable]:
 
 def _reports(loader: Loader, tables: list[RankedTable], seconds: float) -> list[TableReport]:
     return [
-        TableReport(t, loader.applied.get((t.window.kind, t.window.period_id), [0])[0], seconds) for t in tables
+        TableReport(t, loader.applied.get(table_key(t.window, t.partition), [0])[0], seconds) for t in tables
     ]
 
 
@@ -251,9 +252,16 @@ async def _snapshot(engine: BoardEngine, journal: Journal, store: SnapshotStore,
                     engine.rule, window, image.names, image.entries, image.order, image.keys)
             except ValueError as exc:  # a checksum holding over a bad section: a bug
                 engine.tables.clear()
+                engine.partitions.clear()
                 log.warning("board %s: snapshot at seq %d ignored: %s; replaying the journal in full", board, snapshot.seq, exc)
                 return None
-            engine.tables[(window.kind, window.period_id)] = built[index] = table
+            built[index] = table
+            key = (window.kind, window.period_id)
+            if image.partition is None:
+                engine.tables[key] = table
+            else:
+                table.partition = image.partition
+                engine.partitions.setdefault(key, {})[image.partition] = table
             await asyncio.sleep(0)
     engine.disputes = dict(snapshot.disputes)
     for marker in await journal.close_markers(snapshot.seq):
@@ -278,10 +286,8 @@ async def _tail(engine: BoardEngine, journal: Journal, upto: int, now: int) -> i
     async for rows in journal.scan(upto, min_seq=after + 1):
         events += engine.fold(engine.router.routed(rows, voided), include)
         await asyncio.sleep(0)
-    for key, table in engine.tables.items():  # a table the tail opened may be closed already
-        closing = engine.markers.get(key)
-        if closing is not None:
-            table.closed_seq, table.closed_at = closing.seq, closing.closed_at
+    for table in engine.tables.values():  # a table the tail opened may be closed already
+        engine.close_table(table)
     for void, occurred_at in voids:
         if void.target_seq > after:  # the tail left its event out
             engine.count_void(void.target_seq, occurred_at)
@@ -293,4 +299,9 @@ async def _tail(engine: BoardEngine, journal: Journal, upto: int, now: int) -> i
     for key, table in list(engine.tables.items()):  # as a replay leaves them out: past the retention, or closed empty
         if not include(table.window) or (table.closed and not len(table)):
             del engine.tables[key]
+            engine.partitions.pop(key, None)
+    for parts in engine.partitions.values():
+        for name, part in list(parts.items()):
+            if part.closed and not len(part):
+                del parts[name]
     return events

@@ -92,7 +92,8 @@ class Snapshotter:
         now = self.clock.now()
         floors = {str(kind): floor for kind, floor in engine.retention_floors(now).items()}
         disputes = dict(engine.disputes)
-        freezes = [Freeze(table) for table in engine.tables.values()]  # all as of `seq`
+        tables = [*engine.tables.values(), *(part for parts in engine.partitions.values() for part in parts.values())]
+        freezes = [Freeze(table) for table in tables]  # all as of `seq`
         try:
             try:
                 record = await record_at(self.journal, seq)

@@ -21,7 +21,7 @@ from arena.engine.events import Fingerprint, Reason, Result, Status, instant, re
 from arena.engine.periods import PeriodKind, UnknownPeriod, Window
 from arena.engine.prizes import PrizeTier
 from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
-from arena.engine.routing import NO_MARKER, Intake, Plan, Route, Routed, Router, TableKey, window_at
+from arena.engine.routing import NO_MARKER, Intake, PartitionKey, Plan, Route, Routed, Router, TableKey, window_at
 from arena.engine.scoring import ScoringRule, State, Update
 from arena.engine.settlement import SettlementRecord
 from arena.engine.spec import BoardSpec
@@ -56,6 +56,9 @@ class BoardEngine:
         self.schedule = spec.schedule()
         self.kinds = self.schedule.kinds
         self.tables: dict[TableKey, RankedTable] = {}
+        """The global table of each window with events."""
+        self.partitions: dict[TableKey, dict[str, RankedTable]] = {}
+        """Beside a global table, its partitions that hold events, by name (`table`)."""
         self.markers: dict[TableKey, CloseRecord] = {}
         self.disputes: dict[TableKey, int] = {}
         self.ready: frozenset[str] = frozenset()
@@ -67,10 +70,10 @@ class BoardEngine:
         """Routes journaled records (replay, voids) by the markers installed here."""
         self.retired = False
         """The board's journal holds its retirement: events after rule 4 are `board_retired`."""
-        self.settlements: dict[TableKey, list[SettlementRecord]] = {}
+        self.settlements: dict[TableKey | PartitionKey, list[SettlementRecord]] = {}
         """Every journaled revision of each settled table, in order; kept after the table leaves
         retention (its settlement stays readable)."""
-        self.unsettled: dict[TableKey, tuple[PrizeTier, ...]] = {}
+        self.unsettled: dict[TableKey | PartitionKey, tuple[PrizeTier, ...]] = {}
         """Closed tables of kinds with prizes whose revision 0 is not journaled yet, with the
         tiers in force at their close: the actor settles them (`arena.board.settling`)."""
         self._in_flight: list[Plan] = []  # decided, neither committed nor refused; oldest first
@@ -181,22 +184,24 @@ class BoardEngine:
         for record in records:
             if isinstance(record, ScoreRecord):
                 event = record.event
-                yield routes[record.seq], event.member, event.value, event.occurred_at, event.idempotency_key
+                yield routes[record.seq], event.member, event.value, event.occurred_at, event.idempotency_key, event.region
             elif isinstance(record, CloseRecord):
                 self.close(record)
 
     def fold(self, events: Iterable[Routed], include: Callable[[Window], bool] | None = None) -> int:
         """Apply score events to the tables of the windows each applies to (made when missing;
         ``include`` leaves windows out): an event's `ScoringRule.update` is made once for all
-        its tables, and each table merges its share in one pass (`RankedTable.apply_updates`).
-        Returns the events. O(events * kinds + changed members * log n)."""
+        its tables (a window's global table, and its partition's with one), and each table
+        merges its share in one pass (`RankedTable.apply_updates`). Returns the events.
+        O(events * kinds + changed members * log n)."""
         update_of = self.rule.update
         shares: dict[RankedTable, list[tuple[str, Update]]] = {}
         # id(window) -> (window, its table's share or None when left out): windows repeat, and
         # hashing one is slow; the window is kept so that its id is not reused meanwhile
         by_window: dict[int, tuple[Window, list[tuple[str, Update]] | None]] = {}
+        by_partition: dict[tuple[int, str], tuple[Window, list[tuple[str, Update]]]] = {}  # the same, per partition
         count = 0
-        for windows, member, value, occurred_at, key in events:
+        for windows, member, value, occurred_at, key, partition in events:
             count += 1
             update = None
             for window in windows:
@@ -204,20 +209,70 @@ class BoardEngine:
                 if known is None:
                     share = shares.setdefault(self._table(window), []) if include is None or include(window) else None
                     known = by_window[id(window)] = (window, share)
-                if known[1] is not None:
-                    if update is None:
-                        update = (member, update_of(member, value, occurred_at, key))
-                    known[1].append(update)
+                if known[1] is None:
+                    continue
+                if update is None:
+                    update = (member, update_of(member, value, occurred_at, key))
+                known[1].append(update)
+                if partition is not None:
+                    place = (id(window), partition)
+                    part = by_partition.get(place)
+                    if part is None:
+                        part = by_partition[place] = (window, shares.setdefault(self._table(window, partition), []))
+                    part[1].append(update)
         for table, share in shares.items():
             table.apply_updates(share)
         return count
 
-    def _table(self, window: Window) -> RankedTable:
+    def _table(self, window: Window, partition: str | None = None) -> RankedTable:
+        """The table of a window (``partition`` None: its global table), made when missing."""
         key = (window.kind, window.period_id)
+        if partition is not None:
+            parts = self.partitions.setdefault(key, {})
+            table = parts.get(partition)
+            if table is None:
+                table = parts[partition] = RankedTable(self.rule, window)
+                table.partition = partition
+                self.close_table(table)
+            return table
         table = self.tables.get(key)
         if table is None:
             table = self.tables[key] = RankedTable(self.rule, window)
         return table
+
+    def close_table(self, table: RankedTable) -> None:
+        """Give a table its window's close, if the window's marker is installed: a table made
+        after its marker (a replay's table, a partition's first event of a tail). O(1)."""
+        marker = self.markers.get((table.window.kind, table.window.period_id))
+        if marker is not None:
+            table.closed_seq, table.closed_at = marker.seq, marker.closed_at
+
+    def table(self, window: Window, partition: str | None = None) -> RankedTable | None:
+        """The one lookup of a window's table: its global one (``partition`` None) or one of its
+        partitions; None when no event reached it. O(1)."""
+        key = (window.kind, window.period_id)
+        if partition is None:
+            return self.tables.get(key)
+        return self.partitions.get(key, {}).get(partition)
+
+    def partition_names(self, window: Window) -> tuple[str, ...]:
+        """The partitions of a window's table, in the order they list: the board's regions (a
+        league's divisions will be those its members were given in the window)."""
+        return self.spec.partitions()
+
+    def partition_of(self, table: RankedTable, partition: str) -> RankedTable:
+        """A partition of a global table: an empty table, closed as the global one, when no
+        event reached it. O(1)."""
+        part = self.table(table.window, partition)
+        if part is None:
+            part = RankedTable(self.rule, table.window)
+            part.partition, part.closed_seq, part.closed_at = partition, table.closed_seq, table.closed_at
+        return part
+
+    def partition_tables(self, table: RankedTable) -> list[RankedTable]:
+        """Every partition of a global table in `partition_names` order (`partition_of`): what
+        `arena rebuild` prints and `arena verify` compares. O(partitions)."""
+        return [self.partition_of(table, name) for name in self.partition_names(table.window)]
 
     def close(self, marker: CloseRecord) -> None:
         """Install a close marker; the table stays queryable until `rotate` retires it. O(1)."""
@@ -225,13 +280,17 @@ class BoardEngine:
         key = (window.kind, window.period_id)
         self.markers[key] = marker
         self.router.forget()
-        table = self.tables.get(key)
-        if table is not None:
-            table.closed_seq = marker.seq
-            table.closed_at = marker.closed_at
+        for table in (self.tables.get(key), *self.partitions.get(key, {}).values()):
+            if table is not None:
+                table.closed_seq = marker.seq
+                table.closed_at = marker.closed_at
         tiers = self.spec.prize_tiers(window.kind)
-        if tiers and key not in self.settlements:
-            self.unsettled[key] = tiers
+        settled: list[TableKey | PartitionKey] = [key]
+        if self.spec.regional_prizes:  # each region's table too, on its own
+            settled += [(window.kind, window.period_id, name) for name in self.partition_names(window)]
+        for settled_key in settled:
+            if tiers and settled_key not in self.settlements:
+                self.unsettled[settled_key] = tiers
 
     def settled(self, record: SettlementRecord) -> None:
         """Install a journaled settlement revision (again: a standby's next load reads it once
@@ -246,10 +305,12 @@ class BoardEngine:
         than the retention (once settled, when their kind has prizes). Call when `next_deadline`
         passes. O(tables + kinds)."""
         floors = self.retention_floors(now)
+        unsettled = {key[:2] for key in self.unsettled}  # a window with a partition to settle is kept whole
         for key, table in list(self.tables.items()):
             floor = floors[key[0]]
-            if table.closed and floor is not None and (table.window.start_ms or 0) < floor and key not in self.unsettled:
+            if table.closed and floor is not None and (table.window.start_ms or 0) < floor and key not in unsettled:
                 del self.tables[key]
+                self.partitions.pop(key, None)
         for kind in () if self.retired else self.ready:
             window = window_at(self.schedule, kind, now)
             if window is not None and (kind, window.period_id) not in self.markers:
@@ -268,6 +329,7 @@ class BoardEngine:
             self.kinds = self.schedule.kinds
             self.router = Router(self.schedule, self.kinds, self._marker_seq)
             self.tables.clear()
+            self.partitions.clear()
             if self.ready:
                 self.ready = frozenset(self.kinds)
         self.spec = spec
@@ -296,7 +358,8 @@ class BoardEngine:
         with self._changing():
             self.last_seq = records[-1].seq
             disputed = [window for target in targets for window in self.count_void(target.seq, target.occurred_at)]
-            self._recompute_member(targets[0].member, set(disputed), remaining)
+            partitions = {target.region for target in targets if target.region is not None}
+            self._recompute_member(targets[0].member, set(disputed), partitions, remaining)
         return disputed
 
     def count_void(self, target_seq: int, occurred_at: int) -> tuple[Window, ...]:
@@ -307,21 +370,25 @@ class BoardEngine:
             self.disputes[key] = self.disputes.get(key, 0) + 1
         return windows
 
-    def _recompute_member(self, member: str, windows: Iterable[Window], events: Sequence[StoredEvent]) -> None:
-        """Merge a member's state in the given loaded tables again from its remaining events,
-        routed exactly as a rebuild would. O(len(events) * kinds)."""
+    def _recompute_member(
+        self, member: str, windows: Iterable[Window], partitions: Iterable[str], events: Sequence[StoredEvent]
+    ) -> None:
+        """Merge a member's state in the given loaded tables (the windows' global ones and
+        their ``partitions``) again from its remaining events, routed exactly as a rebuild
+        would. O(len(events) * kinds)."""
         merge, update_of = self.rule.merge, self.rule.update
-        states: dict[TableKey, State | None] = {(w.kind, w.period_id): None for w in windows}
+        states: dict[tuple[Window, str | None], State | None] = {
+            (w, part): None for w in windows for part in (None, *partitions)}
         for e in events:
             if e.voided:
                 continue
             update = update_of(member, e.value, e.occurred_at, e.idempotency_key)
             for window in self.router.windows(e.seq, e.occurred_at):
-                key = (window.kind, window.period_id)
-                if key in states:
-                    states[key] = merge(states[key], update) or states[key]
-        for key, state in states.items():
-            table = self.tables.get(key)
+                for place in ((window, None),) if e.region is None else ((window, None), (window, e.region)):
+                    if place in states:
+                        states[place] = merge(states[place], update) or states[place]
+        for (window, part), state in states.items():
+            table = self.table(window, part)
             if table is not None:
                 table.set_state(member, state)
 
@@ -415,11 +482,21 @@ class BoardEngine:
         moment = self.close_moment(window)
         return moment is not None and now >= moment
 
-    def view(self, kind: str, period_id: str | None, now: int) -> RankedTable:
-        """The table a query names (`Schedule.current` when ``period_id`` is None).
+    def view(self, kind: str, period_id: str | None, now: int, partition: str | None = None) -> RankedTable:
+        """The table a query names (`Schedule.current` when ``period_id`` is None): the
+        window's global table, or its ``partition``.
 
-        Raises QueryError: unknown_period, period_not_retained, not_ready. O(keep_closed).
+        Raises QueryError: unknown_period, period_not_retained, not_ready, unknown_partition.
+        O(keep_closed).
         """
+        table = self._view(kind, period_id, now)
+        if partition is None:
+            return table
+        if partition not in self.partition_names(table.window):
+            raise not_found("unknown_partition", f"{kind} period {table.window.period_id} has no partition {partition!r}")
+        return self.partition_of(table, partition)
+
+    def _view(self, kind: str, period_id: str | None, now: int) -> RankedTable:
         if kind not in self.kinds:
             raise not_found("unknown_period", f"board {self.spec.name!r} has no {kind} table")
         if not self.ready and not self.ready_windows:

@@ -43,6 +43,8 @@ class EngineHarness:
             parsed = parse_event(raw, self.specs, may_write)
             if isinstance(parsed, Result):
                 results[i] = parsed
+                if isinstance(raw, dict) and raw.get("board") in self.engines:  # its deadlines pass all the same
+                    by_board.setdefault(raw["board"], [])
             else:
                 by_board.setdefault(parsed.board, []).append((i, parsed))
         for board, items in by_board.items():
