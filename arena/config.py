@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from arena.engine.events import plain_text
+from arena.engine.league import LeagueSpec
 from arena.engine.periods import PeriodKind
 from arena.engine.prizes import Prizes, PrizeTier
 from arena.engine.schedule import CustomPeriod, EveryDays, EveryHours, OneOff
@@ -499,9 +500,38 @@ def parse_board(name: str, table: object) -> BoardSpec:
         metadata=_metadata(s),
         regions=_regions(s),
         regional_prizes=s.flag("regional_prizes", False),
+        league=_league(s),
     )
+    if spec.league is not None and spec.regions:
+        raise s.fail("league", "a board has regions or a league, not both")
+    if spec.league is not None and spec.prizes:
+        raise s.fail("league", "a league board has no prizes yet (a division's prizes are not built)")
+    if spec.league is not None and len([k for k in spec.kinds if k != PeriodKind.ALLTIME]) != 1:
+        raise s.fail("league", "needs exactly one period besides alltime (the season)")
     s.done()
     return spec
+
+
+_TIER_NAME = re.compile(r"^[a-z0-9_]{1,32}$")
+
+
+def _league(s: _Section) -> LeagueSpec | None:
+    """``league = {size, tiers, promote, relegate}``."""
+    if s._get("league", None) is None:
+        return None
+    t = _Section(f"{s.name}.league", s._get("league", None))
+    tiers = t.str_list("tiers", _REQUIRED)
+    if not tiers:
+        raise t.fail("tiers", "must name at least one tier")
+    for tier in tiers:
+        if not _TIER_NAME.match(tier):
+            raise t.fail("tiers", f"{tier!r}: a tier name is 1..32 of a-z, 0-9, '_'")
+    if len(set(tiers)) != len(tiers):
+        raise t.fail("tiers", "lists a tier twice")
+    league = LeagueSpec(t.int("size", _REQUIRED, 2, 100_000), tuple(tiers), t.int("promote", 0, 0, 100_000),
+                        t.int("relegate", 0, 0, 100_000))
+    t.done()
+    return league
 
 
 _REGION_NAME = re.compile(r"^[a-z0-9_-]{1,32}$")

@@ -83,7 +83,7 @@ PERIOD_ID = _param("period_id", "query", _STRING, (
     "a past table: 2026-12-02T13, 2026-12-02, 2026-W49, 2026-12, 2026; a custom period's 2026-01-05 or 2026-01-05T06Z"
     " (default: the current one)"))
 PARTITION = _param("partition", "query", _STRING, (
-    "a partition of the table (one of the board's regions; GET .../partitions lists them); default: the global table"))
+    "a partition of the table (a region, or a league's division; GET .../partitions lists them); default: the global table"))
 RADIUS = _param("radius", "query", _int(0, MAX_RADIUS, 5), "neighbours on each side, clipped at both ends")
 ADMIN_HEADERS = "Authorization: Bearer <token> of an [[admins]] entry"
 SERVER_HEADERS = "Authorization: Bearer <token> of a [[servers]] entry (a game server)"

@@ -84,11 +84,15 @@ def top(arena: Arena, board: str, period: str, period_id: str | None, partition:
 
 
 def member(arena: Arena, board: str, period: str, period_id: str | None, partition: str | None, name: str) -> Body:
+    """A member's entry; on a league board's global table, with its ``division`` (null: none yet)."""
     table, body = view(arena, board, period, period_id, partition)
     found = table.entry(name)
     if found is None:
         raise _member_missing(name, table)
     body["entry"] = wire.entry(found)
+    engine = arena.board(board).engine
+    if partition is None and engine is not None and engine.league is not None:
+        body["division"] = engine.division(table.window, name)
     return body
 
 

@@ -403,6 +403,11 @@ class BoardActor:
                 if not await self._journal_settlements(made):
                     settler.refused(made, JOURNAL_RETRY_SECONDS)
                 continue
+            if engine.unrecorded:
+                await pipeline.land()
+                if not await self._journal_league(engine):
+                    await mailbox.wait(JOURNAL_RETRY_SECONDS)
+                continue
             now = self.clock.now()
             # Derived afresh each turn (a few µs): a batch may open a table, a pinned clock
             # may move back.
@@ -477,6 +482,24 @@ class BoardActor:
     def _refuse(self, command: Command) -> None:
         if not command.future.done():
             command.future.set_exception(unavailable(self.handle.name))
+
+    async def _journal_league(self, engine: BoardEngine) -> bool:
+        """Journal the league records of the closed windows whose moves are not journaled yet
+        (`BoardEngine.league_records`), in one transaction; False when the journal refused them
+        (they stay to be journaled). Call with no plan in flight."""
+        records = engine.league_records()
+        try:
+            await self.journal.append(records)
+        except JournalWriteFailed as exc:
+            log.error("board %s: league records not journaled: %s; journaling them again", self.handle.name, exc)
+            committed = await self.journal.committed_seq()
+            if committed != records[-1].seq:
+                if committed != engine.last_seq:
+                    raise JournalError(f"{self.journal.path}: journal at seq {committed}, expected {engine.last_seq}") from exc
+                return False
+        engine.league_recorded(records)
+        log.info("board %s: %d league records journaled, last at seq %d", self.handle.name, len(records), engine.last_seq)
+        return True
 
     async def _journal_settlements(self, made: list[Made]) -> bool:
         """Journal the settlement revisions ``made`` in one transaction and serve them; False

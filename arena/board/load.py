@@ -37,7 +37,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from arena.board.snapshots import record_at
-from arena.engine.board import SHORT_KINDS, BoardEngine, retained_by
+from arena.engine.board import SHORT_KINDS, BoardEngine, SeasonFirsts, retained_by
+from arena.engine.league import LEAGUE_RECORD, League, parse_moves
 from arena.engine.loader import Loader
 from arena.engine.periods import Window
 from arena.engine.records import BoardKind
@@ -106,15 +107,20 @@ async def load(
     upto = journal.last_seq if upto_seq is None else upto_seq
     snapshot_seq = None if copy or snapshots is None else await _snapshot(engine, journal, snapshots, now)
     tables: list[TableReport] = []
+    firsts: SeasonFirsts = {}
     if copy or snapshot_seq is not None:
-        events = await _tail(engine, journal, upto, now)
+        events = await _tail(engine, journal, upto, now, firsts)
     else:
-        events, tables = await _replay(engine, journal, upto, now, everything, on_ready, fold)
+        events, tables = await _replay(engine, journal, upto, now, everything, on_ready, fold, firsts)
     board_records = await journal.board_records(upto)
     engine.retired = any(r.kind == BoardKind.RETIRED for r in board_records)
     for record in board_records:
         if record.kind == BoardKind.SETTLEMENT and record.seq > held:  # a copy holds those up to its seq
             engine.settled(SettlementRecord.parse(record.seq, record.body))
+    if engine.league is not None:
+        spec = engine.league.spec
+        recorded = dict(parse_moves(r.body, spec) for r in board_records if r.kind == LEAGUE_RECORD)
+        engine.league_replay(firsts, recorded, held if copy else snapshot_seq or 0)
     # The one end of every load: the tables now hold every record journaled up to `upto`. Open
     # the current windows and retire what the retention drops (not when loading `everything`:
     # that would retire the older closed tables just loaded on purpose), and publish every kind.
@@ -142,9 +148,12 @@ async def _replay(
     everything: bool,
     on_ready: Callable[[frozenset[str]], None] | None,
     fold: bool,
+    firsts: SeasonFirsts,
 ) -> tuple[int, list[TableReport]]:
     """Fill ``engine`` (fresh, empty) with the journal up to seq ``upto``, in two passes, and
-    publish the current short tables after the first; the score events read and the tables built."""
+    publish the current short tables after the first; the score events read and the tables built.
+    A league's season's ``firsts`` are gathered, and its divisions made at the end (`load`): its
+    tables are published together, in one pass."""
     for marker in await journal.close_markers(upto):
         engine.close(marker)
     voids = await journal.voids(upto)
@@ -152,7 +161,7 @@ async def _replay(
     for void, occurred_at in voids:  # disputes count by markers alone: before any table is published
         engine.count_void(void.target_seq, occurred_at)
 
-    short = [kind for kind in engine.kinds if kind in SHORT_KINDS]
+    short = [kind for kind in engine.kinds if kind in SHORT_KINDS and engine.league is None]
     rest = [kind for kind in engine.kinds if kind not in SHORT_KINDS]
     first_windows = {w for kind in short for w in engine.open_windows(kind, now)}
     retained = retained_by(engine.retention_floors(now))
@@ -161,7 +170,7 @@ async def _replay(
         return window in first_windows or everything or retained(window)
 
     reports: list[TableReport] = []
-    loader = Loader(engine, include, voided)
+    loader = Loader(engine, include, voided, firsts)
     pass_started = time.perf_counter()
     since: int | None = None
     if short:
@@ -183,7 +192,7 @@ async def _replay(
 async def _read(loader: Loader, journal: Journal, upto: int, since: int | None, before: int | None, fold: bool) -> None:
     """Feed ``loader`` the score events up to seq ``upto`` with ``since <= occurred_at < before``.
     A board with partitions reads them one by one: a journal's fold groups by member alone."""
-    if not fold or not isinstance(journal, FoldingJournal) or loader.engine.spec.partitions():
+    if not fold or not isinstance(journal, FoldingJournal) or loader.engine.spec.partitions() or loader.engine.league:
         async for rows in journal.scan(upto, min_occurred_at=since, before_occurred_at=before):
             loader.feed(rows)
         return
@@ -263,6 +272,17 @@ async def _snapshot(engine: BoardEngine, journal: Journal, store: SnapshotStore,
                 table.partition = image.partition
                 engine.partitions.setdefault(key, {})[image.partition] = table
             await asyncio.sleep(0)
+    if engine.league is not None:
+        try:
+            if snapshot.league is None:
+                raise ValueError("it holds no league")
+            engine.league.load(snapshot.league, engine.schedule.window_by_id)
+        except (KeyError, ValueError, TypeError) as exc:
+            engine.tables.clear()
+            engine.partitions.clear()
+            engine.league = League(engine.league.spec)
+            log.warning("board %s: snapshot at seq %d ignored: %s; replaying the journal in full", board, snapshot.seq, exc)
+            return None
     engine.disputes = dict(snapshot.disputes)
     for marker in await journal.close_markers(snapshot.seq):
         engine.close(marker)
@@ -270,7 +290,7 @@ async def _snapshot(engine: BoardEngine, journal: Journal, store: SnapshotStore,
     return snapshot.seq
 
 
-async def _tail(engine: BoardEngine, journal: Journal, upto: int, now: int) -> int:
+async def _tail(engine: BoardEngine, journal: Journal, upto: int, now: int, firsts: SeasonFirsts) -> int:
     """Apply ``journal``'s records after ``engine.last_seq`` up to seq ``upto`` to ``engine``
     (loaded up to its last_seq: a standby's copy, or a snapshot's tables), as of ``now``, and
     leave its tables as a full replay up to ``upto`` would; the score events applied. O(records
@@ -284,6 +304,8 @@ async def _tail(engine: BoardEngine, journal: Journal, upto: int, now: int) -> i
     voided = {void.target_seq for void, _ in voids}
     events = 0
     async for rows in journal.scan(upto, min_seq=after + 1):
+        if engine.league is not None:
+            engine.season_firsts(rows, include, firsts)
         events += engine.fold(engine.router.routed(rows, voided), include)
         await asyncio.sleep(0)
     for table in engine.tables.values():  # a table the tail opened may be closed already

@@ -18,15 +18,22 @@ from contextlib import contextmanager
 from typing import TypeVar
 
 from arena.engine.events import Fingerprint, Reason, Result, Status, instant, rejected, value_rule
+from arena.engine.league import LEAGUE_RECORD, League, LeagueWindow, moves_text, parse_moves
 from arena.engine.periods import PeriodKind, UnknownPeriod, Window
 from arena.engine.prizes import PrizeTier
-from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
-from arena.engine.routing import NO_MARKER, Intake, PartitionKey, Plan, Route, Routed, Router, TableKey, window_at
+from arena.engine.records import BoardRecord, CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
+from arena.engine.routing import NO_MARKER, Intake, PartitionKey, Plan, Route, Routed, Router, ScoreRow, TableKey, window_at
 from arena.engine.scoring import ScoringRule, State, Update
 from arena.engine.settlement import SettlementRecord
 from arena.engine.spec import BoardSpec
 from arena.engine.table import RankedTable
 from arena.errors import not_found, not_ready
+
+LeagueStep = tuple[int, Window, str | None]
+"""(seq, window of the season, member): a member's accepted event there; member None: the
+window's close marker. A league is fed these in seq order (`BoardEngine.league_steps`)."""
+SeasonFirsts = dict[TableKey, tuple[Window, dict[str, int]]]
+"""Each window of a league's season: each member's first accepted seq there (a replay's)."""
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -78,6 +85,11 @@ class BoardEngine:
         tiers in force at their close: the actor settles them (`arena.board.settling`)."""
         self._in_flight: list[Plan] = []  # decided, neither committed nor refused; oldest first
         self._retained: dict[str, list[Window]] = {}  # see `retained_windows`
+        self.league = None if spec.league is None else League(spec.league)
+        """A league board's tiers and divisions (its partitions)."""
+        self.unrecorded: dict[TableKey, dict[str, int]] = {}
+        """Closed windows of a league's season whose moves are not journaled yet: the actor
+        journals each as a league record (`arena.engine.league.moves_text`)."""
 
     def _marker_seq(self, key: TableKey) -> float:
         marker = self.markers.get(key)
@@ -172,6 +184,8 @@ class BoardEngine:
             chunk = records[begin : begin + step]
             with self._changing():
                 self.fold(self._routed(chunk, plan.routes))
+                if self.league is not None:
+                    self.league_steps(self._season_steps(chunk, plan.routes))
                 self.last_seq = chunk[-1].seq
             if begin + step < len(records):
                 yield
@@ -187,6 +201,102 @@ class BoardEngine:
                 yield routes[record.seq], event.member, event.value, event.occurred_at, event.idempotency_key, event.region
             elif isinstance(record, CloseRecord):
                 self.close(record)
+
+    def _season_steps(self, records: Sequence[Record], routes: Mapping[int, tuple[Window, ...]]) -> Iterator[LeagueStep]:
+        """A league's steps (`LeagueStep`) of a plan's committed ``records``, in order."""
+        season = self.spec.season
+        for record in records:
+            if isinstance(record, ScoreRecord):
+                for window in routes[record.seq]:
+                    if window.kind == season:
+                        yield record.seq, window, record.event.member
+            elif isinstance(record, CloseRecord) and record.window.kind == season:
+                yield record.seq, record.window, None
+
+    def season_firsts(self, rows: Sequence[ScoreRow], include: Callable[[Window], bool], into: SeasonFirsts) -> None:
+        """Gather into ``into`` the first seq of each member in each window of a league's
+        season that ``include`` keeps, from journaled rows, voided ones too (a first event fixes
+        the division, voided or not). O(rows)."""
+        season = self.spec.season
+        for seq, member, _value, occurred_at, _key, _region in rows:
+            for window in self.router.route(occurred_at).windows(seq):
+                if window.kind == season and include(window):
+                    firsts = into.setdefault((window.kind, window.period_id), (window, {}))[1]
+                    if firsts.get(member, seq) >= seq:
+                        firsts[member] = seq
+
+    def league_replay(self, firsts: SeasonFirsts, recorded: Mapping[TableKey, dict[str, int]], after_seq: int) -> None:
+        """Fill a league's divisions from journaled records after ``after_seq`` (a replay: 0; a
+        tail after a snapshot: its seq), once the global tables hold them: each member's first
+        event (``firsts``) and the season's close markers in seq order, a closed window's moves
+        taken from its league record (``recorded``) where it has one. O(members log members)."""
+        steps: list[LeagueStep] = [(seq, window, member) for window, members in firsts.values() for member, seq in members.items()]
+        steps += [(m.seq, m.window, None) for m in self.markers.values() if m.window.kind == self.spec.season and m.seq > after_seq]
+        steps.sort(key=lambda step: step[0])
+        self.league_steps(steps, recorded)
+
+    def league_steps(self, steps: Iterable[LeagueStep], recorded: Mapping[TableKey, dict[str, int]] | None = None) -> None:
+        """Feed a league its steps in seq order, with the global tables holding their events:
+        members join divisions (their division entry is their global one), closed windows move
+        tiers (by their league record in ``recorded``, else by their divisions as they stand:
+        then the moves are to be journaled, `unrecorded`). O(steps * log n)."""
+        league = self.league
+        assert league is not None
+        for seq, window, member in steps:
+            key = (window.kind, window.period_id)
+            if member is not None:
+                previous = self.previous(window)
+                at = league.window(window, previous)
+                marker = None if previous is None else self.markers.get((previous.kind, previous.period_id))
+                league.played(at, member, seq, None if marker is None else marker.seq)
+                self._division_entry(at, member)
+                continue
+            moves = None if recorded is None else recorded.get(key)
+            if moves is None and key not in league.moved:
+                divisions = self.partitions.get(key, {}).items()
+                moves = self.unrecorded[key] = league.moves((name, [e.member for e in t.entries()]) for name, t in divisions)
+            for at, joined, _division in league.closed(key, moves or {}):
+                self._division_entry(at, joined)
+
+    def _division_entry(self, at: LeagueWindow, member: str) -> None:
+        """Give a member of a division its global entry of the window there (none: none)."""
+        division = at.divisions.get(member)
+        if division is None:
+            return
+        key = (at.window.kind, at.window.period_id)
+        table = self.tables.get(key)
+        state = None if table is None else table.state(member)
+        part = self.partitions.get(key, {}).get(division)
+        if state is not None or part is not None:
+            self._table(at.window, division).set_state(member, state)
+
+    def league_records(self) -> list[BoardRecord]:
+        """The league records of `unrecorded` to journal, at the seqs after `last_seq`; once
+        journaled, `league_recorded` takes them. O(members moved)."""
+        assert self.league is not None
+        spec = self.league.spec
+        return [BoardRecord(self.last_seq + i, LEAGUE_RECORD, moves_text(self.markers[key].window, moves, spec))
+                for i, (key, moves) in enumerate(self.unrecorded.items(), 1)]
+
+    def league_recorded(self, records: Sequence[BoardRecord]) -> None:
+        """League records (`league_records`) were journaled. O(records)."""
+        assert self.league is not None
+        for record in records:
+            del self.unrecorded[parse_moves(record.body, self.league.spec)[0]]
+        self.last_seq = records[-1].seq
+
+    def division(self, window: Window, member: str) -> str | None:
+        """A league member's division in a window; None when it has none (yet). O(1)."""
+        assert self.league is not None
+        at = self.league.windows.get((window.kind, window.period_id))
+        return None if at is None else at.divisions.get(member)
+
+    def previous(self, window: Window) -> Window | None:
+        """The window of the same kind before ``window``; None for the first, an alltime one or
+        one after a gap between one-off windows. O(1) usually."""
+        if window.start_ms is None:
+            return None
+        return window_at(self.schedule, window.kind, window.start_ms - 1)
 
     def fold(self, events: Iterable[Routed], include: Callable[[Window], bool] | None = None) -> int:
         """Apply score events to the tables of the windows each applies to (made when missing;
@@ -256,9 +366,12 @@ class BoardEngine:
         return self.partitions.get(key, {}).get(partition)
 
     def partition_names(self, window: Window) -> tuple[str, ...]:
-        """The partitions of a window's table, in the order they list: the board's regions (a
-        league's divisions will be those its members were given in the window)."""
-        return self.spec.partitions()
+        """The partitions of a window's table, in the order they list: the board's regions, or
+        a league's divisions of the window (by tier, then k)."""
+        if self.league is None:
+            return self.spec.partitions()
+        at = self.league.windows.get((window.kind, window.period_id))
+        return () if at is None else at.names(self.league.spec)
 
     def partition_of(self, table: RankedTable, partition: str) -> RankedTable:
         """A partition of a global table: an empty table, closed as the global one, when no
@@ -311,6 +424,8 @@ class BoardEngine:
             if table.closed and floor is not None and (table.window.start_ms or 0) < floor and key not in unsettled:
                 del self.tables[key]
                 self.partitions.pop(key, None)
+                if self.league is not None:
+                    self.league.windows.pop(key, None)
         for kind in () if self.retired else self.ready:
             window = window_at(self.schedule, kind, now)
             if window is not None and (kind, window.period_id) not in self.markers:
@@ -330,6 +445,7 @@ class BoardEngine:
             self.router = Router(self.schedule, self.kinds, self._marker_seq)
             self.tables.clear()
             self.partitions.clear()
+            self.league = None if spec.league is None else League(spec.league)
             if self.ready:
                 self.ready = frozenset(self.kinds)
         self.spec = spec
@@ -360,6 +476,11 @@ class BoardEngine:
             disputed = [window for target in targets for window in self.count_void(target.seq, target.occurred_at)]
             partitions = {target.region for target in targets if target.region is not None}
             self._recompute_member(targets[0].member, set(disputed), partitions, remaining)
+            if self.league is not None:  # a division entry is the global one (the division stays)
+                for window in set(disputed):
+                    at = self.league.windows.get((window.kind, window.period_id))
+                    if at is not None:
+                        self._division_entry(at, targets[0].member)
         return disputed
 
     def count_void(self, target_seq: int, occurred_at: int) -> tuple[Window, ...]:
@@ -594,11 +715,32 @@ def _decide(
                 add_marker(window, moment)
         route = router.route(occurred_at)
         windows = route.windows(plan.last_seq + 1)
+        if board.league is not None:
+            season_before(windows, received_at)
+            route = router.route(occurred_at)
+            windows = route.windows(plan.last_seq + 1)
         for window in windows:
             key = (window.kind, window.period_id)
             if key not in board.tables and key not in fresh_ahead:
                 fresh[key] = window
         return route, windows
+
+    def season_before(windows: tuple[Window, ...], received_at: int) -> None:
+        """On a league board, the season's window before an event's gets its close marker for
+        sure, which the event's members may wait for (`arena.engine.league`): now when its
+        moment has passed (no event reached it), else at its moment with the tables."""
+        for window in windows:
+            previous = board.previous(window) if window.kind == board.spec.season else None
+            if previous is None:
+                continue
+            key = (previous.kind, previous.period_id)
+            moment = board.close_moment(previous)
+            if marker_seq(key) != NO_MARKER or moment is None:
+                continue
+            if received_at >= moment:
+                add_marker(previous, moment)
+            elif key not in board.tables and key not in fresh_ahead:
+                fresh[key] = previous
 
     spec = board.spec
     # The last route and the windows it gives: a route depends only on the instant's windows and

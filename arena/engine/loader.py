@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
-from arena.engine.board import BoardEngine
+from arena.engine.board import BoardEngine, SeasonFirsts
 from arena.engine.periods import Window
 from arena.engine.routing import PartitionKey, ScoreRow, TableKey
 from arena.engine.scoring import FoldRow, State
@@ -26,8 +26,10 @@ None for a window the pass leaves out."""
 class Loader:
     """Replays journaled score records into the tables one pass includes."""
 
-    def __init__(self, engine: BoardEngine, include: Callable[[Window], bool], voided: set[int]) -> None:
+    def __init__(self, engine: BoardEngine, include: Callable[[Window], bool], voided: set[int], firsts: SeasonFirsts) -> None:
         self.engine = engine
+        self.firsts = firsts
+        """A league's season: each member's first seq in each window (`BoardEngine.season_firsts`)."""
         self.include = include
         self.voided = voided
         self.events = 0
@@ -67,6 +69,9 @@ class Loader:
         update_of, merge = self.engine.rule.update, self.engine.rule.merge
         targets = self._targets
         count = 0
+        if self.engine.league is not None:
+            rows = list(rows)
+            self.engine.season_firsts(rows, self.include, self.firsts)
         for windows, member, value, occurred_at, key, partition in self.engine.router.routed(rows, self.voided):
             count += 1
             update = None

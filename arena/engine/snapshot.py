@@ -10,8 +10,9 @@ Layout (all integers little-endian)::
               | u32 name index of the entry at each rank | the names, a line feed between two
 
 The header holds the board, its definition, the seq and the record at it, the retention floor of
-each period kind, the dispute counts and each table's window, partition (none: the global table)
-and sizes. A section lists the table's members in code point order (the order of its search index): their packed entries
+each period kind, the dispute counts, each table's window, partition (none: the global table)
+and sizes, and a league board's tiers and divisions (a member's tier, its first seq and division
+in each window). A section lists the table's members in code point order (the order of its search index): their packed entries
 (`arena.engine.rankkey`), their names in UTF-8 and (latest aggregation only) their deciding keys;
 then, rank by rank, where in that order the entry is. A table is thus loaded without a sort,
 without decoding a member from an entry (a member has no control character, DESIGN.md, so the
@@ -105,6 +106,8 @@ class Snapshot(Generic[Table]):
     """Per period kind, the start of the oldest window whose table it holds (None: alltime)."""
     disputes: dict[TableKey, int]
     tables: Sequence[Table]
+    league: dict[str, object] | None = None
+    """A league board's tiers and divisions (`arena.engine.league.League.image`)."""
 
 
 def record_identity(record: Record) -> str:
@@ -153,7 +156,7 @@ def encode(snapshot: Snapshot[TableSource], body: list[bytes]) -> Iterator[None]
     header = orjson.dumps({
         "board": snapshot.board, "definition": snapshot.definition, "seq": snapshot.seq, "record": snapshot.record,
         "floors": snapshot.floors, "disputes": [[str(k), p, n] for (k, p), n in snapshot.disputes.items()],
-        "tables": tables,
+        "tables": tables, "league": snapshot.league,
     })
     body += [struct.pack("<I", len(header)), header, *(piece for section in sections for piece in section)]
 
@@ -241,7 +244,7 @@ def decode(data: bytes) -> Snapshot[TableImage]:
             raise ValueError("the sections do not fill the body")
         disputes = {(period_name(kind), period_id): int(n) for kind, period_id, n in header["disputes"]}
         return Snapshot(header["board"], header["definition"], int(header["seq"]), header["record"],
-                        dict(header["floors"]), disputes, images)
+                        dict(header["floors"]), disputes, images, header.get("league"))
     except (KeyError, ValueError, TypeError, struct.error) as exc:  # a checksum holding over a bad body: a bug
         raise SnapshotInvalid(f"unreadable snapshot body: {exc!r}") from exc
 

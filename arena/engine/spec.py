@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import orjson
 
+from arena.engine.league import LeagueSpec
 from arena.engine.periods import PeriodKind, Window
 from arena.engine.prizes import Prizes, PrizeTier
 from arena.engine.schedule import CustomPeriod, Schedule
@@ -37,6 +38,9 @@ class BoardSpec:
     be appended, never removed (`fixed_changes`)."""
     regional_prizes: bool = False
     """Whether each region's table is settled too (the global table always is)."""
+    league: LeagueSpec | None = None
+    """A league's divisions partition the season's tables (`arena.engine.league`); its tiers
+    are fixed, its size, promote and relegate may change."""
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -73,7 +77,14 @@ class BoardSpec:
         }
         if self.custom_periods:  # absent otherwise: a board defined before custom periods keeps its definition
             definition["custom_periods"] = {c.name: c.definition() for c in self.custom_periods}
+        if self.league is not None:
+            definition["league_tiers"] = list(self.league.tiers)
         return definition
+
+    @property
+    def season(self) -> str | None:
+        """A league board's season: its one period kind besides alltime; None without a league."""
+        return None if self.league is None else next(kind for kind in self.kinds if kind != PeriodKind.ALLTIME)
 
     def fixed_changes(self, other: BoardSpec) -> list[str]:
         """The keys of `definition` that ``other`` changes: a change of a board whose journal
@@ -108,6 +119,8 @@ class BoardSpec:
             document["regions"] = list(self.regions)
         if self.regional_prizes:
             document["regional_prizes"] = True
+        if self.league is not None:
+            document["league"] = self.league.document()
         if self.metadata is not None:
             document["metadata"] = orjson.loads(self.metadata)
         return document

@@ -127,6 +127,10 @@ class RankedTable:
         score, reached_at = self.rule.unpack(sort_key_of(item))
         return (score, reached_at, self._keys[member] if self._keys is not None else "")
 
+    def state(self, member: str) -> State | None:
+        """A member's state as `ScoringRule.merge` makes it (`set_state` takes it). O(1)."""
+        return self._items.get(member) if self.rule.improves_by_key else self.standing(member)
+
     def apply(self, member: str, value: int, occurred_at: int, key: str) -> bool:
         """Fold one event into the member's standing; True when the standing changed. O(log n)."""
         return self.apply_updates([(member, self.rule.update(member, value, occurred_at, key))]) > 0
