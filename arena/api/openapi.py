@@ -198,6 +198,9 @@ SCHEMAS: Doc = {
     "Table": TABLE_FIELDS,
     "TableEntries": _with("Table", entries=_ENTRIES),
     "TableEntry": _with("Table", entry=_ref("Entry")),
+    "MemberEntry": {"allOf": [_ref("TableEntry"), {"type": "object", "properties": {"division": {
+        "type": ["string", "null"],
+        "description": "a league board's global table only: the member's division in the window (null: none yet)"}}}]},
     "TableMembers": _with("Table", entries=_ENTRIES, missing={"type": "array", "items": _STRING}),
     "Percentile": _with("Table", entry=_ref("Entry"), top_percent={"type": "number"}),
     "ScoreAtPercentile": _with("Table", p={"type": "number"}, entry={"oneOf": [_ref("Entry"), {"type": "null"}]}),
@@ -456,7 +459,7 @@ PATHS: Doc = {
         _param("limit", "query", _int(1, MAX_LIMIT, 10), "entries to return"),
         _param("offset", "query", _int(0, default=0), "entries to skip; past the end gives no entries"),
     ], "TableEntries", invalid=True, live=True)},
-    f"{TABLE}/members/{{member}}": {"get": _table_query("A member's entry", [MEMBER], "TableEntry", member=True, live=True)},
+    f"{TABLE}/members/{{member}}": {"get": _table_query("A member's entry", [MEMBER], "MemberEntry", member=True, live=True)},
     f"{TABLE}/members": {"post": _table_query(
         "A set of members (friends): those in the table in rank order with their global ranks, and the missing",
         [], "TableMembers", invalid=True, requestBody=_body(_object(["members"], members={

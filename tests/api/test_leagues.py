@@ -1,0 +1,140 @@
+"""A 3-tier league season through a real server on both journal backends: divisions fill in
+journal order, members of a window's grace join at the close before, tiers move at each close
+and carry to the next window played, exactly as the oracle (`support.league_oracle`) says; the
+partitions route, `?partition=` and `members/{member}`'s `division` answer it; a start from a
+snapshot and a full replay give the same divisions."""
+
+from __future__ import annotations
+
+import time
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from arena.config import Config, JournalSettings
+from arena.engine.league import LeagueSpec
+from arena.engine.times import format_ms
+from support.documented import assert_documented
+from support.league_oracle import BASE, GRACE, HOUR, LeagueOracle
+from support.oracle import OEvent
+from support.server import Client, InProcessServer, make_config, token_for, until
+
+LEAGUE = LeagueSpec(size=3, tiers=("bronze", "silver", "gold"), promote=1, relegate=1)
+BOARDS: dict[str, dict[str, Any]] = {"l": {
+    "periods": [], "custom_periods": {"season": {"every_hours": 1, "anchor": format_ms(BASE)}},
+    "close_grace_seconds": GRACE // 1000, "max_future_skew_seconds": 0, "keep_closed": 10,
+    "league": {"size": 3, "tiers": list(LEAGUE.tiers), "promote": 1, "relegate": 1},
+}}
+MEMBERS = [f"m{i}" for i in range(9)]
+
+
+def period_id(index: int) -> str:
+    return time.strftime("%Y-%m-%dT%HZ", time.gmtime((BASE + index * HOUR) / 1000))
+
+
+class Season:
+    """The server and the oracle fed the same frames at the same pinned instants."""
+
+    def __init__(self, server: InProcessServer, http: httpx.AsyncClient) -> None:
+        self.server, self.http = server, http
+        self.oracle = LeagueOracle(LEAGUE)
+        self.keys = 0
+
+    async def at(self, now: int) -> None:
+        assert (await self.http.post("/v1/_test/clock", json={"now_ms": now})).status_code == 200
+        self.oracle.submit([], now)
+        self.now = now
+
+    async def play(self, scores: dict[str, int], occurred_at: int) -> None:
+        sent = []
+        for member, value in scores.items():
+            self.keys += 1
+            sent.append(OEvent(member, value, occurred_at, f"k{self.keys}"))
+        client = await Client.connect(self.server.ws_url, token_for("gs"))
+        try:
+            results = await client.submit([e.raw("l") for e in sent])
+        finally:
+            await client.close()
+        assert [r["status"] == "accepted" for r in results] == self.oracle.submit(sent, self.now)
+
+
+async def get(http: httpx.AsyncClient, path: str, status: int = 200, **params: Any) -> dict[str, Any]:
+    answer = await http.get(path, params={k: v for k, v in params.items() if v is not None})
+    assert answer.status_code == status, answer.text
+    body: dict[str, Any] = answer.json()
+    return body
+
+
+async def division_of(http: httpx.AsyncClient, index: int, member: str) -> str | None:
+    body = await get(http, f"/v1/boards/l/season/members/{member}", period_id=period_id(index))
+    division: str | None = body["division"]
+    return division
+
+
+async def check_season(http: httpx.AsyncClient, oracle: LeagueOracle, windows: int) -> dict[str, list[Any]]:
+    """Every window's divisions (listing, standings, each member's division) as the oracle
+    says; the standings by window/division."""
+    standings, divisions, _tiers = oracle.season()
+    seen = {}
+    for index in range(windows):
+        listing = await get(http, "/v1/boards/l/season/partitions", period_id=period_id(index))
+        assert_documented("/v1/boards/{board}/{period}/partitions", "GET", listing)
+        names = sorted(set(divisions[index].values()), key=lambda d: (LEAGUE.tier_index(d), int(d.rsplit("-", 1)[1])))
+        sizes = {d: len(rows) for d, rows in standings[index].items()}
+        assert listing["partitions"] == [{"partition": d, "size": sizes[d]} for d in names], index
+        for d in names:
+            top = await get(http, "/v1/boards/l/season/top", period_id=period_id(index), partition=d)
+            got = [(e["rank"], e["member"], e["score"], e["reached_at"]) for e in top["entries"]]
+            assert got == [(r, m, s, format_ms(t)) for r, m, s, t in standings[index][d]], (index, d)
+            seen[f"{index}/{d}"] = got
+        for member, division in divisions[index].items():
+            body = await get(http, f"/v1/boards/l/season/members/{member}", period_id=period_id(index))
+            assert_documented("/v1/boards/{board}/{period}/members/{member}", "GET", body)
+            assert body["division"] == division
+            ranked = await get(http, f"/v1/boards/l/season/members/{member}", period_id=period_id(index), partition=division)
+            assert "division" not in ranked and ranked["partition"] == division
+    return seen
+
+
+@asynccontextmanager
+async def serving(config: Config, now: int) -> Any:
+    async with InProcessServer(config) as server, httpx.AsyncClient(base_url=server.url) as http:
+        season = Season(server, http)
+        await season.at(now)
+        yield season
+
+
+async def test_a_three_tier_season_promotes_and_relegates_as_the_oracle_says(
+    tmp_path: Path, served_journal: JournalSettings
+) -> None:
+    config = make_config(tmp_path, BOARDS, journal=served_journal, snapshot_every_events=1_000_000)
+    async with serving(config, BASE + 10 * 60_000) as season:
+        http = season.http
+        await season.play({m: 10 + i for i, m in enumerate(MEMBERS)}, BASE + 5 * 60_000)  # window 0: 3 bronze divisions
+        await season.at(BASE + HOUR + 2 * 60_000)  # window 0's grace: a late event, and two members of window 1
+        await season.play({"m0": 100}, BASE + HOUR - 60_000)
+        await season.play({"m8": 7, "m1": 9}, BASE + HOUR + 60_000)
+        assert await division_of(http, 1, "m8") is None  # waits for window 0's close
+        await season.at(BASE + HOUR + GRACE + 60_000)
+
+        async def joined() -> bool:
+            return await division_of(http, 1, "m8") is not None
+
+        await until(joined, "the members of the grace to join at the close")
+        await season.play({m: 30 - i for i, m in enumerate(MEMBERS) if m not in ("m8", "m1")}, BASE + HOUR + GRACE + 30_000)
+        for index in (2, 3):
+            await season.at(BASE + index * HOUR + GRACE + 60_000)
+            await season.play({m: (7 * i + 3 * index) % 11 for i, m in enumerate(MEMBERS)}, BASE + index * HOUR + GRACE)
+        _, _, tiers = season.oracle.season()
+        assert set(tiers.values()) == {0, 1, 2}  # every tier reached
+        seen = await check_season(http, season.oracle, 4)
+        oracle = season.oracle
+    async with serving(config, season.now) as again:  # from the snapshot written at the stop
+        assert await check_season(again.http, oracle, 4) == seen
+    off = make_config(tmp_path, BOARDS, journal=served_journal, snapshot_every_events=0)
+    async with serving(off, season.now) as again:  # a full replay
+        assert await check_season(again.http, oracle, 4) == seen
+        unknown = await get(again.http, "/v1/boards/l/season/top", 404, period_id=period_id(1), partition="gold-9")
+        assert unknown["error"]["code"] == "unknown_partition"
