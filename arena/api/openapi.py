@@ -185,7 +185,8 @@ _AWARD = _object(["rank", "member", "score", "reward"], rank=_int(1), member=_ST
 _TIER = {"type": "object", "required": ["reward"], "description": "a prize tier as defined: reward and one of ranks, "
          "top_percent or score", "properties": {
              "reward": _STRING, "ranks": {"type": "array", "items": _int(1), "minItems": 2, "maxItems": 2},
-             "top_percent": {"type": "number", "exclusiveMinimum": 0, "maximum": 100}, "score": {"type": "integer"}}}
+             "top_percent": {"type": "number", "exclusiveMinimum": 0, "maximum": 100}, "score": {"type": "integer"},
+             "tier": {**_STRING, "description": "a league board only: the league tier whose divisions it is for"}}}
 _CHANGE = _object(["member", "before", "after"], member=_STRING, before={"type": ["string", "null"]},
                   after={"type": ["string", "null"]})
 

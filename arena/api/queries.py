@@ -210,7 +210,9 @@ def _settled(
     revisions = engine.settlements.get(table_key(window, partition))
     if revisions is None and not handle.spec.prize_tiers(kind):
         raise not_found("no_prizes", f"board {board!r} has no prizes for {kind}")
-    if revisions is None and partition is not None and not handle.spec.regional_prizes:
+    if revisions is None and handle.spec.league is not None and partition is None:
+        raise not_found("no_prizes", f"board {board!r} awards prizes per division only (pass partition)")
+    if revisions is None and partition is not None and handle.spec.regions and not handle.spec.regional_prizes:
         raise not_found("no_prizes", f"board {board!r} awards no prizes per region (regional_prizes is false)")
     return body, revisions, window
 

@@ -649,7 +649,10 @@ class BoardActor:
         for window in disputed:
             self.metrics.disputes.labels(self.handle.name, str(window.kind)).inc()
         regions = {t.region for t in targets if t.region is not None}
-        settled = [table_key(w, partition) for w in disputed for partition in (None, *regions)]
+        if engine.league is not None:  # a league settles the member's divisions
+            settled = [table_key(w, engine.division(w, member)) for w in disputed if engine.division(w, member) is not None]
+        else:
+            settled = [table_key(w, partition) for w in disputed for partition in (None, *regions)]
         revised = [await self.settler.revision(key) for key in dict.fromkeys(settled)]
         made = [revision for revision in revised if revision is not None]
         if not await self._journal_settlements(made):

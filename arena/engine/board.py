@@ -234,6 +234,10 @@ class BoardEngine:
         steps += [(m.seq, m.window, None) for m in self.markers.values() if m.window.kind == self.spec.season and m.seq > after_seq]
         steps.sort(key=lambda step: step[0])
         self.league_steps(steps, recorded)
+        assert self.league is not None
+        for at in self.league.windows.values():  # closed before a snapshot, and not settled then
+            if (at.window.kind, at.window.period_id) in self.markers:
+                self._settle_divisions(at.window)
 
     def league_steps(self, steps: Iterable[LeagueStep], recorded: Mapping[TableKey, dict[str, int]] | None = None) -> None:
         """Feed a league its steps in seq order, with the global tables holding their events:
@@ -257,6 +261,19 @@ class BoardEngine:
                 moves = self.unrecorded[key] = league.moves((name, [e.member for e in t.entries()]) for name, t in divisions)
             for at, joined, _division in league.closed(key, moves or {}):
                 self._division_entry(at, joined)
+            self._settle_divisions(window)
+
+    def _settle_divisions(self, window: Window) -> None:
+        """A league's closed window: each division with prize tiers for its tier is to settle
+        (`unsettled`), unless it was. O(divisions)."""
+        assert self.league is not None
+        tiers = self.spec.prize_tiers(window.kind)
+        for name in self.partition_names(window) if tiers else ():
+            tier = name.rsplit("-", 1)[0]
+            mine = tuple(t for t in tiers if t.tier in (None, tier))
+            key = (window.kind, window.period_id, name)
+            if mine and key not in self.settlements:
+                self.unsettled[key] = mine
 
     def _division_entry(self, at: LeagueWindow, member: str) -> None:
         """Give a member of a division its global entry of the window there (none: none)."""
@@ -398,7 +415,7 @@ class BoardEngine:
                 table.closed_seq = marker.seq
                 table.closed_at = marker.closed_at
         tiers = self.spec.prize_tiers(window.kind)
-        settled: list[TableKey | PartitionKey] = [key]
+        settled: list[TableKey | PartitionKey] = [] if self.league is not None else [key]  # a league's: its divisions
         if self.spec.regional_prizes:  # each region's table too, on its own
             settled += [(window.kind, window.period_id, name) for name in self.partition_names(window)]
         for settled_key in settled:

@@ -16,16 +16,20 @@ import httpx
 from arena.config import Config, JournalSettings
 from arena.engine.league import LeagueSpec
 from arena.engine.times import format_ms
+from support import prize_oracle
 from support.documented import assert_documented
 from support.league_oracle import BASE, GRACE, HOUR, LeagueOracle
 from support.oracle import OEvent
 from support.server import Client, InProcessServer, make_config, token_for, until
 
 LEAGUE = LeagueSpec(size=3, tiers=("bronze", "silver", "gold"), promote=1, relegate=1)
+PRIZES = [{"reward": "cup", "ranks": [1, 1], "tier": "gold"}, {"reward": "medal", "ranks": [1, 1]},
+          {"reward": "ribbon", "ranks": [2, 2], "tier": "bronze"}]
 BOARDS: dict[str, dict[str, Any]] = {"l": {
     "periods": [], "custom_periods": {"season": {"every_hours": 1, "anchor": format_ms(BASE)}},
     "close_grace_seconds": GRACE // 1000, "max_future_skew_seconds": 0, "keep_closed": 10,
     "league": {"size": 3, "tiers": list(LEAGUE.tiers), "promote": 1, "relegate": 1},
+    "prizes": {"season": PRIZES},
 }}
 MEMBERS = [f"m{i}" for i in range(9)]
 
@@ -98,9 +102,32 @@ async def check_season(http: httpx.AsyncClient, oracle: LeagueOracle, windows: i
     return seen
 
 
+async def check_prizes(http: httpx.AsyncClient, oracle: LeagueOracle, closed: int) -> None:
+    """Each division of the closed windows settled on its own under the prize tiers of its
+    tier, as the prize oracle awards its standings; the global table has none."""
+    standings, _, _ = oracle.season()
+    path = "/v1/boards/l/season/settlement"
+    for index in range(closed):
+        for division, rows in standings[index].items():
+            tiers = [t for t in PRIZES if t.get("tier") in (None, division.rsplit("-", 1)[0])]
+
+            params = {"period_id": period_id(index), "partition": division}
+
+            async def settled(params: dict[str, str] = params) -> bool:
+                return (await http.get(path, params=params)).status_code == 200
+
+            await until(settled, f"{division} of window {index} to settle")
+            body = await get(http, path, period_id=period_id(index), partition=division)
+            assert_documented("/v1/boards/{board}/{period}/settlement", "GET", body)
+            assert (body["partition"], body["revision"], body["tiers"]) == (division, 0, tiers)
+            assert body["awards"] == prize_oracle.awards([(m, score) for _, m, score, _ in rows], "desc", tiers)
+        error = await get(http, path, 404, period_id=period_id(index))
+        assert error["error"]["code"] == "no_prizes"
+
+
 @asynccontextmanager
 async def serving(config: Config, now: int) -> Any:
-    async with InProcessServer(config) as server, httpx.AsyncClient(base_url=server.url) as http:
+    async with InProcessServer(config, now_ms=now) as server, httpx.AsyncClient(base_url=server.url) as http:
         season = Season(server, http)
         await season.at(now)
         yield season
@@ -130,11 +157,13 @@ async def test_a_three_tier_season_promotes_and_relegates_as_the_oracle_says(
         _, _, tiers = season.oracle.season()
         assert set(tiers.values()) == {0, 1, 2}  # every tier reached
         seen = await check_season(http, season.oracle, 4)
+        await check_prizes(http, season.oracle, 3)
         oracle = season.oracle
     async with serving(config, season.now) as again:  # from the snapshot written at the stop
         assert await check_season(again.http, oracle, 4) == seen
     off = make_config(tmp_path, BOARDS, journal=served_journal, snapshot_every_events=0)
     async with serving(off, season.now) as again:  # a full replay
         assert await check_season(again.http, oracle, 4) == seen
+        await check_prizes(again.http, oracle, 3)
         unknown = await get(again.http, "/v1/boards/l/season/top", 404, period_id=period_id(1), partition="gold-9")
         assert unknown["error"]["code"] == "unknown_partition"

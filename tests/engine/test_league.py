@@ -36,9 +36,14 @@ def test_the_config_names_a_league_on_a_board_of_one_season() -> None:
         ({"periods": ["daily"], "league": {"size": 3, "tiers": ["a", "a"]}}, "twice"),
         ({"periods": ["daily"], "league": {"size": 1, "tiers": ["a"]}}, "size"),
         ({"periods": ["daily"], "league": {"size": 3, "tiers": ["a"], "extra": 1}}, "extra"),
-        ({"periods": ["daily"], "league": {"size": 3, "tiers": ["a"]},
-          "prizes": {"daily": [{"reward": "x", "ranks": [1, 1]}]}}, "no prizes"),
     ]
+    prized = parse_board("b", {"periods": ["daily"], "league": {"size": 3, "tiers": ["a", "b"]},
+                               "prizes": {"daily": [{"reward": "x", "ranks": [1, 1], "tier": "b"}, {"reward": "y", "score": 5}]}})
+    assert [t.as_json() for t in prized.prize_tiers("daily")] == [{"reward": "x", "ranks": [1, 1], "tier": "b"},
+                                                                 {"reward": "y", "score": 5}]
+    bad.append(({"periods": ["daily"], "league": {"size": 3, "tiers": ["a"]},
+                 "prizes": {"daily": [{"reward": "x", "ranks": [1, 1], "tier": "z"}]}}, "not one of the league's tiers"))
+    bad.append(({"periods": ["daily"], "prizes": {"daily": [{"reward": "x", "ranks": [1, 1], "tier": "z"}]}}, "has no league"))
     for table, message in bad:
         with pytest.raises(ConfigError, match=message):
             parse_board("b", table)
