@@ -13,13 +13,14 @@ from typing import Any
 
 import httpx
 
+from arena.cli.rebuild import rebuild_board, table_name, table_rows
 from arena.config import Config, JournalSettings
 from arena.engine.league import LeagueSpec
 from arena.engine.times import format_ms
 from support import prize_oracle
 from support.documented import assert_documented
 from support.league_oracle import BASE, GRACE, HOUR, LeagueOracle
-from support.oracle import OEvent
+from support.oracle import OEvent, digest
 from support.server import Client, InProcessServer, make_config, token_for, until
 
 LEAGUE = LeagueSpec(size=3, tiers=("bronze", "silver", "gold"), promote=1, relegate=1)
@@ -167,3 +168,11 @@ async def test_a_three_tier_season_promotes_and_relegates_as_the_oracle_says(
         await check_prizes(again.http, oracle, 3)
         unknown = await get(again.http, "/v1/boards/l/season/top", 404, period_id=period_id(1), partition="gold-9")
         assert unknown["error"]["code"] == "unknown_partition"
+    # `arena rebuild` (and verify, migrate) digest every division as the oracle ranks it
+    engine, report = await rebuild_board(off, off.boards["l"], now=season.now)
+    listed = table_rows(off.boards["l"], engine, report, season.now)
+    rebuilt = {table_name(key): table.digest() for key, (table, _, _) in listed.items()}
+    standings, _, _ = oracle.season()
+    for index in range(4):
+        for division, rows in standings[index].items():
+            assert rebuilt[("season", f"{period_id(index)}/{division}")] == digest(rows)

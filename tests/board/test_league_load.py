@@ -1,5 +1,5 @@
-"""A league board's divisions and tiers after a load: a full replay of the journal and a start
-from a snapshot taken mid-season give the live engine's divisions (members, standings, who
+"""A league board's divisions and tiers after a load: a full replay of the journal, a start
+from a snapshot taken mid-season and a standby's copy that follows the tail give the live engine's divisions (members, standings, who
 waits), tiers and close records, voids included, on both backends."""
 
 from __future__ import annotations
@@ -50,14 +50,17 @@ def test_a_replay_and_a_snapshot_start_give_the_live_divisions_and_tiers(
         await live.play(frames[:cut])
         taken_at = frames[cut - 1].now if cut else frames[0].now
         await Snapshotter(live.engine, journal, snapshots, 1, pinned(taken_at)).take()
+        follower = await full_replay(journal, spec, taken_at)  # a standby, which then follows the tail
         await live.play(frames[cut:])
         now = frames[-1].now
+        await load(follower, journal, now, copy=True)
         replayed = await full_replay(journal, spec, now)
         started = BoardEngine(spec)
         await load(started, journal, now, snapshots=snapshots)
         expected = league_state(live.engine)
         assert league_state(replayed) == expected
         assert league_state(started) == expected
+        assert league_state(follower) == expected
         assert state(started) == state(replayed)
         assert not replayed.unrecorded and not started.unrecorded  # the live closes' records were read
 
