@@ -390,6 +390,14 @@ class BoardEngine:
         at = self.league.windows.get((window.kind, window.period_id))
         return () if at is None else at.names(self.league.spec)
 
+    def has_partition(self, window: Window, partition: str) -> bool:
+        """Whether ``partition`` is one of `partition_names` (a league's: without listing its
+        divisions). O(regions) or O(tiers)."""
+        if self.league is None:
+            return partition in self.spec.partitions()
+        at = self.league.windows.get((window.kind, window.period_id))
+        return at is not None and at.has(partition, self.league.spec)
+
     def partition_of(self, table: RankedTable, partition: str) -> RankedTable:
         """A partition of a global table: an empty table, closed as the global one, when no
         event reached it. O(1)."""
@@ -630,7 +638,7 @@ class BoardEngine:
         table = self._view(kind, period_id, now)
         if partition is None:
             return table
-        if partition not in self.partition_names(table.window):
+        if not self.has_partition(table.window, partition):
             raise not_found("unknown_partition", f"{kind} period {table.window.period_id} has no partition {partition!r}")
         return self.partition_of(table, partition)
 

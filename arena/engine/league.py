@@ -72,6 +72,13 @@ class LeagueWindow:
         """Each member that joined: its division; a member of ``firsts`` not here waits."""
         self.joined = [0] * tiers
 
+    def has(self, division: str, spec: LeagueSpec) -> bool:
+        """Whether ``division`` is one of `names`, without listing them. O(tiers)."""
+        tier, _, k = division.rpartition("-")
+        if tier not in spec.tiers or not k.isdigit() or k != str(int(k)):
+            return False
+        return 1 <= int(k) <= (self.joined[spec.tiers.index(tier)] + spec.size - 1) // spec.size
+
     def names(self, spec: LeagueSpec) -> tuple[str, ...]:
         """The divisions in the order they list: by tier, then k."""
         return tuple(f"{tier}-{k}" for t, tier in enumerate(spec.tiers)

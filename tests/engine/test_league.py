@@ -8,7 +8,8 @@ from hypothesis import given, settings
 
 from arena.config import parse_board
 from arena.engine.board import BoardEngine
-from arena.engine.league import LeagueSpec
+from arena.engine.league import LeagueSpec, LeagueWindow
+from arena.engine.periods import Calendar, PeriodKind
 from arena.errors import ConfigError
 from support.engine_harness import EngineHarness
 from support.league_oracle import BASE, HOUR, WINDOWS, LeagueOracle, league_spec, leagues, season_frames, window_index
@@ -22,6 +23,15 @@ def test_a_move_is_one_tier_in_a_division_of_more_than_promote_plus_relegate_cla
     assert [LEAGUE.moved(1, rank, 2) for rank in range(2)] == [1, 1]  # 2 is not more than 1 + 1
     assert [LEAGUE.moved(2, rank, 3) for rank in range(3)] == [2, 2, 1]
     assert [LEAGUE.moved(0, rank, 3) for rank in range(3)] == [1, 0, 0]
+
+
+def test_a_window_knows_its_divisions_without_listing_them() -> None:
+    at = LeagueWindow(Calendar("UTC").window_at(PeriodKind.DAILY, 0), None, 3)
+    at.joined = [7, 0, 3]  # size 3: bronze-1..3, gold-1
+    names = at.names(LEAGUE)
+    assert names == ("bronze-1", "bronze-2", "bronze-3", "gold-1")
+    for name in [*names, "bronze-4", "silver-1", "gold-2", "gold-01", "gold-0", "gold", "-1", "platinum-1", "gold-x"]:
+        assert at.has(name, LEAGUE) == (name in names), name
 
 
 def test_the_config_names_a_league_on_a_board_of_one_season() -> None:
