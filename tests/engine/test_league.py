@@ -39,6 +39,8 @@ def test_the_config_names_a_league_on_a_board_of_one_season() -> None:
                              "league": {"size": 30, "tiers": ["bronze", "silver"], "promote": 5, "relegate": 5}})
     assert spec.league == LeagueSpec(30, ("bronze", "silver"), 5, 5) and spec.season == "season"
     assert spec.document()["league"] == {"size": 30, "tiers": ["bronze", "silver"], "promote": 5, "relegate": 5}
+    resized = parse_board("b", {**spec.document(), "league": {"size": 20, "tiers": ["bronze", "silver"]}})
+    assert spec.fixed_changes(resized) == ["league"]  # for now: a change from the next window is not built
     bad = [
         ({"periods": ["alltime", "daily", "weekly"], "league": {"size": 3, "tiers": ["a"]}}, "exactly one period"),
         ({"periods": ["daily"], "regions": ["eu"], "league": {"size": 3, "tiers": ["a"]}}, "regions or a league"),
