@@ -67,6 +67,8 @@ def config_toml(config: Config) -> str:
         lines += table(f"[boards.{name}]", _board_table(spec))
         for custom in spec.custom_periods:
             lines += table(f"[boards.{name}.custom_periods.{custom.name}]", custom.definition())
+        if spec.league is not None:
+            lines += table(f"[boards.{name}.league]", spec.league.document())
         for period, tiers in spec.prizes:
             for tier in tiers:  # a float top_percent's repr is the decimal as written (arena.config)
                 lines += table(f"[[boards.{name}.prizes.{period}]]", tier.as_json())

@@ -17,7 +17,9 @@ from arena.cli.rebuild import rebuild_board, table_name, table_rows
 from arena.config import Config, JournalSettings
 from arena.engine.league import LeagueSpec
 from arena.engine.times import format_ms
+from arena_client import ArenaClient, ScoreEvent
 from support import prize_oracle
+from support.cluster import NodeFactory, owner_urls, start_cluster
 from support.documented import assert_documented
 from support.league_oracle import BASE, GRACE, HOUR, LeagueOracle
 from support.oracle import OEvent, digest
@@ -176,3 +178,21 @@ async def test_a_three_tier_season_promotes_and_relegates_as_the_oracle_says(
     for index in range(4):
         for division, rows in standings[index].items():
             assert rebuilt[("season", f"{period_id(index)}/{division}")] == digest(rows)
+
+
+async def test_in_a_cluster_either_node_answers_a_division(cluster_nodes: NodeFactory) -> None:
+    """The node that does not own a league board forwards its division queries and a member's
+    `division` to the owner."""
+    league = {"periods": ["daily"], "league": {"size": 2, "tiers": ["bronze", "silver"], "promote": 1, "relegate": 0}}
+    nodes = await start_cluster(cluster_nodes, ["a", "b"], {"l": league})
+    async with httpx.AsyncClient() as http:
+        owner = (await owner_urls(http, nodes))["l"]
+        async with ArenaClient(owner, token_for("gs")) as sdk:  # one frame: divisions fill in its order
+            assert all(r.recorded for r in await sdk.submit_many(
+                [ScoreEvent("l", "ann", 5), ScoreEvent("l", "bob", 9), ScoreEvent("l", "cid", 7)]))
+        for node in nodes:
+            listing = await get(http, f"{node.url}/v1/boards/l/daily/partitions")
+            assert [(p["partition"], p["size"]) for p in listing["partitions"]] == [("bronze-1", 2), ("bronze-2", 1)]
+            top = await get(http, f"{node.url}/v1/boards/l/daily/top", partition="bronze-1")
+            assert [e["member"] for e in top["entries"]] == ["bob", "ann"]
+            assert (await get(http, f"{node.url}/v1/boards/l/daily/members/cid"))["division"] == "bronze-2"
