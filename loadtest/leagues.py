@@ -9,7 +9,9 @@ live path (`decide`, `commit`) in batches of ``--batch``: each member joins a br
 in journal order. Then ``--queries`` times, for a random member: its division
 (`BoardEngine.division`), that division's table (`BoardEngine.view`, as `?partition=` does) and
 its standings (`top(size)`), timed with `time.perf_counter_ns`: p50 / p99 / max, under the
-cyclic GC thresholds of `arena serve` (`arena.cli.main.GC_THRESHOLDS`). What HTTP or a
+cyclic GC thresholds of `arena serve` (`arena.cli.main.GC_THRESHOLDS`). Then what a snapshot
+adds for the league: the tiers and divisions image (`League.image`, one turn of the event
+loop), as header JSON, and loading it back. What HTTP or a
 WebSocket adds on top is the same as for any table query (docs/performance.md). The machine is
 shared: figures move with its load.
 """
@@ -25,10 +27,13 @@ import sys
 import time
 from typing import Any
 
+import orjson
+
 from arena.cli.main import GC_THRESHOLDS
 from arena.config import parse_board
 from arena.engine.board import BoardEngine
 from arena.engine.events import Event
+from arena.engine.league import League
 
 NOW = 1_799_020_800_000 + 12 * 3_600_000  # 2027-01-04T12:00Z
 
@@ -67,6 +72,21 @@ def measure(engine: BoardEngine, members: int, size: int, queries: int) -> dict[
             "divisions": len(engine.partition_names(window))}
 
 
+def snapshot_costs(engine: BoardEngine) -> dict[str, Any]:
+    """What a snapshot of the league costs beyond its tables: its image (taken in one turn of the
+    event loop), the image as header JSON, and loading it back (also in the loop)."""
+    assert engine.league is not None
+    begin = time.perf_counter()
+    image = engine.league.image()
+    imaged = time.perf_counter()
+    text = orjson.dumps(image)
+    dumped = time.perf_counter()
+    League(engine.league.spec).load(orjson.loads(text), engine.schedule.window_by_id)
+    loaded = time.perf_counter()
+    return {"image_ms": round((imaged - begin) * 1000, 1), "header_json_ms": round((dumped - imaged) * 1000, 1),
+            "header_mb": round(len(text) / 2**20, 1), "load_ms": round((loaded - dumped) * 1000, 1)}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--members", type=int, default=1_000_000)
@@ -78,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
     gc.set_threshold(*GC_THRESHOLDS)
     engine, seconds = build(args.members, args.size, args.batch)
     figures = {"members": args.members, "size": args.size, "ingest_seconds": round(seconds, 1),
-               **measure(engine, args.members, args.size, args.queries)}
+               **measure(engine, args.members, args.size, args.queries), **snapshot_costs(engine)}
     text = json.dumps(figures, indent=2)
     print(text)
     if args.json:

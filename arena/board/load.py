@@ -276,7 +276,8 @@ async def _snapshot(engine: BoardEngine, journal: Journal, store: SnapshotStore,
         try:
             if snapshot.league is None:
                 raise ValueError("it holds no league")
-            engine.league.load(snapshot.league, engine.schedule.window_by_id)
+            # O(members): in a thread, so that the loop gets turns meanwhile (about 3 s at 10**6)
+            await asyncio.to_thread(engine.league.load, snapshot.league, engine.schedule.window_by_id)
         except (KeyError, ValueError, TypeError) as exc:
             engine.tables.clear()
             engine.partitions.clear()
