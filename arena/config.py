@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from arena.engine.events import plain_text
+from arena.engine.league import LeagueSpec
 from arena.engine.periods import PeriodKind
 from arena.engine.prizes import Prizes, PrizeTier
 from arena.engine.schedule import CustomPeriod, EveryDays, EveryHours, OneOff
@@ -285,6 +286,12 @@ class _Section:
             raise self.fail(key, "must be one of " + ", ".join(choices))
         return value
 
+    def flag(self, key: builtins.str, default: builtins.bool) -> builtins.bool:
+        value = self._get(key, default)
+        if not isinstance(value, builtins.bool):
+            raise self.fail(key, "must be true or false")
+        return value
+
     def str_list(self, key: builtins.str, default: object) -> list[builtins.str]:  # `str` is the method above
         value = self._get(key, default)
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -476,6 +483,7 @@ def parse_board(name: str, table: object) -> BoardSpec:
     max_value = s.int("max_value", d.max_value, -JSON_SAFE, JSON_SAFE)
     if min_value > max_value:
         raise s.fail("max_value", f"must be >= min_value ({min_value})")
+    league = _league(s)
     spec = BoardSpec(
         name=name,
         aggregation=Aggregation(s.str("aggregation", "best", tuple(a.value for a in Aggregation))),
@@ -489,11 +497,57 @@ def parse_board(name: str, table: object) -> BoardSpec:
         max_future_skew_ms=s.int("max_future_skew_seconds", 30, 0, 86_400) * 1000,
         keep_closed=s.int("keep_closed", 3, 0, 10_000),
         custom_periods=custom,
-        prizes=_prizes(s, [*periods, *(c.name for c in custom)]),
+        prizes=_prizes(s, [*periods, *(c.name for c in custom)], () if league is None else league.tiers),
         metadata=_metadata(s),
+        regions=_regions(s),
+        regional_prizes=s.flag("regional_prizes", False),
+        league=league,
     )
+    if spec.league is not None and spec.regions:
+        raise s.fail("league", "a board has regions or a league, not both")
+    if spec.league is not None and len([k for k in spec.kinds if k != PeriodKind.ALLTIME]) != 1:
+        raise s.fail("league", "needs exactly one period besides alltime (the season)")
     s.done()
     return spec
+
+
+_TIER_NAME = re.compile(r"^[a-z0-9_]{1,32}$")
+
+
+def _league(s: _Section) -> LeagueSpec | None:
+    """``league = {size, tiers, promote, relegate}``."""
+    if s._get("league", None) is None:
+        return None
+    t = _Section(f"{s.name}.league", s._get("league", None))
+    tiers = t.str_list("tiers", _REQUIRED)
+    if not tiers:
+        raise t.fail("tiers", "must name at least one tier")
+    for tier in tiers:
+        if not _TIER_NAME.match(tier):
+            raise t.fail("tiers", f"{tier!r}: a tier name is 1..32 of a-z, 0-9, '_'")
+    if len(set(tiers)) != len(tiers):
+        raise t.fail("tiers", "lists a tier twice")
+    league = LeagueSpec(t.int("size", _REQUIRED, 2, 100_000), tuple(tiers), t.int("promote", 0, 0, 100_000),
+                        t.int("relegate", 0, 0, 100_000))
+    t.done()
+    return league
+
+
+_REGION_NAME = re.compile(r"^[a-z0-9_-]{1,32}$")
+
+
+def _regions(s: _Section) -> tuple[str, ...]:
+    """``regions``: 0..64 distinct names of 1..32 of ``[a-z0-9_-]``, in the order they rank in
+    the partitions route."""
+    regions = s.str_list("regions", [])
+    if len(regions) > 64:
+        raise s.fail("regions", "names at most 64 regions")
+    for region in regions:
+        if not _REGION_NAME.match(region):
+            raise s.fail("regions", f"{region!r}: a region name is 1..32 of a-z, 0-9, '_', '-'")
+    if len(set(regions)) != len(regions):
+        raise s.fail("regions", "lists a region twice")
+    return tuple(regions)
 
 
 _PERIOD_NAME = re.compile(r"^[a-z0-9_-]{1,32}$")
@@ -556,9 +610,9 @@ PERCENT_FLOOR = Decimal("1e-20")
 _RULES = ("ranks", "top_percent", "score")
 
 
-def _prizes(board: _Section, periods: list[str]) -> Prizes:
+def _prizes(board: _Section, periods: list[str], league_tiers: tuple[str, ...]) -> Prizes:
     """``prizes``: tiers per period name of the board (not alltime, which never closes), in the
-    board's period order."""
+    board's period order; on a league board a tier may name the league ``tier`` it is for."""
     s = _Section(f"{board.name}.prizes", board._get("prizes", {}))
     for period, tiers in s.data.items():
         if period == PeriodKind.ALLTIME.value:
@@ -568,18 +622,21 @@ def _prizes(board: _Section, periods: list[str]) -> Prizes:
         if not isinstance(tiers, list) or not 1 <= len(tiers) <= MAX_TIERS:
             raise ConfigError(f"{s.name}.{period}: must be 1..{MAX_TIERS} tiers ([[{s.name}.{period}]] tables)")
     return tuple(
-        (period, tuple(_prize_tier(f"{s.name}.{period}[{i}]", tier) for i, tier in enumerate(s.data[period])))
+        (period, tuple(_prize_tier(f"{s.name}.{period}[{i}]", tier, league_tiers) for i, tier in enumerate(s.data[period])))
         for period in periods if period in s.data
     )
 
 
-def _prize_tier(name: str, table: object) -> PrizeTier:
+def _prize_tier(name: str, table: object, league_tiers: tuple[str, ...]) -> PrizeTier:
     s = _Section(name, table)
     reward = s.str("reward")
     if len(reward) > MAX_REWARD_CHARS or not plain_text(reward):
         raise s.fail("reward", f"must be 1..{MAX_REWARD_CHARS} characters without control characters")
-    if s._get("tier", None) is not None:
+    league_tier = s._get("tier", None)
+    if league_tier is not None and not league_tiers:
         raise s.fail("tier", "names a league tier, and this board has no league")
+    if league_tier is not None and league_tier not in league_tiers:
+        raise s.fail("tier", "is not one of the league's tiers: " + ", ".join(league_tiers))
     rules = [key for key in _RULES if key in s.data]
     if len(rules) != 1:
         raise ConfigError(f"{name}: needs exactly one of ranks, top_percent or score" + (f" (got {', '.join(rules)})" if rules else ""))
@@ -594,7 +651,7 @@ def _prize_tier(name: str, table: object) -> PrizeTier:
     else:
         tier = PrizeTier(reward, score=s.int("score", _REQUIRED, -JSON_SAFE, JSON_SAFE))
     s.done()
-    return tier
+    return tier if league_tier is None else replace(tier, tier=league_tier)
 
 
 def _percent(s: _Section, key: str) -> Fraction:

@@ -25,7 +25,7 @@ def toml_value(value: object) -> str:
 
 
 def _board_table(spec: BoardSpec) -> dict[str, object]:
-    return {
+    table: dict[str, object] = {
         "aggregation": spec.aggregation.value,
         "order": spec.order.value,
         "tie": spec.tie.value,
@@ -37,6 +37,10 @@ def _board_table(spec: BoardSpec) -> dict[str, object]:
         "max_future_skew_seconds": spec.max_future_skew_ms // 1000,
         "keep_closed": spec.keep_closed,
     }
+    if spec.regions:
+        table["regions"] = list(spec.regions)
+        table["regional_prizes"] = spec.regional_prizes
+    return table
 
 
 def config_toml(config: Config) -> str:
@@ -63,6 +67,8 @@ def config_toml(config: Config) -> str:
         lines += table(f"[boards.{name}]", _board_table(spec))
         for custom in spec.custom_periods:
             lines += table(f"[boards.{name}.custom_periods.{custom.name}]", custom.definition())
+        if spec.league is not None:
+            lines += table(f"[boards.{name}.league]", spec.league.document())
         for period, tiers in spec.prizes:
             for tier in tiers:  # a float top_percent's repr is the decimal as written (arena.config)
                 lines += table(f"[[boards.{name}.prizes.{period}]]", tier.as_json())

@@ -72,7 +72,7 @@ async def _relay(forwarding: Forwarding, board: str, request: Request) -> Respon
 
 
 def _event(e: StoredEvent) -> Body:
-    return {
+    body: Body = {
         "seq": e.seq,
         "member": e.member,
         "value": e.value,
@@ -84,6 +84,9 @@ def _event(e: StoredEvent) -> Body:
         "voided": None if e.voided is None else {
             "seq": e.voided.seq, "reason": e.voided.reason, "admin": e.voided.admin, "at": format_ms(e.voided.at)},
     }
+    if e.region is not None:
+        body["region"] = e.region
+    return body
 
 
 async def _json_object(request: Request) -> dict[str, Any]:

@@ -128,8 +128,9 @@ class Params:
         return int_param(self._query.get(name), name, default)
 
     @property
-    def table(self) -> tuple[str, str, str | None]:
-        return self.board, self.period, self._query.get("period_id")
+    def table(self) -> tuple[str, str, str | None, str | None]:
+        """(board, period, period_id, partition): the table a query route names."""
+        return self.board, self.period, self._query.get("period_id"), self._query.get("partition")
 
     def required_member(self) -> str:
         assert self.member is not None  # the dispatcher only routes here with a member
@@ -184,6 +185,13 @@ def _settlement(arena: Arena, p: Params) -> Body | Awaitable[Body]:
             raise not_found("not_found", "no such route: a member's award is …/settlement/members/{member}")
         return queries.settlement_member(arena, *p.table, member)
     return queries.settlement(arena, *p.table, flag_param(p.get("preview"), "preview"), p.int("revision"), limit, offset)
+
+
+def _partitions(arena: Arena, p: Params) -> Body:
+    limit = p.int("limit", queries.MAX_PARTITIONS_LIMIT)
+    assert limit is not None
+    board, period, period_id, _partition = p.table
+    return queries.partitions(arena, board, period, period_id, limit, p.get("after"))
 
 
 def _periods(arena: Arena, p: Params) -> Body:
@@ -255,6 +263,7 @@ QUERY_ROUTES = (
     QueryRoute(_TABLE + "search", "GET", "search", _search),
     QueryRoute(_TABLE + "digest", "GET", "digest", _digest),
     QueryRoute(_TABLE + "periods", "GET", "periods", _periods),
+    QueryRoute(_TABLE + "partitions", "GET", "partitions", _partitions),
     QueryRoute(_TABLE + "settlement", "GET", "settlement", _settlement),
     QueryRoute(_TABLE + "settlement/members/{member}", "GET", "settlement_member", _settlement),
 )
@@ -464,8 +473,11 @@ def _wants_events(scope: Scope) -> bool:
 
 def _view(op: str, params: Params, **fields: Any) -> dict[str, Any]:
     view = {"op": op, "board": params.board, "period": params.period, **fields}
-    period_id = params.get("period_id")
-    return view if period_id is None else {**view, "period_id": period_id}
+    for name in ("period_id", "partition"):
+        value = params.get(name)
+        if value is not None:
+            view[name] = value
+    return view
 
 
 def _number(raw: str | None) -> int | float | None:

@@ -32,7 +32,7 @@ from arena.live.views import LiveViews, Subscription, ViewSpec
 
 log = logging.getLogger("arena.live")
 
-TABLE_FIELDS = ("board", "period", "period_id")
+TABLE_FIELDS = ("board", "period", "period_id", "partition")
 """The fields of every view: the table it asks about."""
 VIEW_FIELDS: dict[str, dict[str, int | None]] = {
     "top": {"limit": 10, "offset": 0},
@@ -45,7 +45,7 @@ VIEW_FIELDS: dict[str, dict[str, int | None]] = {
 """Each view op's own fields and their defaults (None: no default): the query ops read their
 defaults here too (`arena.api.ws.QUERY_OPS`)."""
 VIEW_OPS = tuple(VIEW_FIELDS)
-REFUSED = {"invalid_request", "unknown_board", "unknown_period", "period_not_retained"}
+REFUSED = {"invalid_request", "unknown_board", "unknown_period", "period_not_retained", "unknown_partition"}
 """What a query refuses for what it asks: a view that gets one of these is not subscribed."""
 
 Answer = Callable[[Arena, dict[str, Any]], Body]
@@ -125,7 +125,7 @@ class QuerySource:
 
 def absent(arena: Arena, view: dict[str, Any]) -> Body:
     """The answer of a member view while the member has no entry: a state, not an error."""
-    _, body = queries.view(arena, view["board"], view["period"], view.get("period_id"))
+    _, body = queries.view(arena, view["board"], view["period"], view.get("period_id"), view.get("partition"))
     if view["op"] == "around":
         body["entries"] = []
     else:

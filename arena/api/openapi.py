@@ -21,6 +21,7 @@ from arena.api.queries import (
     MAX_LIMIT,
     MAX_MEMBER_CODE_POINTS,
     MAX_MEMBERS,
+    MAX_PARTITIONS_LIMIT,
     MAX_RADIUS,
     MAX_SEARCH_LIMIT,
 )
@@ -81,11 +82,13 @@ MEMBER = _param("member", "path", _STRING, "percent-encoded; may contain '/'")
 PERIOD_ID = _param("period_id", "query", _STRING, (
     "a past table: 2026-12-02T13, 2026-12-02, 2026-W49, 2026-12, 2026; a custom period's 2026-01-05 or 2026-01-05T06Z"
     " (default: the current one)"))
+PARTITION = _param("partition", "query", _STRING, (
+    "a partition of the table (a region, or a league's division; GET .../partitions lists them); default: the global table"))
 RADIUS = _param("radius", "query", _int(0, MAX_RADIUS, 5), "neighbours on each side, clipped at both ends")
 ADMIN_HEADERS = "Authorization: Bearer <token> of an [[admins]] entry"
 SERVER_HEADERS = "Authorization: Bearer <token> of a [[servers]] entry (a game server)"
 
-TABLE_MISSING = ("unknown_board", "unknown_period", "period_not_retained")
+TABLE_MISSING = ("unknown_board", "unknown_period", "period_not_retained", "unknown_partition")
 INVALID = _error("a bad parameter or body", "invalid_request")
 UNAUTHORIZED = _error("no valid admin token", "unauthorized")
 NOT_READY = _error("the board is still loading its tables, or failed", "not_ready", "unavailable")
@@ -115,7 +118,7 @@ def _table_query(
     ok = _json(_ref(answer), "the table's answer")
     if live:
         ok["content"]["text/event-stream"] = EVENT_STREAM
-    return _operation(summary, [BOARD, PERIOD, *parameters, PERIOD_ID], ok, errors, **extra)
+    return _operation(summary, [BOARD, PERIOD, *parameters, PERIOD_ID, PARTITION], ok, errors, **extra)
 
 
 def _admin(summary: str, parameters: list[Doc], ok: Doc, missing: tuple[str, ...], **extra: Any) -> Doc:
@@ -170,6 +173,7 @@ TABLE_FIELDS = _object(
     closed={"type": "boolean"},
     size=_int(0),
     seq=SEQ,
+    partition={**_STRING, "description": "a partition's table only: its name (absent: the global table)"},
 )
 _ENTRIES = {"type": "array", "items": _ref("Entry")}
 _VOID_EVENT = _object(["board", "idempotency_key", "voided", "already_voided"], board=_STRING, idempotency_key=_STRING,
@@ -181,7 +185,8 @@ _AWARD = _object(["rank", "member", "score", "reward"], rank=_int(1), member=_ST
 _TIER = {"type": "object", "required": ["reward"], "description": "a prize tier as defined: reward and one of ranks, "
          "top_percent or score", "properties": {
              "reward": _STRING, "ranks": {"type": "array", "items": _int(1), "minItems": 2, "maxItems": 2},
-             "top_percent": {"type": "number", "exclusiveMinimum": 0, "maximum": 100}, "score": {"type": "integer"}}}
+             "top_percent": {"type": "number", "exclusiveMinimum": 0, "maximum": 100}, "score": {"type": "integer"},
+             "tier": {**_STRING, "description": "a league board only: the league tier whose divisions it is for"}}}
 _CHANGE = _object(["member", "before", "after"], member=_STRING, before={"type": ["string", "null"]},
                   after={"type": ["string", "null"]})
 
@@ -194,6 +199,9 @@ SCHEMAS: Doc = {
     "Table": TABLE_FIELDS,
     "TableEntries": _with("Table", entries=_ENTRIES),
     "TableEntry": _with("Table", entry=_ref("Entry")),
+    "MemberEntry": {"allOf": [_ref("TableEntry"), {"type": "object", "properties": {"division": {
+        "type": ["string", "null"],
+        "description": "a league board's global table only: the member's division in the window (null: none yet)"}}}]},
     "TableMembers": _with("Table", entries=_ENTRIES, missing={"type": "array", "items": _STRING}),
     "Percentile": _with("Table", entry=_ref("Entry"), top_percent={"type": "number"}),
     "ScoreAtPercentile": _with("Table", p={"type": "number"}, entry={"oneOf": [_ref("Entry"), {"type": "null"}]}),
@@ -234,6 +242,11 @@ SCHEMAS: Doc = {
         seq=_int(1, description="the board's journal seq of the revision"),
         sha256={"type": "string", "pattern": "^[0-9a-f]{64}$", "description": "the revision's (see Settlement)"},
         awards=_int(0, description="the number of awards: read them at /v1/boards/{board}/{period}/settlement"),
+    ),
+    "Partitions": _with(
+        "Table",
+        partitions={"type": "array", "items": _object(["partition", "size"], partition=_STRING, size=_int(0))},
+        next={"type": ["string", "null"], "description": "the last partition listed when more follow (the next page's after)"},
     ),
     "Periods": _object(
         ["board", "period", "periods", "seq"],
@@ -341,6 +354,7 @@ def _view(op: str) -> Doc:
     required = ["op", "board", "period", *(name for name, default in own.items() if default is None and not either)]
     schema = _object(required, op={"const": op}, board=_STRING, period=PERIOD["schema"],
                      period_id={"type": ["string", "null"], "description": "a past table (default: the current one)"},
+                     partition={"type": ["string", "null"], "description": "a partition of the table (default: the global one)"},
                      **{name: _VIEW_FIELD_SCHEMAS[name] for name in own})
     schema["description"] = "exactly these fields: another one is invalid_request"
     if either:
@@ -446,7 +460,7 @@ PATHS: Doc = {
         _param("limit", "query", _int(1, MAX_LIMIT, 10), "entries to return"),
         _param("offset", "query", _int(0, default=0), "entries to skip; past the end gives no entries"),
     ], "TableEntries", invalid=True, live=True)},
-    f"{TABLE}/members/{{member}}": {"get": _table_query("A member's entry", [MEMBER], "TableEntry", member=True, live=True)},
+    f"{TABLE}/members/{{member}}": {"get": _table_query("A member's entry", [MEMBER], "MemberEntry", member=True, live=True)},
     f"{TABLE}/members": {"post": _table_query(
         "A set of members (friends): those in the table in rank order with their global ranks, and the missing",
         [], "TableMembers", invalid=True, requestBody=_body(_object(["members"], members={
@@ -480,7 +494,7 @@ PATHS: Doc = {
             _param("revision", "query", _int(0), "a revision of a closed table's settlement (default: the latest)"),
             _param("limit", "query", _int(1, MAX_LIMIT, MAX_LIMIT), "awards to return"),
             _param("offset", "query", _int(0, default=0), "awards to skip; past the end gives no awards"),
-            PERIOD_ID,
+            PERIOD_ID, PARTITION,
         ], _json(_ref("Settlement"), "the awards"), {
             "400": INVALID,
             "404": _error("no such board, period or table; a kind without prizes; a table not settled (open, without "
@@ -489,11 +503,20 @@ PATHS: Doc = {
         })},
     f"{TABLE}/settlement/members/{{member}}": {"get": _operation(
         "What a member won: its award in the latest revision of the table's settlement (null: none)",
-        [BOARD, PERIOD, MEMBER, PERIOD_ID], _json(_ref("SettlementMember"), "the member's award"), {
+        [BOARD, PERIOD, MEMBER, PERIOD_ID, PARTITION], _json(_ref("SettlementMember"), "the member's award"), {
             "404": _error("no such board, period or table; a kind without prizes; a table not settled yet",
                           *TABLE_MISSING, "no_prizes", "not_settled"),
             "503": NOT_READY,
         })},
+    f"{TABLE}/partitions": {"get": _operation("The partitions of a window's table (regions in config order) with their sizes, paged", [
+        BOARD, PERIOD, PERIOD_ID,
+        _param("limit", "query", _int(1, MAX_PARTITIONS_LIMIT, MAX_PARTITIONS_LIMIT), "partitions per page"),
+        _param("after", "query", _STRING, "list the partitions after this one (the previous page's next)"),
+    ], _json(_ref("Partitions"), "the partitions"), {
+        "400": INVALID,
+        "404": _error("no such board, period, table or partition (after)", *TABLE_MISSING),
+        "503": NOT_READY,
+    })},
     f"{TABLE}/periods": {"get": _operation("The open and retained tables, newest first", [BOARD, PERIOD],
                                            _json(_ref("Periods"), "the tables"),
                                            {"404": _error("no such board or period", "unknown_board", "unknown_period"),

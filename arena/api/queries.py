@@ -20,6 +20,7 @@ from arena.api.wire import Body
 from arena.board import settling
 from arena.engine import settlement as settlements
 from arena.engine.periods import Window, period_name
+from arena.engine.routing import table_key
 from arena.engine.settlement import SettlementRecord
 from arena.engine.spec import BoardSpec
 from arena.engine.table import RankedTable
@@ -43,13 +44,13 @@ def period_kind(spec: BoardSpec, period: str) -> str:
     return period_name(period)
 
 
-def view(arena: Arena, board: str, period: str, period_id: str | None) -> tuple[RankedTable, Body]:
+def view(arena: Arena, board: str, period: str, period_id: str | None, partition: str | None) -> tuple[RankedTable, Body]:
     """The table a query names and its fields (`table_fields`) with ``seq``, the board's last
     journal seq the table reflects: the one way a query views a table. The seq is read in the
     same step as the table (no await between), and the caller reads the table before it awaits."""
     now = arena.clock.now()
     handle = arena.board(board)
-    table = handle.view(period_kind(handle.spec, period), period_id, now)
+    table = handle.view(period_kind(handle.spec, period), period_id, now, partition)
     engine = handle.engine
     assert engine is not None  # the table was viewed
     return table, {**wire.table_fields(board, table, engine.window_closed(table.window, now)), "seq": engine.last_seq}
@@ -74,30 +75,34 @@ def check_range(name: str, value: int, low: int, high: int | None = None) -> int
     return value
 
 
-def top(arena: Arena, board: str, period: str, period_id: str | None, limit: int, offset: int) -> Body:
+def top(arena: Arena, board: str, period: str, period_id: str | None, partition: str | None, limit: int, offset: int) -> Body:
     check_range("limit", limit, 1, MAX_LIMIT)
     check_range("offset", offset, 0)
-    table, body = view(arena, board, period, period_id)
+    table, body = view(arena, board, period, period_id, partition)
     body["entries"] = [wire.entry(e) for e in table.top(limit, offset)]
     return body
 
 
-def member(arena: Arena, board: str, period: str, period_id: str | None, name: str) -> Body:
-    table, body = view(arena, board, period, period_id)
+def member(arena: Arena, board: str, period: str, period_id: str | None, partition: str | None, name: str) -> Body:
+    """A member's entry; on a league board's global table, with its ``division`` (null: none yet)."""
+    table, body = view(arena, board, period, period_id, partition)
     found = table.entry(name)
     if found is None:
         raise _member_missing(name, table)
     body["entry"] = wire.entry(found)
+    engine = arena.board(board).engine
+    if partition is None and engine is not None and engine.league is not None:
+        body["division"] = engine.division(table.window, name)
     return body
 
 
 def around(
-    arena: Arena, board: str, period: str, period_id: str | None, name: str | None, rank: int | None, radius: int
+    arena: Arena, board: str, period: str, period_id: str | None, partition: str | None, name: str | None, rank: int | None, radius: int
 ) -> Body:
     check_range("radius", radius, 0, MAX_RADIUS)
     if (name is None) == (rank is None):
         raise invalid_request("around needs exactly one of member or rank")
-    table, body = view(arena, board, period, period_id)
+    table, body = view(arena, board, period, period_id, partition)
     if name is not None:
         entries = table.around_member(name, radius)
         if entries is None:
@@ -109,7 +114,7 @@ def around(
     return body
 
 
-def members(arena: Arena, board: str, period: str, period_id: str | None, names: object) -> Body:
+def members(arena: Arena, board: str, period: str, period_id: str | None, partition: str | None, names: object) -> Body:
     """The entries of a set of members (friends) in rank order, with their global ranks, and
     ``missing``: the others. ``names`` is the request's `members` field as sent; anything but a
     list of 1..MAX_MEMBERS strings raises invalid_request. O(k log n) for k members."""
@@ -117,35 +122,35 @@ def members(arena: Arena, board: str, period: str, period_id: str | None, names:
         raise invalid_request("members must be a list of strings")
     if not 1 <= len(names) <= MAX_MEMBERS:
         raise invalid_request(f"members must hold between 1 and {MAX_MEMBERS} strings")
-    table, body = view(arena, board, period, period_id)
+    table, body = view(arena, board, period, period_id, partition)
     found, missing = table.entries_of(names)
     body["entries"] = [wire.entry(e) for e in found]
     body["missing"] = missing
     return body
 
 
-def search(arena: Arena, board: str, period: str, period_id: str | None, prefix: str | None, limit: int) -> Body:
+def search(arena: Arena, board: str, period: str, period_id: str | None, partition: str | None, prefix: str | None, limit: int) -> Body:
     """The members whose name starts with ``prefix``, in code point order, each with its rank.
     O(log n) plus O(log n) an entry returned."""
     if not prefix or len(prefix) > MAX_MEMBER_CODE_POINTS:
         raise invalid_request(f"prefix must be 1 to {MAX_MEMBER_CODE_POINTS} code points")
     check_range("limit", limit, 1, MAX_SEARCH_LIMIT)
-    table, body = view(arena, board, period, period_id)
+    table, body = view(arena, board, period, period_id, partition)
     body["entries"] = [wire.entry(e) for e in table.search(prefix, limit)]
     return body
 
 
-def percentile(arena: Arena, board: str, period: str, period_id: str | None, name: str) -> Body:
-    body = member(arena, board, period, period_id, name)
+def percentile(arena: Arena, board: str, period: str, period_id: str | None, partition: str | None, name: str) -> Body:
+    body = member(arena, board, period, period_id, partition, name)
     body["top_percent"] = 100 * body["entry"]["rank"] / body["size"]
     return body
 
 
-def score_at_percentile(arena: Arena, board: str, period: str, period_id: str | None, p: Fraction) -> Body:
+def score_at_percentile(arena: Arena, board: str, period: str, period_id: str | None, partition: str | None, p: Fraction) -> Body:
     """The entry at rank ceil(p / 100 * size); ``entry`` is null on an empty table."""
     if not 0 < p <= 100:
         raise invalid_request("p must be > 0 and <= 100")
-    table, body = view(arena, board, period, period_id)
+    table, body = view(arena, board, period, period_id, partition)
     found = table.at_rank(math.ceil(p * len(table) / 100))
     body["p"] = float(p)
     body["entry"] = wire.entry(found) if found is not None else None
@@ -157,11 +162,11 @@ DIGEST_STEP = 1024
 in one go held the loop (ingest, every other query) for over a second."""
 
 
-async def digest(arena: Arena, board: str, period: str, period_id: str | None) -> Body:
+async def digest(arena: Arena, board: str, period: str, period_id: str | None, partition: str | None) -> Body:
     """The table's digest at ``seq``, hashed in steps from a snapshot while the table moves on;
     one digest at a time per server, so that concurrent ones cannot crowd out everything else."""
     async with arena.digest_turn:
-        table, body = view(arena, board, period, period_id)
+        table, body = view(arena, board, period, period_id, partition)
         h = hashlib.sha256()
         for piece in table.canonical_text(table.snapshot(), DIGEST_STEP):
             h.update(piece)
@@ -177,29 +182,38 @@ def _not_settled(window: Window, closed: bool) -> QueryError:
                                      "(?preview=true: what it would award now)")
 
 
-def _settled(arena: Arena, board: str, period: str, period_id: str | None) -> tuple[Body, list[SettlementRecord] | None, Window]:
+def _settled(
+    arena: Arena, board: str, period: str, period_id: str | None, partition: str | None
+) -> tuple[Body, list[SettlementRecord] | None, Window]:
     """The table a settlement route names: its fields with ``seq`` (`view`), its journaled
     revisions (None: none yet) and its window. A table past the retention still answers when
     it was settled: its fields then are those of its settlement (closed, its size then)."""
     handle = arena.board(board)
     kind = period_kind(handle.spec, period)
     try:
-        table, body = view(arena, board, period, period_id)
+        table, body = view(arena, board, period, period_id, partition)
     except QueryError as exc:
         engine = handle.engine
         if exc.code != "period_not_retained" or engine is None or period_id is None:
             raise
-        revisions = engine.settlements.get((kind, period_id))
+        revisions = engine.settlements.get((kind, period_id) if partition is None else (kind, period_id, partition))
         if not revisions:
             raise
         window = revisions[0].window
-        return {**wire.window_fields(board, window, revisions[-1].size, True), "seq": engine.last_seq}, revisions, window
+        fields = wire.window_fields(board, window, revisions[-1].size, True)
+        if partition is not None:
+            fields["partition"] = partition
+        return {**fields, "seq": engine.last_seq}, revisions, window
     engine = handle.engine
     assert engine is not None  # the table was viewed
     window = table.window
-    revisions = engine.settlements.get((kind, window.period_id))
+    revisions = engine.settlements.get(table_key(window, partition))
     if revisions is None and not handle.spec.prize_tiers(kind):
         raise not_found("no_prizes", f"board {board!r} has no prizes for {kind}")
+    if revisions is None and handle.spec.league is not None and partition is None:
+        raise not_found("no_prizes", f"board {board!r} awards prizes per division only (pass partition)")
+    if revisions is None and partition is not None and handle.spec.regions and not handle.spec.regional_prizes:
+        raise not_found("no_prizes", f"board {board!r} awards no prizes per region (regional_prizes is false)")
     return body, revisions, window
 
 
@@ -210,7 +224,7 @@ def _revision(revisions: list[SettlementRecord], revision: int | None) -> Settle
     return revisions[revision]
 
 
-async def settlement(arena: Arena, board: str, period: str, period_id: str | None, preview: bool,
+async def settlement(arena: Arena, board: str, period: str, period_id: str | None, partition: str | None, preview: bool,
                      revision: int | None, limit: int, offset: int) -> Body:
     """A closed table's journaled settlement (its latest revision, or ``revision``), ``awards``
     paged, ``sha256`` over all of them; with ``preview`` on an open table, the settlement it
@@ -219,23 +233,23 @@ async def settlement(arena: Arena, board: str, period: str, period_id: str | Non
     check_range("limit", limit, 1, MAX_LIMIT)
     check_range("offset", offset, 0)
     spec = arena.board(board).spec
-    body, revisions, window = _settled(arena, board, period, period_id)
+    body, revisions, window = _settled(arena, board, period, period_id, partition)
     if revisions:
         return settlements.body(body, _revision(revisions, revision).settlement, limit, offset)
     if not preview or body["closed"]:
         raise _not_settled(window, body["closed"])
     async with arena.digest_turn:
-        table, body = view(arena, board, period, period_id)  # again: the copy is of this moment
+        table, body = view(arena, board, period, period_id, partition)  # again: the copy is of this moment
         if body["closed"]:
             raise _not_settled(window, True)
         made, _size = await settling.first(spec.prize_tiers(table.window.kind), table, table.rule.order)
     return settlements.body(body, made, limit, offset, preview=True)
 
 
-def settlement_member(arena: Arena, board: str, period: str, period_id: str | None, name: str) -> Body:
+def settlement_member(arena: Arena, board: str, period: str, period_id: str | None, partition: str | None, name: str) -> Body:
     """"What did I win": ``member``'s award in the table's latest settlement revision (``award``
     null: none), with the revision and its ``sha256``. O(awards)."""
-    body, revisions, window = _settled(arena, board, period, period_id)
+    body, revisions, window = _settled(arena, board, period, period_id, partition)
     if not revisions:
         raise _not_settled(window, body["closed"])
     latest = revisions[-1].settlement
@@ -269,6 +283,28 @@ def periods(arena: Arena, board: str, period: str) -> Body:
             "revision": None if settled is None else settled[-1].settlement.revision,
         })
     return {"board": board, "period": str(kind), "periods": listed, "seq": engine.last_seq}
+
+
+MAX_PARTITIONS_LIMIT = 1000
+
+
+def partitions(arena: Arena, board: str, period: str, period_id: str | None, limit: int, after: str | None) -> Body:
+    """The partitions of a window's table in the order they list, each with its size: those
+    after ``after``, at most ``limit``; ``next`` names the last one listed when more follow.
+    O(partitions)."""
+    check_range("limit", limit, 1, MAX_PARTITIONS_LIMIT)
+    table, body = view(arena, board, period, period_id, None)
+    engine = arena.board(board).engine
+    assert engine is not None  # the table was viewed
+    names = list(engine.partition_names(table.window))
+    if after is not None:
+        if after not in names:
+            raise not_found("unknown_partition", f"after: {table.window.kind} period {table.window.period_id} has no partition {after!r}")
+        names = names[names.index(after) + 1 :]
+    listed = [{"partition": name, "size": len(engine.partition_of(table, name))} for name in names[:limit]]
+    body["partitions"] = listed
+    body["next"] = listed[-1]["partition"] if len(names) > limit else None
+    return body
 
 
 MAX_BOARDS_LIMIT = 1000
@@ -309,7 +345,7 @@ def boards(arena: Arena, limit: int = MAX_BOARDS_LIMIT, after: str | None = None
                 moment = spec.close_moment(window)
                 fields = wire.window_fields(name, window, size, moment is not None and now >= moment)
                 del fields["board"]
-                fields["partitions"] = 0
+                fields["partitions"] = len(spec.partitions())
                 tables.append(fields)
         for kind in spec.kinds if unloaded is None else ():
             try:
@@ -318,7 +354,8 @@ def boards(arena: Arena, limit: int = MAX_BOARDS_LIMIT, after: str | None = None
                 continue
             fields = table_fields(arena, name, table, now)
             del fields["board"]
-            fields["partitions"] = 0
+            engine = handle.engine
+            fields["partitions"] = 0 if engine is None else len(engine.partition_names(table.window))
             tables.append(fields)
         listed.append({
             "active": active,

@@ -24,8 +24,12 @@ def entry(e: Entry) -> Body:
 
 def table_fields(board: str, table: RankedTable, closed: bool) -> Body:
     """A table's fields; ``closed`` by the clock (`BoardEngine.window_closed`), as the periods
-    route says it, not by whether the actor has journaled the close marker yet."""
-    return window_fields(board, table.window, len(table), closed)
+    route says it, not by whether the actor has journaled the close marker yet. A partition's
+    table carries its ``partition`` too."""
+    fields = window_fields(board, table.window, len(table), closed)
+    if table.partition is not None:
+        fields["partition"] = table.partition
+    return fields
 
 
 def window_fields(board: str, window: Window, size: int, closed: bool) -> Body:

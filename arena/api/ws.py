@@ -133,11 +133,11 @@ def _int(frame: dict[str, Any], name: str, default: int | None) -> int | None:
     return value
 
 
-def _table_args(frame: dict[str, Any]) -> tuple[str, str, str | None]:
+def _table_args(frame: dict[str, Any]) -> tuple[str, str, str | None, str | None]:
     board = _str(frame, "board")
     period = _str(frame, "period")
     assert board is not None and period is not None
-    return board, period, _str(frame, "period_id", required=False)
+    return board, period, _str(frame, "period_id", required=False), _str(frame, "partition", required=False)
 
 
 def _percent(frame: dict[str, Any]) -> Fraction:

@@ -29,7 +29,7 @@ from arena.config import parse_board
 from arena.engine.board import BoardEngine
 from arena.engine.events import Event, Fingerprint, Reason, Result, Status, rejected
 from arena.engine.records import BoardKind, BoardRecord, StoredEvent, VoidRecord
-from arena.engine.routing import Plan
+from arena.engine.routing import Plan, table_key
 from arena.engine.settlement import log_item
 from arena.engine.spec import BoardSpec
 from arena.engine.table import RankedTable
@@ -122,14 +122,14 @@ class BoardHandle:
         self.mailbox.put(command)
         return await command.future
 
-    def view(self, kind: str, period_id: str | None, now: int) -> RankedTable:
+    def view(self, kind: str, period_id: str | None, now: int, partition: str | None = None) -> RankedTable:
         """The table a query names; raises QueryError (unavailable, not_ready, unknown_period...)."""
         if not self.answering:
             raise unavailable(self.name)
         engine = self.engine
         if engine is None:
             raise not_ready(self.name)
-        return engine.view(kind, period_id, now)
+        return engine.view(kind, period_id, now, partition)
 
     def fail(self, message: str, event: BoardEvent = BoardEvent.FAIL) -> None:
         """Mark the board failed on ``event`` (FAIL, or SHUT as the server stops): every queued and
@@ -403,6 +403,11 @@ class BoardActor:
                 if not await self._journal_settlements(made):
                     settler.refused(made, JOURNAL_RETRY_SECONDS)
                 continue
+            if engine.unrecorded:
+                await pipeline.land()
+                if not await self._journal_league(engine):
+                    await mailbox.wait(JOURNAL_RETRY_SECONDS)
+                continue
             now = self.clock.now()
             # Derived afresh each turn (a few µs): a batch may open a table, a pinned clock
             # may move back.
@@ -463,7 +468,8 @@ class BoardActor:
                 engine.last_seq = markers[-1].seq
                 log.info("board %s: %d tables no event reached closed at load, last at seq %d", self.handle.name,
                          len(markers), engine.last_seq)
-        revised = [await self.settler.revision(key) for key in list(engine.settlements) if engine.disputes.get(key)]
+        # a window's disputes: its global table's and its partitions'
+        revised = [await self.settler.revision(key) for key in list(engine.settlements) if engine.disputes.get(key[:2])]
         made = [revision for revision in revised if revision is not None]
         if made and not await self._journal_settlements(made):
             self.settler.refused(made, JOURNAL_RETRY_SECONDS)
@@ -476,6 +482,24 @@ class BoardActor:
     def _refuse(self, command: Command) -> None:
         if not command.future.done():
             command.future.set_exception(unavailable(self.handle.name))
+
+    async def _journal_league(self, engine: BoardEngine) -> bool:
+        """Journal the league records of the closed windows whose moves are not journaled yet
+        (`BoardEngine.league_records`), in one transaction; False when the journal refused them
+        (they stay to be journaled). Call with no plan in flight."""
+        records = engine.league_records()
+        try:
+            await self.journal.append(records)
+        except JournalWriteFailed as exc:
+            log.error("board %s: league records not journaled: %s; journaling them again", self.handle.name, exc)
+            committed = await self.journal.committed_seq()
+            if committed != records[-1].seq:
+                if committed != engine.last_seq:
+                    raise JournalError(f"{self.journal.path}: journal at seq {committed}, expected {engine.last_seq}") from exc
+                return False
+        engine.league_recorded(records)
+        log.info("board %s: %d league records journaled, last at seq %d", self.handle.name, len(records), engine.last_seq)
+        return True
 
     async def _journal_settlements(self, made: list[Made]) -> bool:
         """Journal the settlement revisions ``made`` in one transaction and serve them; False
@@ -499,8 +523,9 @@ class BoardActor:
         for record in settled:
             engine.settled(record)
             self.metrics.settlements.inc()
-            log.info("board %s: %s %s settled at seq %d: revision %d, %d awards", self.handle.name, record.window.kind,
-                     record.window.period_id, record.seq, record.settlement.revision, len(record.settlement.awards))
+            log.info("board %s: %s %s%s settled at seq %d: revision %d, %d awards", self.handle.name, record.window.kind,
+                     record.window.period_id, "" if record.partition is None else f" {record.partition}", record.seq,
+                     record.settlement.revision, len(record.settlement.awards))
         engine.last_seq = settled[-1].seq
         if self.feed is not None:
             self.feed.add(log_item(self.handle.name, record) for record in settled)
@@ -623,7 +648,12 @@ class BoardActor:
         disputed = engine.void(records, targets, remaining)
         for window in disputed:
             self.metrics.disputes.labels(self.handle.name, str(window.kind)).inc()
-        revised = [await self.settler.revision(key) for key in dict.fromkeys((w.kind, w.period_id) for w in disputed)]
+        regions = {t.region for t in targets if t.region is not None}
+        if engine.league is not None:  # a league settles the member's divisions
+            settled = [table_key(w, engine.division(w, member)) for w in disputed if engine.division(w, member) is not None]
+        else:
+            settled = [table_key(w, partition) for w in disputed for partition in (None, *regions)]
+        revised = [await self.settler.revision(key) for key in dict.fromkeys(settled)]
         made = [revision for revision in revised if revision is not None]
         if not await self._journal_settlements(made):
             self.settler.refused(made, JOURNAL_RETRY_SECONDS)  # journaled before the next command: no void revises twice

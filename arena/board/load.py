@@ -37,11 +37,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from arena.board.snapshots import record_at
-from arena.engine.board import SHORT_KINDS, BoardEngine, retained_by
+from arena.engine.board import SHORT_KINDS, BoardEngine, SeasonFirsts, retained_by
+from arena.engine.league import LEAGUE_RECORD, League, parse_moves
 from arena.engine.loader import Loader
 from arena.engine.periods import Window
 from arena.engine.records import BoardKind
-from arena.engine.routing import window_at
+from arena.engine.routing import table_key, window_at
 from arena.engine.settlement import SettlementRecord
 from arena.engine.snapshot import SnapshotInvalid, decode, rejection
 from arena.engine.table import RankedTable
@@ -106,23 +107,28 @@ async def load(
     upto = journal.last_seq if upto_seq is None else upto_seq
     snapshot_seq = None if copy or snapshots is None else await _snapshot(engine, journal, snapshots, now)
     tables: list[TableReport] = []
+    firsts: SeasonFirsts = {}
     if copy or snapshot_seq is not None:
-        events = await _tail(engine, journal, upto, now)
+        events = await _tail(engine, journal, upto, now, firsts)
     else:
-        events, tables = await _replay(engine, journal, upto, now, everything, on_ready, fold)
+        events, tables = await _replay(engine, journal, upto, now, everything, on_ready, fold, firsts)
     board_records = await journal.board_records(upto)
     engine.retired = any(r.kind == BoardKind.RETIRED for r in board_records)
     for record in board_records:
         if record.kind == BoardKind.SETTLEMENT and record.seq > held:  # a copy holds those up to its seq
             engine.settled(SettlementRecord.parse(record.seq, record.body))
+    if engine.league is not None:
+        spec = engine.league.spec
+        recorded = dict(parse_moves(r.body, spec) for r in board_records if r.kind == LEAGUE_RECORD)
+        engine.league_replay(firsts, recorded, held if copy else snapshot_seq or 0)
     # The one end of every load: the tables now hold every record journaled up to `upto`. Open
     # the current windows and retire what the retention drops (not when loading `everything`:
     # that would retire the older closed tables just loaded on purpose), and publish every kind.
     engine.publish(upto, engine.kinds)
     if not everything:
         retained = retained_by(engine.retention_floors(now))
-        for key in [key for key in engine.unsettled if not retained(engine.markers[key].window)]:
-            log.warning("board %s: %s %s closed unsettled and is no longer retained: it is not settled", board, *key)
+        for key in [key for key in engine.unsettled if not retained(engine.markers[key[:2]].window)]:
+            log.warning("board %s: %s closed unsettled and is no longer retained: it is not settled", board, "/".join(key))
             del engine.unsettled[key]  # its table was not loaded: nothing left to settle from
         engine.rotate(now)
     if on_ready:
@@ -142,9 +148,12 @@ async def _replay(
     everything: bool,
     on_ready: Callable[[frozenset[str]], None] | None,
     fold: bool,
+    firsts: SeasonFirsts,
 ) -> tuple[int, list[TableReport]]:
     """Fill ``engine`` (fresh, empty) with the journal up to seq ``upto``, in two passes, and
-    publish the current short tables after the first; the score events read and the tables built."""
+    publish the current short tables after the first; the score events read and the tables built.
+    A league's season's ``firsts`` are gathered, and its divisions made at the end (`load`): its
+    tables are published together, in one pass."""
     for marker in await journal.close_markers(upto):
         engine.close(marker)
     voids = await journal.voids(upto)
@@ -152,7 +161,7 @@ async def _replay(
     for void, occurred_at in voids:  # disputes count by markers alone: before any table is published
         engine.count_void(void.target_seq, occurred_at)
 
-    short = [kind for kind in engine.kinds if kind in SHORT_KINDS]
+    short = [kind for kind in engine.kinds if kind in SHORT_KINDS and engine.league is None]
     rest = [kind for kind in engine.kinds if kind not in SHORT_KINDS]
     first_windows = {w for kind in short for w in engine.open_windows(kind, now)}
     retained = retained_by(engine.retention_floors(now))
@@ -161,7 +170,7 @@ async def _replay(
         return window in first_windows or everything or retained(window)
 
     reports: list[TableReport] = []
-    loader = Loader(engine, include, voided)
+    loader = Loader(engine, include, voided, firsts)
     pass_started = time.perf_counter()
     since: int | None = None
     if short:
@@ -181,8 +190,9 @@ async def _replay(
 
 
 async def _read(loader: Loader, journal: Journal, upto: int, since: int | None, before: int | None, fold: bool) -> None:
-    """Feed ``loader`` the score events up to seq ``upto`` with ``since <= occurred_at < before``."""
-    if not fold or not isinstance(journal, FoldingJournal):
+    """Feed ``loader`` the score events up to seq ``upto`` with ``since <= occurred_at < before``.
+    A board with partitions reads them one by one: a journal's fold groups by member alone."""
+    if not fold or not isinstance(journal, FoldingJournal) or loader.engine.spec.partitions() or loader.engine.league:
         async for rows in journal.scan(upto, min_occurred_at=since, before_occurred_at=before):
             loader.feed(rows)
         return
@@ -216,7 +226,7 @@ async def _one_by_one(tables: Iterator[RankedTable]) -> list[RankedTable]:
 
 def _reports(loader: Loader, tables: list[RankedTable], seconds: float) -> list[TableReport]:
     return [
-        TableReport(t, loader.applied.get((t.window.kind, t.window.period_id), [0])[0], seconds) for t in tables
+        TableReport(t, loader.applied.get(table_key(t.window, t.partition), [0])[0], seconds) for t in tables
     ]
 
 
@@ -251,10 +261,29 @@ async def _snapshot(engine: BoardEngine, journal: Journal, store: SnapshotStore,
                     engine.rule, window, image.names, image.entries, image.order, image.keys)
             except ValueError as exc:  # a checksum holding over a bad section: a bug
                 engine.tables.clear()
+                engine.partitions.clear()
                 log.warning("board %s: snapshot at seq %d ignored: %s; replaying the journal in full", board, snapshot.seq, exc)
                 return None
-            engine.tables[(window.kind, window.period_id)] = built[index] = table
+            built[index] = table
+            key = (window.kind, window.period_id)
+            if image.partition is None:
+                engine.tables[key] = table
+            else:
+                table.partition = image.partition
+                engine.partitions.setdefault(key, {})[image.partition] = table
             await asyncio.sleep(0)
+    if engine.league is not None:
+        try:
+            if snapshot.league is None:
+                raise ValueError("it holds no league")
+            # O(members): in a thread, so that the loop gets turns meanwhile (about 3 s at 10**6)
+            await asyncio.to_thread(engine.league.load, snapshot.league, engine.schedule.window_by_id)
+        except (KeyError, ValueError, TypeError) as exc:
+            engine.tables.clear()
+            engine.partitions.clear()
+            engine.league = League(engine.league.spec)
+            log.warning("board %s: snapshot at seq %d ignored: %s; replaying the journal in full", board, snapshot.seq, exc)
+            return None
     engine.disputes = dict(snapshot.disputes)
     for marker in await journal.close_markers(snapshot.seq):
         engine.close(marker)
@@ -262,7 +291,7 @@ async def _snapshot(engine: BoardEngine, journal: Journal, store: SnapshotStore,
     return snapshot.seq
 
 
-async def _tail(engine: BoardEngine, journal: Journal, upto: int, now: int) -> int:
+async def _tail(engine: BoardEngine, journal: Journal, upto: int, now: int, firsts: SeasonFirsts) -> int:
     """Apply ``journal``'s records after ``engine.last_seq`` up to seq ``upto`` to ``engine``
     (loaded up to its last_seq: a standby's copy, or a snapshot's tables), as of ``now``, and
     leave its tables as a full replay up to ``upto`` would; the score events applied. O(records
@@ -276,12 +305,12 @@ async def _tail(engine: BoardEngine, journal: Journal, upto: int, now: int) -> i
     voided = {void.target_seq for void, _ in voids}
     events = 0
     async for rows in journal.scan(upto, min_seq=after + 1):
+        if engine.league is not None:
+            engine.season_firsts(rows, include, firsts)
         events += engine.fold(engine.router.routed(rows, voided), include)
         await asyncio.sleep(0)
-    for key, table in engine.tables.items():  # a table the tail opened may be closed already
-        closing = engine.markers.get(key)
-        if closing is not None:
-            table.closed_seq, table.closed_at = closing.seq, closing.closed_at
+    for table in engine.tables.values():  # a table the tail opened may be closed already
+        engine.close_table(table)
     for void, occurred_at in voids:
         if void.target_seq > after:  # the tail left its event out
             engine.count_void(void.target_seq, occurred_at)
@@ -293,4 +322,9 @@ async def _tail(engine: BoardEngine, journal: Journal, upto: int, now: int) -> i
     for key, table in list(engine.tables.items()):  # as a replay leaves them out: past the retention, or closed empty
         if not include(table.window) or (table.closed and not len(table)):
             del engine.tables[key]
+            engine.partitions.pop(key, None)
+    for parts in engine.partitions.values():
+        for name, part in list(parts.items()):
+            if part.closed and not len(part):
+                del parts[name]
     return events

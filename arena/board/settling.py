@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from arena.engine.board import BoardEngine
 from arena.engine.periods import Window
 from arena.engine.prizes import PrizeTier, rank_bound
-from arena.engine.routing import TableKey
+from arena.engine.routing import PartitionKey, TableKey
 from arena.engine.scoring import Order
 from arena.engine.settlement import Settlement, SettlementRecord, Settling, revise
 from arena.engine.table import RankedTable
@@ -40,8 +40,9 @@ async def first(tiers: Sequence[PrizeTier], table: RankedTable | None, order: Or
     return settling.settlement(), size
 
 
-Made = tuple[Window, int, Settlement]
-"""A revision made and not journaled yet: the table's window, its size, the settlement."""
+Made = tuple[Window, int, Settlement, str | None]
+"""A revision made and not journaled yet: the table's window, its size, the settlement, and
+the table's partition (None: the window's global table)."""
 
 
 class Settler:
@@ -50,7 +51,7 @@ class Settler:
     def __init__(self, engine: BoardEngine, wake: Callable[[], None]) -> None:
         self.engine = engine
         self._wake = wake
-        self._tasks: dict[TableKey, asyncio.Task[Made]] = {}
+        self._tasks: dict[TableKey | PartitionKey, asyncio.Task[Made]] = {}
         self._refused: list[Made] = []  # revisions after a void that the journal refused: made again never
         self._paused = False  # after a refusal: nothing is due until the pause ends
 
@@ -63,14 +64,15 @@ class Settler:
         engine = self.engine
         for key, tiers in engine.unsettled.items():
             if key not in self._tasks:
-                task = asyncio.create_task(self._first(engine.markers[key].window, tiers))
+                partition = key[2] if len(key) == 3 else None
+                task = asyncio.create_task(self._first(engine.markers[key[:2]].window, partition, tiers))
                 task.add_done_callback(lambda _task: self._wake())
                 self._tasks[key] = task
 
-    async def _first(self, window: Window, tiers: tuple[PrizeTier, ...]) -> Made:
-        table = self.engine.tables.get((window.kind, window.period_id))
+    async def _first(self, window: Window, partition: str | None, tiers: tuple[PrizeTier, ...]) -> Made:
+        table = self.engine.table(window, partition)
         settlement, size = await first(tiers, table, self.engine.rule.order)
-        return window, size, settlement
+        return window, size, settlement, partition
 
     @property
     def due(self) -> bool:
@@ -83,7 +85,7 @@ class Settler:
         """The settlements made: revisions the journal refused first, then the revisions 0 made,
         in the order of their tables' close markers; raises what a task raised (a bug: the actor
         crashes and its restart settles again)."""
-        done = sorted((key for key, task in self._tasks.items() if task.done()), key=lambda k: self.engine.markers[k].seq)
+        done = sorted((key for key, task in self._tasks.items() if task.done()), key=lambda k: self.engine.markers[k[:2]].seq)
         refused, self._refused = self._refused, []
         return [*refused, *(self._tasks.pop(key).result() for key in done)]
 
@@ -111,20 +113,23 @@ class Settler:
             task.cancel()
         self._tasks.clear()
 
-    async def revision(self, key: TableKey) -> Made | None:
-        """The revision after the latest of a settled table that a void changed, under revision
-        0's tiers; None when the table is not settled or no longer retained, or no award changed
-        in rank, member, score or reward."""
+    async def revision(self, key: TableKey | PartitionKey) -> Made | None:
+        """The revision after the latest of a settled table (a window's global table, or one of
+        its partitions) that a void changed, under revision 0's tiers; None when the table is not
+        settled or no longer retained, or no award changed in rank, member, score or reward."""
         revisions = self.engine.settlements.get(key)
-        table = self.engine.tables.get(key)
-        if not revisions or table is None:
+        if not revisions:
             return None
         latest = revisions[-1]
+        table = self.engine.table(latest.window, latest.partition)
+        if table is None or self.engine.table(latest.window) is None:
+            return None
         made, size = await first(latest.settlement.tiers, table, self.engine.rule.order)
         after = revise(latest.settlement, made.awards)
-        return None if after is None else (latest.window, size, after)
+        return None if after is None else (latest.window, size, after, latest.partition)
 
 
 def settlement_records(made: Sequence[Made], last_seq: int) -> list[SettlementRecord]:
     """The journal records of settlements ``made``, their seqs following ``last_seq``."""
-    return [SettlementRecord(last_seq + i + 1, window, size, settlement) for i, (window, size, settlement) in enumerate(made)]
+    return [SettlementRecord(last_seq + i + 1, window, size, settlement, partition)
+            for i, (window, size, settlement, partition) in enumerate(made)]

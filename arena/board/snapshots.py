@@ -92,7 +92,9 @@ class Snapshotter:
         now = self.clock.now()
         floors = {str(kind): floor for kind, floor in engine.retention_floors(now).items()}
         disputes = dict(engine.disputes)
-        freezes = [Freeze(table) for table in engine.tables.values()]  # all as of `seq`
+        tables = [*engine.tables.values(), *(part for parts in engine.partitions.values() for part in parts.values())]
+        freezes = [Freeze(table) for table in tables]  # all as of `seq`
+        league = None if engine.league is None else engine.league.image()
         try:
             try:
                 record = await record_at(self.journal, seq)
@@ -100,7 +102,7 @@ class Snapshotter:
                     raise JournalError(f"{self.journal.path}: no record at seq {seq}")
 
                 body: list[bytes] = []
-                await _in_turns(encode(Snapshot(board, definition_text(engine.spec), seq, record, floors, disputes, freezes), body))
+                await _in_turns(encode(Snapshot(board, definition_text(engine.spec), seq, record, floors, disputes, freezes, league), body))
             finally:
                 for freeze in freezes:
                     freeze.end()

@@ -23,7 +23,7 @@ import orjson
 
 from arena.auth import RedactTokens, new_token, token_sha256
 from arena.board.clock import Clock
-from arena.cli.rebuild import every_board, rebuild_board, table_rows
+from arena.cli.rebuild import every_board, rebuild_board, table_name, table_rows
 from arena.config import Config, load_config
 from arena.engine.periods import period_name
 from arena.engine.spec import BoardSpec
@@ -116,7 +116,8 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
             failed += 1
             continue
         rows = table_rows(spec, engine, report, now)
-        for (kind, period_id), (table, events, seconds) in sorted(rows.items(), key=lambda row: row[0]):
+        for key, (table, events, seconds) in sorted(rows.items(), key=lambda row: table_name(row[0])):
+            kind, period_id = table_name(key)
             print(f"{spec.name}\t{kind}\t{period_id}\t{events}\t{len(table)}\t{seconds:.3f}\t{table.digest()}", flush=True)
         rate = report.events / report.seconds if report.seconds else 0.0
         print(f"# {spec.name}: {report.events} events in {report.seconds:.3f}s ({rate:,.0f} events/s)", file=sys.stderr, flush=True)
@@ -143,7 +144,8 @@ def _first_difference(base: str, board: str, table: RankedTable, period_id: str)
     rebuilt = table.entries()
     offset = 0
     while True:
-        query = urllib.parse.urlencode({"limit": 1000, "offset": offset, "period_id": period_id})
+        query = urllib.parse.urlencode({"limit": 1000, "offset": offset, "period_id": period_id,
+                                        **({} if table.partition is None else {"partition": table.partition})})
         page = _get(f"{base}/v1/boards/{board}/{kind}/top?{query}")["entries"]
         for served in page:
             mine = next(rebuilt, None)
@@ -169,6 +171,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
             for p in listing["periods"]:
                 query = urllib.parse.urlencode({"period_id": p["period_id"]})
                 served.append(_get(f"{base}/v1/boards/{spec.name}/{kind}/digest?{query}"))
+                for part in _get(f"{base}/v1/boards/{spec.name}/{kind}/partitions?{query}")["partitions"]:
+                    partition = urllib.parse.urlencode({"period_id": p["period_id"], "partition": part["partition"]})
+                    served.append(_get(f"{base}/v1/boards/{spec.name}/{kind}/digest?{partition}"))
         for seq in sorted({d["seq"] for d in served}):
             engine, _report = _run(partial(rebuild_board, config, spec, now=Clock().now(), upto_seq=seq, everything=True))
             for d in (d for d in served if d["seq"] == seq):
@@ -176,8 +181,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 table = engine.tables.get((kind, d["period_id"]))
                 if table is None:  # no event ever reached it
                     table = RankedTable(engine.rule, engine.schedule.window_by_id(kind, d["period_id"]))
+                if "partition" in d:
+                    table = engine.partition_of(table, d["partition"])
                 checked += 1
-                name = f"{spec.name}/{kind}/{d['period_id']} @ seq {seq}"
+                part = "" if table.partition is None else "/" + table.partition
+                name = f"{spec.name}/{kind}/{d['period_id']}{part} @ seq {seq}"
                 if table.digest() == d["sha256"]:
                     print(f"ok\t{name}\t{d['size']} entries\t{d['sha256']}", flush=True)
                     continue

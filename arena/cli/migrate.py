@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 import orjson
 
 from arena.board.clock import Clock
-from arena.cli.rebuild import catalog_entries, rebuild_board, table_rows
+from arena.cli.rebuild import catalog_entries, rebuild_board, table_name, table_rows
 from arena.cluster.grants import Grants
 from arena.cluster.lease import NodeLease
 from arena.config import Config, JournalSettings, parse_board
@@ -152,10 +152,10 @@ async def _board(spec: BoardSpec, where: Sides, print_line: Callable[[str], None
         except ArenaError as exc:
             print_line(f"{name}\tMISMATCH\tcannot replay {config.journal.backend}: {exc}")
             return False
-        digests.append({key: table.digest() for key, (table, _events, _seconds) in table_rows(spec, engine, report, now).items()})
+        digests.append({table_name(key): table.digest() for key, (table, _, _) in table_rows(spec, engine, report, now).items()})
     source, target = digests
     equal = source == target
-    for kind, period_id in sorted(source.keys() | target.keys(), key=lambda k: (str(k[0]), k[1])):
+    for kind, period_id in sorted(source.keys() | target.keys()):
         mine, theirs = source.get((kind, period_id), "-"), target.get((kind, period_id), "-")
         print_line(f"{name}\t{kind}\t{period_id}\t{mine}\t{theirs}\t{'ok' if mine == theirs else 'MISMATCH'}")
     return equal

@@ -8,7 +8,7 @@ import orjson
 from arena.board.load import LoadReport, load
 from arena.config import Config, parse_board
 from arena.engine.board import BoardEngine
-from arena.engine.routing import TableKey
+from arena.engine.routing import PartitionKey, TableKey, table_key
 from arena.engine.spec import BoardSpec
 from arena.engine.table import RankedTable
 from arena.journal import CatalogEntry, board_catalog, journal_backend
@@ -56,11 +56,19 @@ async def rebuild_board(
 
 def table_rows(
     spec: BoardSpec, engine: BoardEngine, report: LoadReport, now: int
-) -> dict[TableKey, tuple[RankedTable, int, float]]:
+) -> dict[TableKey | PartitionKey, tuple[RankedTable, int, float]]:
     """What `arena rebuild` prints of a rebuilt board: (table, events replayed, seconds) by
-    (kind, period_id), for every table the server lists, those no event reached (size 0) included."""
-    rows = {(t.table.window.kind, t.table.window.period_id): (t.table, t.events, t.seconds) for t in report.tables}
+    `table_key`, for every table the server lists and each of its partitions, those no event
+    reached (size 0) included."""
+    rows = {table_key(t.table.window, t.table.partition): (t.table, t.events, t.seconds) for t in report.tables}
     for kind in spec.kinds:
         for table in engine.listed_tables(kind, now):
-            rows.setdefault((kind, table.window.period_id), (table, 0, 0.0))
+            for listed in (table, *engine.partition_tables(table)):
+                rows.setdefault(table_key(listed.window, listed.partition), (listed, 0, 0.0))
     return rows
+
+
+def table_name(key: TableKey | PartitionKey) -> tuple[str, str]:
+    """A table's period and period_id as `arena rebuild` and `arena migrate` print them: a
+    partition's as ``<period_id>/<partition>``."""
+    return str(key[0]), "/".join(key[1:])

@@ -95,6 +95,24 @@ function fillPeriodIds() {
     `${t.period_id} (${t.closed ? "closed" : "open"}, ${t.size}${t.disputes ? `, ${t.disputes} disputes` : ""})`])]);
 }
 
+// The partition picker: the global table, then the partitions of the chosen table (a board's
+// regions, a league's divisions), as GET .../partitions lists them (its first 1000).
+async function fillPartitions() {
+  const select = $("st-partition"), board = $("st-board").value, period = $("st-period").value;
+  const periodId = $("st-period-id").value;
+  const query = periodId ? `?period_id=${encodeURIComponent(periodId)}` : "";
+  const answer = board && period ? await api(`/v1/boards/${path(board, period)}/partitions${query}`) : null;
+  const listed = answer && answer.ok ? answer.body.partitions : [];
+  options(select, [["", "global"], ...listed.map((p) => [p.partition, `${p.partition} (${p.size})`])]);
+  select.disabled = !listed.length;
+}
+
+async function partitioned() {
+  await fillPartitions();
+  offset = 0;
+  watchStandings();
+}
+
 const tableState = (t) => (t.revision !== null ? `settled, revision ${t.revision}` : t.closed ? "closed" : "open");
 
 // The settlement's table picker: the listed tables, first the newest settled one with members,
@@ -140,13 +158,15 @@ function watchStandings() {
   if (!board || !period) return;
   const view = { op: "top", board, period, limit: Number($("st-limit").value), offset };
   if ($("st-period-id").value) view.period_id = $("st-period-id").value;
+  if ($("st-partition").value) view.partition = $("st-partition").value;
   say($("st-caption"), "waiting for the table…");
   live.watch(view);
 }
 
 function renderStandings(update) {
   const first = offset + 1, last = offset + update.entries.length;
-  say($("st-caption"), `${update.board} / ${update.period} / ${update.period_id}: ${update.closed ? "closed" : "open"}, ` +
+  const where = update.partition ? ` / ${update.partition}` : "";
+  say($("st-caption"), `${update.board} / ${update.period} / ${update.period_id}${where}: ${update.closed ? "closed" : "open"}, ` +
     `${update.size} members, seq ${update.seq}` + (update.entries.length ? `, ranks ${first}–${last}` : ""));
   replace($("st-table").tBodies[0], update.entries.length
     ? update.entries.map((e) => row([num(e.rank), memberCell(update.board, e.member), num(e.score), when(e.reached_at)]))
@@ -162,8 +182,7 @@ function openStandings(board, period) {
   fillPeriods("st-board", "st-period");
   $("st-period").value = period;
   fillPeriodIds();
-  offset = 0;
-  watchStandings();
+  partitioned();
   location.hash = "#standings";
   $("standings").focus();
 }
@@ -485,9 +504,10 @@ async function retireBoard() {
 
 function on(id, type, handler) { $(id).addEventListener(type, handler); }
 
-on("st-board", "change", () => { fillPeriods("st-board", "st-period"); fillPeriodIds(); offset = 0; watchStandings(); });
-on("st-period", "change", () => { fillPeriodIds(); offset = 0; watchStandings(); });
-on("st-period-id", "change", () => { offset = 0; watchStandings(); });
+on("st-board", "change", () => { fillPeriods("st-board", "st-period"); fillPeriodIds(); partitioned(); });
+on("st-period", "change", () => { fillPeriodIds(); partitioned(); });
+on("st-period-id", "change", partitioned);
+on("st-partition", "change", () => { offset = 0; watchStandings(); });
 on("st-limit", "change", () => { offset = 0; watchStandings(); });
 on("standings-form", "submit", (event) => event.preventDefault());
 on("st-prev", "click", () => page(-1));

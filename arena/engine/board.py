@@ -18,15 +18,22 @@ from contextlib import contextmanager
 from typing import TypeVar
 
 from arena.engine.events import Fingerprint, Reason, Result, Status, instant, rejected, value_rule
+from arena.engine.league import LEAGUE_RECORD, League, LeagueWindow, moves_text, parse_moves
 from arena.engine.periods import PeriodKind, UnknownPeriod, Window
 from arena.engine.prizes import PrizeTier
-from arena.engine.records import CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
-from arena.engine.routing import NO_MARKER, Intake, Plan, Route, Routed, Router, TableKey, window_at
+from arena.engine.records import BoardRecord, CloseRecord, Record, ScoreRecord, StoredEvent, VoidRecord
+from arena.engine.routing import NO_MARKER, Intake, PartitionKey, Plan, Route, Routed, Router, ScoreRow, TableKey, window_at
 from arena.engine.scoring import ScoringRule, State, Update
 from arena.engine.settlement import SettlementRecord
 from arena.engine.spec import BoardSpec
 from arena.engine.table import RankedTable
 from arena.errors import not_found, not_ready
+
+LeagueStep = tuple[int, Window, str | None]
+"""(seq, window of the season, member): a member's accepted event there; member None: the
+window's close marker. A league is fed these in seq order (`BoardEngine.league_steps`)."""
+SeasonFirsts = dict[TableKey, tuple[Window, dict[str, int]]]
+"""Each window of a league's season: each member's first accepted seq there (a replay's)."""
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -56,6 +63,9 @@ class BoardEngine:
         self.schedule = spec.schedule()
         self.kinds = self.schedule.kinds
         self.tables: dict[TableKey, RankedTable] = {}
+        """The global table of each window with events."""
+        self.partitions: dict[TableKey, dict[str, RankedTable]] = {}
+        """Beside a global table, its partitions that hold events, by name (`table`)."""
         self.markers: dict[TableKey, CloseRecord] = {}
         self.disputes: dict[TableKey, int] = {}
         self.ready: frozenset[str] = frozenset()
@@ -67,14 +77,19 @@ class BoardEngine:
         """Routes journaled records (replay, voids) by the markers installed here."""
         self.retired = False
         """The board's journal holds its retirement: events after rule 4 are `board_retired`."""
-        self.settlements: dict[TableKey, list[SettlementRecord]] = {}
+        self.settlements: dict[TableKey | PartitionKey, list[SettlementRecord]] = {}
         """Every journaled revision of each settled table, in order; kept after the table leaves
         retention (its settlement stays readable)."""
-        self.unsettled: dict[TableKey, tuple[PrizeTier, ...]] = {}
+        self.unsettled: dict[TableKey | PartitionKey, tuple[PrizeTier, ...]] = {}
         """Closed tables of kinds with prizes whose revision 0 is not journaled yet, with the
         tiers in force at their close: the actor settles them (`arena.board.settling`)."""
         self._in_flight: list[Plan] = []  # decided, neither committed nor refused; oldest first
         self._retained: dict[str, list[Window]] = {}  # see `retained_windows`
+        self.league = None if spec.league is None else League(spec.league)
+        """A league board's tiers and divisions (its partitions)."""
+        self.unrecorded: dict[TableKey, dict[str, int]] = {}
+        """Closed windows of a league's season whose moves are not journaled yet: the actor
+        journals each as a league record (`arena.engine.league.moves_text`)."""
 
     def _marker_seq(self, key: TableKey) -> float:
         marker = self.markers.get(key)
@@ -169,6 +184,8 @@ class BoardEngine:
             chunk = records[begin : begin + step]
             with self._changing():
                 self.fold(self._routed(chunk, plan.routes))
+                if self.league is not None:
+                    self.league_steps(self._season_steps(chunk, plan.routes))
                 self.last_seq = chunk[-1].seq
             if begin + step < len(records):
                 yield
@@ -181,22 +198,137 @@ class BoardEngine:
         for record in records:
             if isinstance(record, ScoreRecord):
                 event = record.event
-                yield routes[record.seq], event.member, event.value, event.occurred_at, event.idempotency_key
+                yield routes[record.seq], event.member, event.value, event.occurred_at, event.idempotency_key, event.region
             elif isinstance(record, CloseRecord):
                 self.close(record)
+
+    def _season_steps(self, records: Sequence[Record], routes: Mapping[int, tuple[Window, ...]]) -> Iterator[LeagueStep]:
+        """A league's steps (`LeagueStep`) of a plan's committed ``records``, in order."""
+        season = self.spec.season
+        for record in records:
+            if isinstance(record, ScoreRecord):
+                for window in routes[record.seq]:
+                    if window.kind == season:
+                        yield record.seq, window, record.event.member
+            elif isinstance(record, CloseRecord) and record.window.kind == season:
+                yield record.seq, record.window, None
+
+    def season_firsts(self, rows: Sequence[ScoreRow], include: Callable[[Window], bool], into: SeasonFirsts) -> None:
+        """Gather into ``into`` the first seq of each member in each window of a league's
+        season that ``include`` keeps, from journaled rows, voided ones too (a first event fixes
+        the division, voided or not). O(rows)."""
+        season = self.spec.season
+        for seq, member, _value, occurred_at, _key, _region in rows:
+            for window in self.router.route(occurred_at).windows(seq):
+                if window.kind == season and include(window):
+                    firsts = into.setdefault((window.kind, window.period_id), (window, {}))[1]
+                    if firsts.get(member, seq) >= seq:
+                        firsts[member] = seq
+
+    def league_replay(self, firsts: SeasonFirsts, recorded: Mapping[TableKey, dict[str, int]], after_seq: int) -> None:
+        """Fill a league's divisions from journaled records after ``after_seq`` (a replay: 0; a
+        tail after a snapshot: its seq), once the global tables hold them: each member's first
+        event (``firsts``) and the season's close markers in seq order, a closed window's moves
+        taken from its league record (``recorded``) where it has one. O(members log members)."""
+        steps: list[LeagueStep] = [(seq, window, member) for window, members in firsts.values() for member, seq in members.items()]
+        steps += [(m.seq, m.window, None) for m in self.markers.values() if m.window.kind == self.spec.season and m.seq > after_seq]
+        steps.sort(key=lambda step: step[0])
+        self.league_steps(steps, recorded)
+        assert self.league is not None
+        for at in self.league.windows.values():  # closed before a snapshot, and not settled then
+            if (at.window.kind, at.window.period_id) in self.markers:
+                self._settle_divisions(at.window)
+
+    def league_steps(self, steps: Iterable[LeagueStep], recorded: Mapping[TableKey, dict[str, int]] | None = None) -> None:
+        """Feed a league its steps in seq order, with the global tables holding their events:
+        members join divisions (their division entry is their global one), closed windows move
+        tiers (by their league record in ``recorded``, else by their divisions as they stand:
+        then the moves are to be journaled, `unrecorded`). O(steps * log n)."""
+        league = self.league
+        assert league is not None
+        for seq, window, member in steps:
+            key = (window.kind, window.period_id)
+            if member is not None:
+                previous = self.previous(window)
+                at = league.window(window, previous)
+                marker = None if previous is None else self.markers.get((previous.kind, previous.period_id))
+                league.played(at, member, seq, None if marker is None else marker.seq)
+                self._division_entry(at, member)
+                continue
+            moves = None if recorded is None else recorded.get(key)
+            if moves is None and key not in league.moved:
+                divisions = self.partitions.get(key, {}).items()
+                moves = self.unrecorded[key] = league.moves((name, [e.member for e in t.entries()]) for name, t in divisions)
+            for at, joined, _division in league.closed(key, moves or {}):
+                self._division_entry(at, joined)
+            self._settle_divisions(window)
+
+    def _settle_divisions(self, window: Window) -> None:
+        """A league's closed window: each division with prize tiers for its tier is to settle
+        (`unsettled`), unless it was. O(divisions)."""
+        assert self.league is not None
+        tiers = self.spec.prize_tiers(window.kind)
+        for name in self.partition_names(window) if tiers else ():
+            tier = name.rsplit("-", 1)[0]
+            mine = tuple(t for t in tiers if t.tier in (None, tier))
+            key = (window.kind, window.period_id, name)
+            if mine and key not in self.settlements:
+                self.unsettled[key] = mine
+
+    def _division_entry(self, at: LeagueWindow, member: str) -> None:
+        """Give a member of a division its global entry of the window there (none: none)."""
+        division = at.divisions.get(member)
+        if division is None:
+            return
+        key = (at.window.kind, at.window.period_id)
+        table = self.tables.get(key)
+        state = None if table is None else table.state(member)
+        part = self.partitions.get(key, {}).get(division)
+        if state is not None or part is not None:
+            self._table(at.window, division).set_state(member, state)
+
+    def league_records(self) -> list[BoardRecord]:
+        """The league records of `unrecorded` to journal, at the seqs after `last_seq`; once
+        journaled, `league_recorded` takes them. O(members moved)."""
+        assert self.league is not None
+        spec = self.league.spec
+        return [BoardRecord(self.last_seq + i, LEAGUE_RECORD, moves_text(self.markers[key].window, moves, spec))
+                for i, (key, moves) in enumerate(self.unrecorded.items(), 1)]
+
+    def league_recorded(self, records: Sequence[BoardRecord]) -> None:
+        """League records (`league_records`) were journaled. O(records)."""
+        assert self.league is not None
+        for record in records:
+            del self.unrecorded[parse_moves(record.body, self.league.spec)[0]]
+        self.last_seq = records[-1].seq
+
+    def division(self, window: Window, member: str) -> str | None:
+        """A league member's division in a window; None when it has none (yet). O(1)."""
+        assert self.league is not None
+        at = self.league.windows.get((window.kind, window.period_id))
+        return None if at is None else at.divisions.get(member)
+
+    def previous(self, window: Window) -> Window | None:
+        """The window of the same kind before ``window``; None for the first, an alltime one or
+        one after a gap between one-off windows. O(1) usually."""
+        if window.start_ms is None:
+            return None
+        return window_at(self.schedule, window.kind, window.start_ms - 1)
 
     def fold(self, events: Iterable[Routed], include: Callable[[Window], bool] | None = None) -> int:
         """Apply score events to the tables of the windows each applies to (made when missing;
         ``include`` leaves windows out): an event's `ScoringRule.update` is made once for all
-        its tables, and each table merges its share in one pass (`RankedTable.apply_updates`).
-        Returns the events. O(events * kinds + changed members * log n)."""
+        its tables (a window's global table, and its partition's with one), and each table
+        merges its share in one pass (`RankedTable.apply_updates`). Returns the events.
+        O(events * kinds + changed members * log n)."""
         update_of = self.rule.update
         shares: dict[RankedTable, list[tuple[str, Update]]] = {}
         # id(window) -> (window, its table's share or None when left out): windows repeat, and
         # hashing one is slow; the window is kept so that its id is not reused meanwhile
         by_window: dict[int, tuple[Window, list[tuple[str, Update]] | None]] = {}
+        by_partition: dict[tuple[int, str], tuple[Window, list[tuple[str, Update]]]] = {}  # the same, per partition
         count = 0
-        for windows, member, value, occurred_at, key in events:
+        for windows, member, value, occurred_at, key, partition in events:
             count += 1
             update = None
             for window in windows:
@@ -204,20 +336,81 @@ class BoardEngine:
                 if known is None:
                     share = shares.setdefault(self._table(window), []) if include is None or include(window) else None
                     known = by_window[id(window)] = (window, share)
-                if known[1] is not None:
-                    if update is None:
-                        update = (member, update_of(member, value, occurred_at, key))
-                    known[1].append(update)
+                if known[1] is None:
+                    continue
+                if update is None:
+                    update = (member, update_of(member, value, occurred_at, key))
+                known[1].append(update)
+                if partition is not None:
+                    place = (id(window), partition)
+                    part = by_partition.get(place)
+                    if part is None:
+                        part = by_partition[place] = (window, shares.setdefault(self._table(window, partition), []))
+                    part[1].append(update)
         for table, share in shares.items():
             table.apply_updates(share)
         return count
 
-    def _table(self, window: Window) -> RankedTable:
+    def _table(self, window: Window, partition: str | None = None) -> RankedTable:
+        """The table of a window (``partition`` None: its global table), made when missing."""
         key = (window.kind, window.period_id)
+        if partition is not None:
+            parts = self.partitions.setdefault(key, {})
+            table = parts.get(partition)
+            if table is None:
+                table = parts[partition] = RankedTable(self.rule, window)
+                table.partition = partition
+                self.close_table(table)
+            return table
         table = self.tables.get(key)
         if table is None:
             table = self.tables[key] = RankedTable(self.rule, window)
         return table
+
+    def close_table(self, table: RankedTable) -> None:
+        """Give a table its window's close, if the window's marker is installed: a table made
+        after its marker (a replay's table, a partition's first event of a tail). O(1)."""
+        marker = self.markers.get((table.window.kind, table.window.period_id))
+        if marker is not None:
+            table.closed_seq, table.closed_at = marker.seq, marker.closed_at
+
+    def table(self, window: Window, partition: str | None = None) -> RankedTable | None:
+        """The one lookup of a window's table: its global one (``partition`` None) or one of its
+        partitions; None when no event reached it. O(1)."""
+        key = (window.kind, window.period_id)
+        if partition is None:
+            return self.tables.get(key)
+        return self.partitions.get(key, {}).get(partition)
+
+    def partition_names(self, window: Window) -> tuple[str, ...]:
+        """The partitions of a window's table, in the order they list: the board's regions, or
+        a league's divisions of the window (by tier, then k)."""
+        if self.league is None:
+            return self.spec.partitions()
+        at = self.league.windows.get((window.kind, window.period_id))
+        return () if at is None else at.names(self.league.spec)
+
+    def has_partition(self, window: Window, partition: str) -> bool:
+        """Whether ``partition`` is one of `partition_names` (a league's: without listing its
+        divisions). O(regions) or O(tiers)."""
+        if self.league is None:
+            return partition in self.spec.partitions()
+        at = self.league.windows.get((window.kind, window.period_id))
+        return at is not None and at.has(partition, self.league.spec)
+
+    def partition_of(self, table: RankedTable, partition: str) -> RankedTable:
+        """A partition of a global table: an empty table, closed as the global one, when no
+        event reached it. O(1)."""
+        part = self.table(table.window, partition)
+        if part is None:
+            part = RankedTable(self.rule, table.window)
+            part.partition, part.closed_seq, part.closed_at = partition, table.closed_seq, table.closed_at
+        return part
+
+    def partition_tables(self, table: RankedTable) -> list[RankedTable]:
+        """Every partition of a global table in `partition_names` order (`partition_of`): what
+        `arena rebuild` prints and `arena verify` compares. O(partitions)."""
+        return [self.partition_of(table, name) for name in self.partition_names(table.window)]
 
     def close(self, marker: CloseRecord) -> None:
         """Install a close marker; the table stays queryable until `rotate` retires it. O(1)."""
@@ -225,13 +418,17 @@ class BoardEngine:
         key = (window.kind, window.period_id)
         self.markers[key] = marker
         self.router.forget()
-        table = self.tables.get(key)
-        if table is not None:
-            table.closed_seq = marker.seq
-            table.closed_at = marker.closed_at
+        for table in (self.tables.get(key), *self.partitions.get(key, {}).values()):
+            if table is not None:
+                table.closed_seq = marker.seq
+                table.closed_at = marker.closed_at
         tiers = self.spec.prize_tiers(window.kind)
-        if tiers and key not in self.settlements:
-            self.unsettled[key] = tiers
+        settled: list[TableKey | PartitionKey] = [] if self.league is not None else [key]  # a league's: its divisions
+        if self.spec.regional_prizes:  # each region's table too, on its own
+            settled += [(window.kind, window.period_id, name) for name in self.partition_names(window)]
+        for settled_key in settled:
+            if tiers and settled_key not in self.settlements:
+                self.unsettled[settled_key] = tiers
 
     def settled(self, record: SettlementRecord) -> None:
         """Install a journaled settlement revision (again: a standby's next load reads it once
@@ -246,10 +443,14 @@ class BoardEngine:
         than the retention (once settled, when their kind has prizes). Call when `next_deadline`
         passes. O(tables + kinds)."""
         floors = self.retention_floors(now)
+        unsettled = {key[:2] for key in self.unsettled}  # a window with a partition to settle is kept whole
         for key, table in list(self.tables.items()):
             floor = floors[key[0]]
-            if table.closed and floor is not None and (table.window.start_ms or 0) < floor and key not in self.unsettled:
+            if table.closed and floor is not None and (table.window.start_ms or 0) < floor and key not in unsettled:
                 del self.tables[key]
+                self.partitions.pop(key, None)
+                if self.league is not None:
+                    self.league.windows.pop(key, None)
         for kind in () if self.retired else self.ready:
             window = window_at(self.schedule, kind, now)
             if window is not None and (kind, window.period_id) not in self.markers:
@@ -268,6 +469,8 @@ class BoardEngine:
             self.kinds = self.schedule.kinds
             self.router = Router(self.schedule, self.kinds, self._marker_seq)
             self.tables.clear()
+            self.partitions.clear()
+            self.league = None if spec.league is None else League(spec.league)
             if self.ready:
                 self.ready = frozenset(self.kinds)
         self.spec = spec
@@ -296,7 +499,13 @@ class BoardEngine:
         with self._changing():
             self.last_seq = records[-1].seq
             disputed = [window for target in targets for window in self.count_void(target.seq, target.occurred_at)]
-            self._recompute_member(targets[0].member, set(disputed), remaining)
+            partitions = {target.region for target in targets if target.region is not None}
+            self._recompute_member(targets[0].member, set(disputed), partitions, remaining)
+            if self.league is not None:  # a division entry is the global one (the division stays)
+                for window in set(disputed):
+                    at = self.league.windows.get((window.kind, window.period_id))
+                    if at is not None:
+                        self._division_entry(at, targets[0].member)
         return disputed
 
     def count_void(self, target_seq: int, occurred_at: int) -> tuple[Window, ...]:
@@ -307,21 +516,25 @@ class BoardEngine:
             self.disputes[key] = self.disputes.get(key, 0) + 1
         return windows
 
-    def _recompute_member(self, member: str, windows: Iterable[Window], events: Sequence[StoredEvent]) -> None:
-        """Merge a member's state in the given loaded tables again from its remaining events,
-        routed exactly as a rebuild would. O(len(events) * kinds)."""
+    def _recompute_member(
+        self, member: str, windows: Iterable[Window], partitions: Iterable[str], events: Sequence[StoredEvent]
+    ) -> None:
+        """Merge a member's state in the given loaded tables (the windows' global ones and
+        their ``partitions``) again from its remaining events, routed exactly as a rebuild
+        would. O(len(events) * kinds)."""
         merge, update_of = self.rule.merge, self.rule.update
-        states: dict[TableKey, State | None] = {(w.kind, w.period_id): None for w in windows}
+        states: dict[tuple[Window, str | None], State | None] = {
+            (w, part): None for w in windows for part in (None, *partitions)}
         for e in events:
             if e.voided:
                 continue
             update = update_of(member, e.value, e.occurred_at, e.idempotency_key)
             for window in self.router.windows(e.seq, e.occurred_at):
-                key = (window.kind, window.period_id)
-                if key in states:
-                    states[key] = merge(states[key], update) or states[key]
-        for key, state in states.items():
-            table = self.tables.get(key)
+                for place in ((window, None),) if e.region is None else ((window, None), (window, e.region)):
+                    if place in states:
+                        states[place] = merge(states[place], update) or states[place]
+        for (window, part), state in states.items():
+            table = self.table(window, part)
             if table is not None:
                 table.set_state(member, state)
 
@@ -415,11 +628,21 @@ class BoardEngine:
         moment = self.close_moment(window)
         return moment is not None and now >= moment
 
-    def view(self, kind: str, period_id: str | None, now: int) -> RankedTable:
-        """The table a query names (`Schedule.current` when ``period_id`` is None).
+    def view(self, kind: str, period_id: str | None, now: int, partition: str | None = None) -> RankedTable:
+        """The table a query names (`Schedule.current` when ``period_id`` is None): the
+        window's global table, or its ``partition``.
 
-        Raises QueryError: unknown_period, period_not_retained, not_ready. O(keep_closed).
+        Raises QueryError: unknown_period, period_not_retained, not_ready, unknown_partition.
+        O(keep_closed).
         """
+        table = self._view(kind, period_id, now)
+        if partition is None:
+            return table
+        if not self.has_partition(table.window, partition):
+            raise not_found("unknown_partition", f"{kind} period {table.window.period_id} has no partition {partition!r}")
+        return self.partition_of(table, partition)
+
+    def _view(self, kind: str, period_id: str | None, now: int) -> RankedTable:
         if kind not in self.kinds:
             raise not_found("unknown_period", f"board {self.spec.name!r} has no {kind} table")
         if not self.ready and not self.ready_windows:
@@ -517,11 +740,32 @@ def _decide(
                 add_marker(window, moment)
         route = router.route(occurred_at)
         windows = route.windows(plan.last_seq + 1)
+        if board.league is not None:
+            season_before(windows, received_at)
+            route = router.route(occurred_at)
+            windows = route.windows(plan.last_seq + 1)
         for window in windows:
             key = (window.kind, window.period_id)
             if key not in board.tables and key not in fresh_ahead:
                 fresh[key] = window
         return route, windows
+
+    def season_before(windows: tuple[Window, ...], received_at: int) -> None:
+        """On a league board, the season's window before an event's gets its close marker for
+        sure, which the event's members may wait for (`arena.engine.league`): now when its
+        moment has passed (no event reached it), else at its moment with the tables."""
+        for window in windows:
+            previous = board.previous(window) if window.kind == board.spec.season else None
+            if previous is None:
+                continue
+            key = (previous.kind, previous.period_id)
+            moment = board.close_moment(previous)
+            if marker_seq(key) != NO_MARKER or moment is None:
+                continue
+            if received_at >= moment:
+                add_marker(previous, moment)
+            elif key not in board.tables and key not in fresh_ahead:
+                fresh[key] = previous
 
     spec = board.spec
     # The last route and the windows it gives: a route depends only on the instant's windows and

@@ -73,14 +73,16 @@ class Event(NamedTuple):
     occurred_at: int
     idempotency_key: str
     meta: str | None = None
+    region: str | None = None
+    """One of the board's regions, or None (always None on a board without regions)."""
 
     @property
     def fingerprint(self) -> Fingerprint:
-        return (self.member, self.value, self.occurred_at)
+        return (self.member, self.value, self.occurred_at, self.region)
 
 
-Fingerprint = tuple[str, int, int]
-"""(member, value, occurred_at): what must match for a retry to be a duplicate."""
+Fingerprint = tuple[str, int, int, str | None]
+"""(member, value, occurred_at, region): what must match for a retry to be a duplicate."""
 
 
 def _echo_key(raw: dict[str, object]) -> str | None:
@@ -93,6 +95,11 @@ MEMBER_RULE = f"must be a string of 1 to {MAX_MEMBER_CHARS} characters without c
 OCCURRED_AT_RULE = ("must be an RFC 3339 time with its offset (2026-12-06T02:00:00Z) or epoch milliseconds, "
                     "not before 1970")
 _SHOWN_CHARS = 60
+
+
+def region_rule(regions: tuple[str, ...]) -> str:
+    shown_regions = ", ".join(regions[:8]) + (", …" if len(regions) > 8 else "")
+    return f"must be one of the board's regions ({shown_regions}) or absent"
 
 
 def value_rule(spec: BoardSpec) -> str:
@@ -212,10 +219,16 @@ def parse_event(
     occurred_at = _occurred_at_ms(raw.get("occurred_at"))
     if occurred_at is None:
         return _invalid(key, raw, "occurred_at", OCCURRED_AT_RULE)
+    region = None  # ignored on a board without regions
+    regions = boards[board].regions
+    if regions and (sent := raw.get("region")) is not None:
+        if not isinstance(sent, str) or sent not in regions:
+            return _invalid(key, raw, "region", region_rule(regions))
+        region = sent
     if "meta" not in raw:  # the common event: no meta to encode
-        return Event(board, member, value, occurred_at, key)
+        return Event(board, member, value, occurred_at, key, None, region)
     try:
         meta = _meta_text(raw)
     except ValueError as exc:
         return _invalid(key, raw, "meta", str(exc))
-    return Event(board, member, value, occurred_at, key, meta)
+    return Event(board, member, value, occurred_at, key, meta, region)

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
-from arena.engine.board import BoardEngine
+from arena.engine.board import BoardEngine, SeasonFirsts
 from arena.engine.periods import Window
-from arena.engine.routing import ScoreRow, TableKey
+from arena.engine.routing import PartitionKey, ScoreRow, TableKey
 from arena.engine.scoring import FoldRow, State
 from arena.engine.table import RankedTable
 
@@ -26,22 +26,29 @@ None for a window the pass leaves out."""
 class Loader:
     """Replays journaled score records into the tables one pass includes."""
 
-    def __init__(self, engine: BoardEngine, include: Callable[[Window], bool], voided: set[int]) -> None:
+    def __init__(self, engine: BoardEngine, include: Callable[[Window], bool], voided: set[int], firsts: SeasonFirsts) -> None:
         self.engine = engine
+        self.firsts = firsts
+        """A league's season: each member's first seq in each window (`BoardEngine.season_firsts`)."""
         self.include = include
         self.voided = voided
         self.events = 0
         self._states: dict[TableKey, dict[str, State]] = {}
         self._windows: dict[TableKey, Window] = {}
-        self.applied: dict[TableKey, list[int]] = {}
+        self.applied: dict[TableKey | PartitionKey, list[int]] = {}
+        """Records applied to each table (`table_key`)."""
         # id(window) -> (window, target); the window is kept so that its id is not reused
         self._targets: dict[int, tuple[Window, _Target]] = {}
         # Tables fed the same rows so far (their states are equal) share a twin number: a
         # bucket's fresh windows get one, and the windows a later bucket feeds part of a set get
-        # a new one. A table built from twin states is a copy of the first built.
+        # a new one. A table built from twin states is a copy of the first built. Only buckets
+        # make twins, and a board with partitions has none (`arena.board.load`): the tables of
+        # one partition fed the same rows are twins, never those of two.
         self._twins: dict[TableKey, int] = {}
         self._next_twin = 0
         self._built: dict[int, RankedTable] = {}  # the first table built of each twin number
+        self._partitions: dict[PartitionKey, dict[str, State]] = {}
+        """The member states of each partition of a window's table (a region's)."""
 
     def _target(self, window: Window) -> _Target:
         target: _Target = None
@@ -52,13 +59,20 @@ class Loader:
         self._targets[id(window)] = (window, target)
         return target
 
+    def _partition(self, window: Window, partition: str) -> tuple[dict[str, State], list[int]]:
+        key = (window.kind, window.period_id, partition)
+        return self._partitions.setdefault(key, {}), self.applied.setdefault(key, [0])
+
     def feed(self, rows: Iterable[ScoreRow]) -> None:
         """Apply rows (seq, member, value, occurred_at, key), in any order: merges commute, and
         a close marker excludes by seq. O(rows * kinds)."""
         update_of, merge = self.engine.rule.update, self.engine.rule.merge
         targets = self._targets
         count = 0
-        for windows, member, value, occurred_at, key in self.engine.router.routed(rows, self.voided):
+        if self.engine.league is not None:
+            rows = list(rows)
+            self.engine.season_firsts(rows, self.include, self.firsts)
+        for windows, member, value, occurred_at, key, partition in self.engine.router.routed(rows, self.voided):
             count += 1
             update = None
             for window in windows:
@@ -66,13 +80,13 @@ class Loader:
                 target = known[1] if known is not None else self._target(window)
                 if target is None:
                     continue
-                states, applied = target
-                applied[0] += 1
                 if update is None:
                     update = update_of(member, value, occurred_at, key)
-                new = merge(states.get(member), update)
-                if new is not None:
-                    states[member] = new
+                for states, applied in (target,) if partition is None else (target, self._partition(window, partition)):
+                    applied[0] += 1
+                    new = merge(states.get(member), update)
+                    if new is not None:
+                        states[member] = new
         if count:
             self._twins.clear()  # which windows the rows went to is known only row by row
         self.events += count
@@ -102,14 +116,19 @@ class Loader:
             states = self._states.pop(key)
             twin = self._twins.pop(key, None)
             like = None if twin is None else built.get(twin)
-            table = RankedTable.from_states(engine.rule, self._windows[key], states, like=like)
+            window = self._windows[key]
+            table = RankedTable.from_states(engine.rule, window, states, like=like)
             if twin is not None:
                 built.setdefault(twin, table)
-            marker = engine.markers.get(key)
-            if marker is not None:
-                table.closed_seq, table.closed_at = marker.seq, marker.closed_at
             engine.tables[key] = table
+            engine.close_table(table)
             yield table
+            for part_key in [p for p in self._partitions if p[:2] == key]:
+                part = RankedTable.from_states(engine.rule, window, self._partitions.pop(part_key))
+                part.partition = part_key[2]
+                engine.partitions.setdefault(key, {})[part.partition] = part
+                engine.close_table(part)
+                yield part
 
 
 class BucketFold:

@@ -30,6 +30,8 @@ class PrizeTier:
     ranks: tuple[int, int] | None = None
     top_percent: Fraction | None = None
     score: int | None = None
+    tier: str | None = None
+    """On a league board: the one tier whose divisions award it (None: every division's)."""
 
     def last_rank(self, size: int) -> int | None:
         """The last rank this tier may award in a table of ``size`` members; None: a score tier,
@@ -51,19 +53,20 @@ class PrizeTier:
             rule = {"top_percent": p.numerator if p.denominator == 1 else float(p)}
         else:
             rule = {"score": self.score}
-        return {"reward": self.reward, **rule}
+        return {"reward": self.reward, **rule, **({} if self.tier is None else {"tier": self.tier})}
 
     @classmethod
     def from_json(cls, tier: dict[str, object]) -> PrizeTier:
         """A tier as `as_json` wrote it (a journaled settlement's tiers read back)."""
         reward = str(tier["reward"])
         ranks, percent, score = tier.get("ranks"), tier.get("top_percent"), tier.get("score")
+        league_tier = None if tier.get("tier") is None else str(tier["tier"])
         if isinstance(ranks, list):
-            return cls(reward, ranks=(int(ranks[0]), int(ranks[1])))
+            return cls(reward, ranks=(int(ranks[0]), int(ranks[1])), tier=league_tier)
         if isinstance(percent, int | float):
-            return cls(reward, top_percent=Fraction(repr(percent)))
+            return cls(reward, top_percent=Fraction(repr(percent)), tier=league_tier)
         assert isinstance(score, int)
-        return cls(reward, score=score)
+        return cls(reward, score=score, tier=league_tier)
 
 
 Prizes = tuple[tuple[str, tuple[PrizeTier, ...]], ...]

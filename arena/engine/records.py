@@ -87,3 +87,4 @@ class StoredEvent:
     idempotency_key: str
     meta: str | None
     voided: Voided | None
+    region: str | None = None

@@ -64,11 +64,20 @@ class Route:
 NOWHERE = Route(0, -1, ())
 """A route holding no instant."""
 
-ScoreRow = tuple[int, str, int, int, str]
-"""(seq, member, value, occurred_at, idempotency_key): what replay needs of a score event, as a
-journal scans it."""
-Routed = tuple[tuple[Window, ...], str, int, int, str]
-"""A score event with the windows it applies to: (windows, member, value, occurred_at, key)."""
+ScoreRow = tuple[int, str, int, int, str, str | None]
+"""(seq, member, value, occurred_at, idempotency_key, region): what replay needs of a score
+event, as a journal scans it."""
+Routed = tuple[tuple[Window, ...], str, int, int, str, str | None]
+"""A score event with the windows it applies to: (windows, member, value, occurred_at, key,
+partition). It applies to each window's global table and, with a partition, to that partition
+of each window's table too."""
+PartitionKey = tuple[str, str, str]
+"""(period name, period_id, partition): one partition of a window's table."""
+
+
+def table_key(window: Window, partition: str | None = None) -> TableKey | PartitionKey:
+    """The key of a window's global table, or of one of its partitions."""
+    return (window.kind, window.period_id) if partition is None else (window.kind, window.period_id, partition)
 
 
 class Router:
@@ -121,12 +130,12 @@ class Router:
         """Journaled score rows routed: each one whose seq is not in ``voided``, with the windows
         it applies to (`Route.windows`), in order. O(1) a row while rows share their route."""
         route = NOWHERE
-        for seq, member, value, occurred_at, key in rows:
+        for seq, member, value, occurred_at, key, region in rows:
             if seq in voided:
                 continue
             if not route.start <= occurred_at < route.end:
                 route = self.route(occurred_at)
-            yield route.windows(seq), member, value, occurred_at, key
+            yield route.windows(seq), member, value, occurred_at, key, region
 
     def forget(self) -> None:
         """Drop the kept routes: a marker was added, so their marker seqs may be stale. O(1)."""

@@ -19,6 +19,7 @@ import orjson
 
 from arena.engine.periods import Window, period_name
 from arena.engine.prizes import Award, Awarding, PrizeTier, award_text, awards, changes, sha256_of
+from arena.engine.routing import PartitionKey, TableKey, table_key
 from arena.engine.scoring import Order
 from arena.engine.table import Entry
 
@@ -87,8 +88,9 @@ class SettlementRecord:
     partition: str | None = None
 
     @property
-    def key(self) -> tuple[str, str]:
-        return (self.window.kind, self.window.period_id)
+    def key(self) -> TableKey | PartitionKey:
+        """The settled table's key (`table_key`)."""
+        return table_key(self.window, self.partition)
 
     def text(self) -> str:
         s, w = self.settlement, self.window

@@ -10,8 +10,9 @@ Layout (all integers little-endian)::
               | u32 name index of the entry at each rank | the names, a line feed between two
 
 The header holds the board, its definition, the seq and the record at it, the retention floor of
-each period kind, the dispute counts and each table's window and sizes. A section lists the
-table's members in code point order (the order of its search index): their packed entries
+each period kind, the dispute counts, each table's window, partition (none: the global table)
+and sizes, and a league board's tiers and divisions (a member's tier, its first seq and division
+in each window). A section lists the table's members in code point order (the order of its search index): their packed entries
 (`arena.engine.rankkey`), their names in UTF-8 and (latest aggregation only) their deciding keys;
 then, rank by rank, where in that order the entry is. A table is thus loaded without a sort,
 without decoding a member from an entry (a member has no control character, DESIGN.md, so the
@@ -68,6 +69,9 @@ class TableSource(Protocol):
     @property
     def window(self) -> Window: ...
 
+    @property
+    def partition(self) -> str | None: ...
+
     def runs(self) -> Iterable[Run]: ...
 
 
@@ -86,6 +90,8 @@ class TableImage:
     same_as: int | None = None
     """The index of the earlier table of the snapshot that this one repeats (whose lists these
     are); None: its own."""
+    partition: str | None = None
+    """The partition of the window's table it is; None: the global table."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +106,8 @@ class Snapshot(Generic[Table]):
     """Per period kind, the start of the oldest window whose table it holds (None: alltime)."""
     disputes: dict[TableKey, int]
     tables: Sequence[Table]
+    league: dict[str, object] | None = None
+    """A league board's tiers and divisions (`arena.engine.league.League.image`)."""
 
 
 def record_identity(record: Record) -> str:
@@ -141,14 +149,14 @@ def encode(snapshot: Snapshot[TableSource], body: list[bytes]) -> Iterator[None]
         section = [] if same_as is not None else (yield from _section(entries, keys))
         tables.append({
             "kind": table.window.kind, "period_id": table.window.period_id,
-            "start_ms": table.window.start_ms, "end_ms": table.window.end_ms, "count": len(entries),
-            "same_as": same_as, "section_bytes": _size(section), "keys": keys is not None,
+            "start_ms": table.window.start_ms, "end_ms": table.window.end_ms, "partition": table.partition,
+            "count": len(entries), "same_as": same_as, "section_bytes": _size(section), "keys": keys is not None,
         })
         sections.append(section)
     header = orjson.dumps({
         "board": snapshot.board, "definition": snapshot.definition, "seq": snapshot.seq, "record": snapshot.record,
         "floors": snapshot.floors, "disputes": [[str(k), p, n] for (k, p), n in snapshot.disputes.items()],
-        "tables": tables,
+        "tables": tables, "league": snapshot.league,
     })
     body += [struct.pack("<I", len(header)), header, *(piece for section in sections for piece in section)]
 
@@ -223,27 +231,27 @@ def decode(data: bytes) -> Snapshot[TableImage]:
         images: list[TableImage] = []
         for t in header["tables"]:
             window = Window(period_name(t["kind"]), t["period_id"], t["start_ms"], t["end_ms"])
-            count, same_as = int(t["count"]), t["same_as"]
+            count, same_as, partition = int(t["count"]), t["same_as"], t.get("partition")
             if same_as is not None:
                 like = images[same_as] if 0 <= same_as < len(images) else None
                 if like is None or len(like.entries) != count:
                     raise ValueError(f"table {len(images)} repeats no earlier table of its size")
-                images.append(TableImage(window, like.names, like.entries, like.order, like.keys, same_as))
+                images.append(TableImage(window, like.names, like.entries, like.order, like.keys, same_as, partition))
                 continue
-            images.append(_image(window, body[at : at + t["section_bytes"]], count, bool(t["keys"])))
+            images.append(_image(window, body[at : at + t["section_bytes"]], count, bool(t["keys"]), partition))
             at += t["section_bytes"]
         if at != len(body):
             raise ValueError("the sections do not fill the body")
         disputes = {(period_name(kind), period_id): int(n) for kind, period_id, n in header["disputes"]}
         return Snapshot(header["board"], header["definition"], int(header["seq"]), header["record"],
-                        dict(header["floors"]), disputes, images)
+                        dict(header["floors"]), disputes, images, header.get("league"))
     except (KeyError, ValueError, TypeError, struct.error) as exc:  # a checksum holding over a bad body: a bug
         raise SnapshotInvalid(f"unreadable snapshot body: {exc!r}") from exc
 
 
-def _image(window: Window, section: memoryview, count: int, keyed: bool) -> TableImage:
-    """The table of ``window`` whose section is ``section``. Raises ValueError when its parts
-    disagree."""
+def _image(window: Window, section: memoryview, count: int, keyed: bool, partition: str | None) -> TableImage:
+    """The table of ``window`` (its ``partition``) whose section is ``section``. Raises
+    ValueError when its parts disagree."""
     entries, at = _blobs_at(section, 0, count)
     keys = None
     if keyed:
@@ -255,7 +263,7 @@ def _image(window: Window, section: memoryview, count: int, keyed: bool) -> Tabl
     names = str(section[at + 4 * count :], "utf-8", "surrogatepass").split("\n") if count else []
     if len(names) != count:
         raise ValueError("the names are not as many as the entries")
-    return TableImage(window, names, entries, order, keys)
+    return TableImage(window, names, entries, order, keys, partition=partition)
 
 
 def _blobs(items: Sequence[bytes], into: tuple[list[bytes], list[bytes]]) -> None:

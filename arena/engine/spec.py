@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import orjson
 
+from arena.engine.league import LeagueSpec
 from arena.engine.periods import PeriodKind, Window
 from arena.engine.prizes import Prizes, PrizeTier
 from arena.engine.schedule import CustomPeriod, Schedule
@@ -32,6 +33,14 @@ class BoardSpec:
     """Prize tiers by period name (never alltime); they may change: not in `definition`."""
     metadata: str | None = None
     """A JSON object as compact text (title, category...): shown by `GET /v1/boards`, never ranked."""
+    regions: tuple[str, ...] = ()
+    """The board's regions in config order: each a partition of every window's table. Names may
+    be appended, never removed (`fixed_changes`)."""
+    regional_prizes: bool = False
+    """Whether each region's table is settled too (the global table always is)."""
+    league: LeagueSpec | None = None
+    """A league's divisions partition the season's tables (`arena.engine.league`); fixed (a
+    change of size, promote or relegate from the next window is not built yet)."""
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -45,6 +54,11 @@ class BoardSpec:
     def close_moment(self, window: Window) -> int | None:
         """When a window's table closes: its end plus the grace; None for alltime."""
         return None if window.end_ms is None else window.end_ms + self.close_grace_ms
+
+    def partitions(self) -> tuple[str, ...]:
+        """The partitions of every window's table, in the order they list (regions today; a
+        league's divisions are made by its members, not named here)."""
+        return self.regions
 
     def prize_tiers(self, period: str) -> tuple[PrizeTier, ...]:
         """The tiers of one period kind, in order; () when it has no prizes."""
@@ -63,13 +77,23 @@ class BoardSpec:
         }
         if self.custom_periods:  # absent otherwise: a board defined before custom periods keeps its definition
             definition["custom_periods"] = {c.name: c.definition() for c in self.custom_periods}
+        if self.league is not None:  # all of it for now: a change from the next window is not built
+            definition["league"] = self.league.document()
         return definition
+
+    @property
+    def season(self) -> str | None:
+        """A league board's season: its one period kind besides alltime; None without a league."""
+        return None if self.league is None else next(kind for kind in self.kinds if kind != PeriodKind.ALLTIME)
 
     def fixed_changes(self, other: BoardSpec) -> list[str]:
         """The keys of `definition` that ``other`` changes: a change of a board whose journal
         holds records must leave this empty. The one place that tells fixed from mutable."""
         mine, theirs = self.definition(), other.definition()
-        return [key for key in sorted(mine.keys() | theirs.keys()) if mine.get(key) != theirs.get(key)]
+        changes = [key for key in sorted(mine.keys() | theirs.keys()) if mine.get(key) != theirs.get(key)]
+        if other.regions[: len(self.regions)] != self.regions:
+            changes.append("regions")
+        return changes
 
     def document(self) -> dict[str, object]:
         """The whole definition with the keys of a ``[boards.NAME]`` table, as `PUT /v1/boards/{board}`
@@ -91,6 +115,12 @@ class BoardSpec:
             document["custom_periods"] = {c.name: c.definition() for c in self.custom_periods}
         if self.prizes:
             document["prizes"] = {period: [tier.as_json() for tier in tiers] for period, tiers in self.prizes}
+        if self.regions:
+            document["regions"] = list(self.regions)
+        if self.regional_prizes:
+            document["regional_prizes"] = True
+        if self.league is not None:
+            document["league"] = self.league.document()
         if self.metadata is not None:
             document["metadata"] = orjson.loads(self.metadata)
         return document

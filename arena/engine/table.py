@@ -33,11 +33,13 @@ class Entry(NamedTuple):
 class RankedTable:
     """Standings of one window. Every query is O(log n) plus the entries it returns."""
 
-    __slots__ = ("rule", "window", "closed_at", "closed_seq", "disputes", "_items", "_sorted", "_names", "_keys", "_freeze")
+    __slots__ = ("rule", "window", "partition", "closed_at", "closed_seq", "disputes", "_items", "_sorted", "_names", "_keys", "_freeze")
 
     def __init__(self, rule: ScoringRule, window: Window) -> None:
         self.rule = rule
         self.window = window
+        self.partition: str | None = None
+        """The partition of the window's table this is (a region); None: the global table."""
         self.closed_at: int | None = None
         self.closed_seq: int | None = None
         self.disputes = 0
@@ -124,6 +126,10 @@ class RankedTable:
             return None
         score, reached_at = self.rule.unpack(sort_key_of(item))
         return (score, reached_at, self._keys[member] if self._keys is not None else "")
+
+    def state(self, member: str) -> State | None:
+        """A member's state as `ScoringRule.merge` makes it (`set_state` takes it). O(1)."""
+        return self._items.get(member) if self.rule.improves_by_key else self.standing(member)
 
     def apply(self, member: str, value: int, occurred_at: int, key: str) -> bool:
         """Fold one event into the member's standing; True when the standing changed. O(log n)."""
@@ -361,6 +367,7 @@ class Freeze:
         assert table._freeze is None, "one freeze of a table at a time"
         self.table = table
         self.window = table.window
+        self.partition = table.partition
         self._read_to: bytes | None = None  # the last entry read; None: nothing read yet
         self._changed: dict[str, None] = {}  # members changed since the start
         self._put: dict[bytes, None] = {}  # entries put in since the start above what was read

@@ -284,23 +284,23 @@ def close_record(row: Sequence[Any]) -> CloseRecord:
 
 def stored_event(row: Sequence[Any]) -> StoredEvent:
     """An event read back as (seq, member, value, occurred_at, received_at, source,
-    idempotency_key, meta) and its void's (seq, reason, admin, voided_at), all null when it
-    was not voided (`STORED_COLUMNS`)."""
-    seq, member, value, occurred_at, received_at, source, key, meta, void_seq, reason, admin, voided_at = row
+    idempotency_key, meta, region) and its void's (seq, reason, admin, voided_at), all null when
+    it was not voided (`STORED_COLUMNS`)."""
+    seq, member, value, occurred_at, received_at, source, key, meta, region, void_seq, reason, admin, voided_at = row
     voided = None if void_seq is None else Voided(void_seq, reason, admin, voided_at)
-    return StoredEvent(seq, member, value, occurred_at, received_at, source, key, meta, voided)
+    return StoredEvent(seq, member, value, occurred_at, received_at, source, key, meta, voided, region)
 
 
 STORED_COLUMNS = ("e.seq, e.member, e.value, e.occurred_at, e.received_at, e.source, e.idempotency_key, e.meta,"
-                  " v.seq, v.reason, v.admin, v.voided_at")
+                  " e.region, v.seq, v.reason, v.admin, v.voided_at")
 """`stored_event`'s row from a score event ``e`` left-joined to its void ``v``."""
 
 
-EventRow = tuple[int, str, int, int, int, str, str, str | None]
+EventRow = tuple[int, str, int, int, int, str, str, str | None, str | None]
 """A score event as stored: (seq, member, value, occurred_at, received_at, source,
-idempotency_key, meta)."""
+idempotency_key, meta, region)."""
 
-EVENT_COLUMNS = "seq, member, value, occurred_at, received_at, source, idempotency_key, meta"
+EVENT_COLUMNS = "seq, member, value, occurred_at, received_at, source, idempotency_key, meta, region"
 
 
 async def merged_records(
@@ -311,10 +311,10 @@ async def merged_records(
     pending = deque(sorted(others, key=lambda r: r.seq))
     async for rows in events:
         chunk: list[Record] = []
-        for seq, member, value, occurred_at, received_at, source, key, meta in rows:
+        for seq, member, value, occurred_at, received_at, source, key, meta, region in rows:
             while pending and pending[0].seq < seq:
                 chunk.append(pending.popleft())
-            chunk.append(ScoreRecord(seq, Event(board, member, value, occurred_at, key, meta), received_at, source))
+            chunk.append(ScoreRecord(seq, Event(board, member, value, occurred_at, key, meta, region), received_at, source))
         yield chunk
     if pending:
         yield list(pending)

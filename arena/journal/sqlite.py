@@ -48,7 +48,8 @@ CREATE TABLE IF NOT EXISTS score_event (
     received_at INTEGER NOT NULL,
     source TEXT NOT NULL,
     idempotency_key TEXT NOT NULL UNIQUE,
-    meta TEXT
+    meta TEXT,
+    region TEXT
 );
 CREATE INDEX IF NOT EXISTS score_event_occurred_at ON score_event (occurred_at);
 CREATE TABLE IF NOT EXISTS board_period (
@@ -83,10 +84,10 @@ _STORED = f"SELECT {STORED_COLUMNS} FROM score_event e LEFT JOIN score_void v ON
 # journal's share of the event-to-visibility lag.
 _INSERT_EVENTS_JSON = (
     "INSERT INTO score_event SELECT value->>0, value->>1, value->>2, value->>3, value->>4, value->>5,"
-    " value->>6, value->>7, value->>8 FROM json_each(?)"
+    " value->>6, value->>7, value->>8, value->>9 FROM json_each(?)"
 )
 _LOOKUP_JSON = (
-    "SELECT json_group_array(json_array(idempotency_key, member, value, occurred_at)) FROM score_event"
+    "SELECT json_group_array(json_array(idempotency_key, member, value, occurred_at, region)) FROM score_event"
     " WHERE idempotency_key IN (SELECT value FROM json_each(?))"
 )
 # A fold per aggregation, as SQL over the bucket's rows (``{rows}``) whose columns are a `FoldRow`.
@@ -180,6 +181,7 @@ class SqliteJournal:
                 await db.execute("PRAGMA journal_mode=WAL")
                 await db.execute(f"PRAGMA synchronous={'FULL' if durability == 'full' else 'NORMAL'}")
                 await db.executescript(_SCHEMA)
+                await _add_region_column(db)
             await db.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
             # Every page's structure, in C: about 5% of a replay's time, and it catches a torn or
             # overwritten page (an index one included) before a replay or a lookup trusts it.
@@ -221,18 +223,18 @@ class SqliteJournal:
         try:
             if payload is not None:
                 rows = await self._lookups.execute_fetchall(_LOOKUP_JSON, (payload,))
-                for key, member, value, occurred_at in orjson.loads(list(rows)[0][0]):
-                    found[key] = (member, value, occurred_at)
+                for key, member, value, occurred_at, region in orjson.loads(list(rows)[0][0]):
+                    found[key] = (member, value, occurred_at, region)
                 return found
             for i in range(0, len(keys), _LOOKUP_CHUNK):
                 chunk = keys[i : i + _LOOKUP_CHUNK]
                 marks = ",".join("?" * len(chunk))
                 rows = await self._lookups.execute_fetchall(
-                    f"SELECT idempotency_key, member, value, occurred_at FROM score_event WHERE idempotency_key IN ({marks})",
+                    f"SELECT idempotency_key, member, value, occurred_at, region FROM score_event WHERE idempotency_key IN ({marks})",
                     chunk,
                 )
-                for key, member, value, occurred_at in rows:
-                    found[key] = (member, value, occurred_at)
+                for key, member, value, occurred_at, region in rows:
+                    found[key] = (member, value, occurred_at, region)
         except (sqlite3.Error, UnicodeEncodeError) as exc:
             raise JournalError(f"{self.path}: key lookup failed: {exc}") from exc
         return found
@@ -285,7 +287,8 @@ class SqliteJournal:
         for r in records:
             if isinstance(r, ScoreRecord):
                 e = r.event
-                events.append((r.seq, board, e.member, e.value, e.occurred_at, r.received_at, r.source, e.idempotency_key, e.meta))
+                events.append((r.seq, board, e.member, e.value, e.occurred_at, r.received_at, r.source, e.idempotency_key,
+                               e.meta, e.region))
             elif isinstance(r, CloseRecord):
                 markers.append(marker_row(self._spec, r))
             elif isinstance(r, BoardRecord):
@@ -302,7 +305,7 @@ class SqliteJournal:
         if payload is not None:
             await db.execute(_INSERT_EVENTS_JSON, (payload,))
         elif events:
-            await db.executemany("INSERT INTO score_event VALUES (?,?,?,?,?,?,?,?,?)", events)
+            await db.executemany("INSERT INTO score_event VALUES (?,?,?,?,?,?,?,?,?,?)", events)
         if markers:
             await db.executemany("INSERT INTO board_period VALUES (?,?,?,?,?,?,?,?,?)", markers)
         if voids:
@@ -338,7 +341,7 @@ class SqliteJournal:
         before_occurred_at: int | None = None,
         min_seq: int | None = None,
     ) -> AsyncIterator[list[ScoreRow]]:
-        sql = "SELECT seq, member, value, occurred_at, idempotency_key FROM score_event WHERE seq <= ?"
+        sql = "SELECT seq, member, value, occurred_at, idempotency_key, region FROM score_event WHERE seq <= ?"
         params: list[int] = [upto_seq if upto_seq is not None else self.last_seq]
         if min_seq is not None:
             sql += " AND seq >= ?"
@@ -503,6 +506,13 @@ class SqliteBackend:
 
 def journal_path(data_dir: Path, board: str) -> Path:
     return data_dir / f"{board}.journal.sqlite"
+
+
+async def _add_region_column(db: aiosqlite.Connection) -> None:
+    """Give a journal made before regions its ``region`` column (null: no region)."""
+    columns = [row[1] for row in await db.execute_fetchall("PRAGMA table_info(score_event)")]
+    if "region" not in columns:
+        await db.execute("ALTER TABLE score_event ADD COLUMN region TEXT")
 
 
 async def _connect_readonly(path: Path) -> aiosqlite.Connection:

@@ -21,6 +21,7 @@ from arena.board.load import load
 from arena.board.snapshots import Snapshotter
 from arena.engine.board import BoardEngine
 from arena.engine.periods import PeriodKind, Window
+from arena.engine.routing import table_key
 from arena.engine.snapshot import FORMAT, MAGIC, decode
 from arena.engine.spec import BoardSpec
 from arena.engine.table import Freeze, RankedTable
@@ -95,11 +96,12 @@ def test_a_snapshot_taken_while_batches_land_holds_the_tables_at_its_seq(
             floor = snapshot.floors[window.kind]
             return floor is None or window.start_ms is None or window.start_ms >= floor
 
-        tables = {(t.window.kind, t.window.period_id):
+        tables = {table_key(t.window, t.partition):
                   RankedTable.from_sorted(replayed.rule, t.window, t.names, t.entries, t.order, t.keys)
                   for t in snapshot.tables if retained(t.window)}
+        replayed_tables = [*replayed.tables.values(), *(p for parts in replayed.partitions.values() for p in parts.values())]
         assert {k: t.digest() for k, t in tables.items() if len(t)} == \
-            {k: t.digest() for k, t in replayed.tables.items() if len(t)}
+            {table_key(t.window, t.partition): t.digest() for t in replayed_tables if len(t)}
         assert snapshot.disputes == replayed.disputes
 
     with patch("arena.board.snapshots.TURN", 0), patch.object(Freeze, "step", 1):

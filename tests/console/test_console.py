@@ -30,6 +30,7 @@ BOARDS: dict[str, dict[str, Any]] = {
     "high_score": {"periods": ["alltime", "daily"]},
     "coins": {"aggregation": "sum", "periods": ["alltime", "weekly"]},
     "speedrun": {"order": "asc"},
+    "league": {"periods": ["daily"], "league": {"size": 2, "tiers": ["bronze", "silver"]}},
 }
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 NARROW_PHONE = ViewportSize(width=375, height=812)
@@ -150,6 +151,19 @@ async def test_paging_and_the_period_id_picker_show_the_right_rows(console: Cons
     await expect(standings(page)).to_have_count(5)
     await expect(page.get_by_role("button", name="Next page")).to_be_disabled()
     await expect(page.locator("#st-page")).to_have_text("page 3 of 3")
+
+
+async def test_the_partition_picker_shows_a_divisions_standings(console: Console) -> None:
+    await console.client.submit([event("league", m, v, NOW, f"l-{m}") for m, v in (("ann", 5), ("bob", 9), ("cid", 7))])
+    page = await console.open()
+    await page.select_option("#st-board", "league")
+    await expect(page.locator("#st-caption")).to_contain_text("league / daily / 2026-12-02: open, 3 members")
+    await expect(page.locator("#st-partition option")).to_have_text(["global", "bronze-1 (2)", "bronze-2 (1)"])
+    await page.select_option("#st-partition", "bronze-1")
+    await expect(page.locator("#st-caption")).to_contain_text("league / daily / 2026-12-02 / bronze-1: open, 2 members")
+    await expect(standings(page).locator("td.member")).to_have_text(["bob", "ann"])
+    await page.select_option("#st-partition", "")
+    await expect(standings(page)).to_have_count(3)
 
 
 async def test_search_finds_a_members_rank_neighbours_percentile_and_every_table(console: Console) -> None:

@@ -76,6 +76,9 @@ def test_standings_of_open_tables_do_not_depend_on_arrival_order(
             assert wire(harness.submit("gs", [e.raw("b") for e in frame], now)) == oracle.submit(frame, now)
         tables = harness.engines["b"].tables
         assert {(str(k), p): engine_rows(t) for (k, p), t in tables.items() if len(t)} == oracle.tables()
+        partitions = harness.engines["b"].partitions
+        assert {(str(k), p, r): engine_rows(t) for (k, p), parts in partitions.items() for r, t in parts.items() if len(t)} == (
+            oracle.partitions())
         digests.append({key: t.digest() for key, t in tables.items()})
     assert digests[0] == digests[1]
 
@@ -92,11 +95,15 @@ def test_retries_and_reused_keys_change_nothing_whatever_the_clock(
     accepted = [r.event for r in harness.score_records("b")]
     later = frames[-1].now + later_hours * 3_600_000  # possibly after every close
     retries: list[dict[str, Any]] = [
-        {"board": "b", "member": e.member, "value": e.value, "occurred_at": e.occurred_at, "idempotency_key": e.idempotency_key}
+        {"board": "b", "member": e.member, "value": e.value, "occurred_at": e.occurred_at, "idempotency_key": e.idempotency_key,
+         **({"region": e.region} if e.region is not None else {})}
         for e in accepted
     ]
     assert {r.status.value for r in harness.submit("gs", retries, later)} <= {"duplicate"}
     changed = [dict(r, value=r["value"] + 1) for r in retries] + [dict(r, member=r["member"] + "x") for r in retries]
+    if board.regions:  # the region is part of the payload: another one, or none, is another event
+        changed += [{k: v for k, v in r.items() if k != "region"} if "region" in r else dict(r, region=board.regions[0])
+                    for r in retries]
     results = harness.submit("gs", changed, later)
     assert {(r.status.value, r.reason and r.reason.value) for r in results} <= {("rejected", "idempotency_key_reused")}
     assert len(harness.score_records("b")) == len(accepted)

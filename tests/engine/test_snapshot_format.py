@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
@@ -55,6 +55,7 @@ class Frozen:
     window: Window
     entries: list[bytes]
     keys: list[str] | None
+    partition: str | None = None
 
     def runs(self) -> list[tuple[list[bytes], list[str] | None]]:
         return [(self.entries, self.keys)]
@@ -130,6 +131,17 @@ def test_tables_read_back_with_their_search_index_and_a_repeated_table_is_writte
     copy.set_standing("joins the copy", (1, 1, "k"))
     copy.set_standing(next(iter(copy._items), "joins the copy"), None)
     assert rows(built[0]) == rows(sources[picks[0]])
+
+
+def test_a_partition_table_reads_back_with_its_partition_and_may_repeat_the_global_one() -> None:
+    """A region's table equal to its window's global table (every event in that region) has no
+    section of its own, and each table keeps its partition; a header without one is global."""
+    rule = RULES[0]
+    table = table_with(rule, {"a": (5, 1, "k1"), "b": (7, 2, "k2")})
+    global_, region = frozen(table, DAY), replace(frozen(table, DAY), partition="eu")
+    back = decode(encoded(snapshot_of(global_, region)))
+    assert [(image.partition, image.same_as) for image in back.tables] == [(None, None), ("eu", 0)]
+    assert loaded(rule, back.tables[1]).digest() == table.digest()
 
 
 def test_a_member_holding_a_line_break_is_refused_never_misread() -> None:

@@ -295,7 +295,7 @@ def test_keys_are_per_board() -> None:
 def test_a_duplicate_beats_out_of_range_future_and_closed(late: dict[str, Any], why: str) -> None:
     """Step 4 comes first: a retry is a duplicate whatever the clock or config says now."""
     original = event(**late)
-    known = {"k1": ("alice", original["value"], NOW)}
+    known = {"k1": ("alice", original["value"], NOW, None)}
     spec = BOARDS["b"]
     now = NOW
     if why == "out of range now":  # accepted when max_value was 1000, then the bound tightened

@@ -61,7 +61,7 @@ async def test_append_writes_scores_markers_and_voids_and_advances_last_seq(jour
     void = VoidRecord(4, 1, "k1", "cheat", "ops", T + 99)
     await journal.append([score(1), score(2, member="b"), marker, void])
     assert (journal.last_seq, await journal.committed_seq()) == (4, 4)
-    assert await rows(journal) == [(1, "a", 1, T, "k1"), (2, "b", 1, T, "k2")]
+    assert await rows(journal) == [(1, "a", 1, T, "k1", None), (2, "b", 1, T, "k2", None)]
     assert await journal.close_markers() == [marker]
     assert await journal.voids() == [(void, T)]
 
@@ -77,7 +77,7 @@ async def test_an_append_is_one_transaction_nothing_is_written_when_a_record_fai
     with pytest.raises(JournalWriteFailed, match=names(store)):
         await journal.append(batch)
     assert journal.last_seq == 1 and await journal.committed_seq() == 1
-    assert await rows(journal) == [(1, "a", 1, T, "k1")]
+    assert await rows(journal) == [(1, "a", 1, T, "k1", None)]
     assert await journal.close_markers(upto_seq=10) == []
     # the connection is usable again afterwards
     await journal.append([score(2), CloseRecord(3, DAY, T)])
@@ -99,7 +99,7 @@ async def test_the_idempotency_key_is_unique_forever(journal: Journal) -> None:
         await journal.append([score(2, key="same", value=1)])  # even with the very same payload
     with pytest.raises(JournalWriteFailed):
         await journal.append([score(2, key="x"), score(3, key="x")])  # and inside one batch
-    assert await rows(journal) == [(1, "a", 1, T, "same")]
+    assert await rows(journal) == [(1, "a", 1, T, "same", None)]
 
 
 async def test_a_seq_is_never_written_twice(journal: Journal) -> None:
@@ -115,9 +115,9 @@ async def test_lookup_of_many_keys_chunks_the_query(journal: Journal) -> None:
     await journal.append([score(i, member=f"m{i}", value=i, occurred_at=T + i) for i in range(1, 1301)])
     wanted = [f"k{i}" for i in range(0, 2600, 2)]  # 1300 keys: k0 and k1302.. are not journaled
     found = await journal.lookup(wanted)
-    assert found == {f"k{i}": (f"m{i}", i, T + i) for i in range(2, 1301, 2)}
+    assert found == {f"k{i}": (f"m{i}", i, T + i, None) for i in range(2, 1301, 2)}
     assert await journal.lookup([]) == {}
-    assert await journal.lookup(["k7", "k7"]) == {"k7": ("m7", 7, T + 7)}
+    assert await journal.lookup(["k7", "k7"]) == {"k7": ("m7", 7, T + 7, None)}
 
 
 async def test_a_lookup_finds_keys_however_old_they_are(store: Store) -> None:
@@ -126,7 +126,7 @@ async def test_a_lookup_finds_keys_however_old_they_are(store: Store) -> None:
     await j.close()
     j = await store.open()
     try:
-        assert await j.lookup(["ancient"]) == {"ancient": ("a", 1, T)}
+        assert await j.lookup(["ancient"]) == {"ancient": ("a", 1, T, None)}
     finally:
         await j.close()
 
@@ -153,7 +153,7 @@ def test_keys_of_any_text_round_trip_through_append_lookup_and_scan(
             try:
                 await j.append(batch[:cut])
                 await j.append([*batch[cut:], CloseRecord(len(batch) + 1, DAY, T)])  # the multi-table path
-                assert await j.lookup([*keys, *absent]) == {k: (f"m{i}", i, T) for i, k in enumerate(keys)}
+                assert await j.lookup([*keys, *absent]) == {k: (f"m{i}", i, T, None) for i, k in enumerate(keys)}
                 assert [r[4] for r in await rows(j)] == keys
                 stored = await j.event_by_key(keys[-1])
                 assert stored is not None and stored.idempotency_key == keys[-1]
@@ -191,7 +191,7 @@ async def test_scan_filters_by_upto_seq_and_occurred_at(journal: Journal) -> Non
 async def test_scan_reads_back_exact_integers_and_unicode(journal: Journal) -> None:
     big = 2**53 - 1
     await journal.append([score(1, member="zoë/%2F 😀", value=-big), score(2, member="x", value=big, occurred_at=0)])
-    assert await rows(journal) == [(1, "zoë/%2F 😀", -big, T, "k1"), (2, "x", big, 0, "k2")]
+    assert await rows(journal) == [(1, "zoë/%2F 😀", -big, T, "k1", None), (2, "x", big, 0, "k2", None)]
 
 
 # -- close markers and voids -----------------------------------------------------------------------
@@ -345,7 +345,7 @@ async def test_a_read_only_journal_reads_but_cannot_write(store: Store, journal:
     await journal.close()
     ro = await store.open(readonly=True)
     try:
-        assert await rows(ro) == [(1, "a", 1, T, "k1")]
+        assert await rows(ro) == [(1, "a", 1, T, "k1", None)]
         assert ro.last_seq == 1
         with pytest.raises(JournalWriteFailed, match=names(store)):
             await ro.append([score(2)])
@@ -461,12 +461,29 @@ async def test_a_read_only_open_leaves_the_file_as_it_was(path: Path, sqlite_jou
     before = path.read_bytes()
     ro = await SqliteJournal.open(path, SPEC, readonly=True)
     try:
-        assert await rows(ro) == [(1, "a", 1, T, "k1")]
+        assert await rows(ro) == [(1, "a", 1, T, "k1", None)]
         with pytest.raises(JournalWriteFailed):
             await ro.append([score(2)])
     finally:
         await ro.close()
     assert path.read_bytes() == before
+
+
+async def test_a_journal_made_before_regions_gets_its_region_column_at_a_writable_open(
+    path: Path, sqlite_journal: SqliteJournal
+) -> None:
+    await sqlite_journal.append([score(1)])
+    await sqlite_journal.close()
+    with sqlite3.connect(path) as db:  # as an Arena before regions made it
+        db.execute("ALTER TABLE score_event DROP COLUMN region")
+    journal = await SqliteJournal.open(path, SPEC)
+    try:
+        assert await journal.lookup(["k1"]) == {"k1": ("a", 1, T, None)}
+        await journal.append([ScoreRecord(2, Event("b", "a", 2, T, "k2", None, "eu"), T, "gs")])
+        assert await rows(journal) == [(1, "a", 1, T, "k1", None), (2, "a", 2, T, "k2", "eu")]
+        assert (await journal.event_by_key("k2")) == StoredEvent(2, "a", 2, T, T, "gs", "k2", None, None, "eu")
+    finally:
+        await journal.close()
 
 
 @pytest.mark.parametrize("directory", ["with#hash", "with?query", "percent%41", "a space"])
@@ -482,7 +499,7 @@ async def test_a_read_only_open_takes_any_directory_name(tmp_path: Path, directo
     before = sorted(p.name for p in tmp_path.iterdir())
     ro = await SqliteJournal.open(path, SPEC, readonly=True)
     try:
-        assert await rows(ro) == [(1, "a", 1, T, "k1")]
+        assert await rows(ro) == [(1, "a", 1, T, "k1", None)]
     finally:
         await ro.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == before

@@ -84,7 +84,7 @@ async def test_an_injected_write_fault_refuses_appends_and_keeps_reads_until_hea
         await journal.append([score(2)])
     await journal.append([])  # nothing to write, nothing refused
     assert (journal.last_seq, await journal.committed_seq()) == (1, 1)
-    assert await journal.lookup(["k1", "k2"]) == {"k1": ("a", 1, 1_000)}
+    assert await journal.lookup(["k1", "k2"]) == {"k1": ("a", 1, 1_000, None)}
     assert faults.inject("b", None)
     await journal.append([score(2)])
     assert await journal.committed_seq() == 2

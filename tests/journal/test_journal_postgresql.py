@@ -104,6 +104,7 @@ async def test_tables_of_version_1_are_upgraded_by_a_writable_start(backend: Pos
     await sql(backend, "DROP TABLE {s}.webhook_delivery")
     await sql(backend, "DROP TABLE {s}.webhook_cursor")
     await sql(backend, "ALTER TABLE {s}.board_owner DROP COLUMN active")
+    await sql(backend, "ALTER TABLE {s}.score_event DROP COLUMN region")
     await sql(backend, "DELETE FROM {s}.schema_version")
     await sql(backend, "INSERT INTO {s}.schema_version VALUES (1)")
     reader = PostgresBackend(pg_journal)  # a read-only start (rebuild, verify) reads version 1 as it is
@@ -115,7 +116,7 @@ async def test_tables_of_version_1_are_upgraded_by_a_writable_start(backend: Pos
     upgraded = PostgresBackend(pg_journal)
     try:
         assert (await upgraded.open(SPEC)).last_seq == 1
-        assert await sql(upgraded, "SELECT array_agg(version ORDER BY version) FROM {s}.schema_version") == [1, 2, 3, 4, 5, 6, 7, 8]
+        assert await sql(upgraded, "SELECT array_agg(version ORDER BY version) FROM {s}.schema_version") == [1, 2, 3, 4, 5, 6, 7, 8, 9]
         assert await sql(upgraded, "SELECT count(url) FROM {s}.node_lease") == 0
         assert await sql(upgraded, "SELECT bool_and(active) FROM {s}.board_owner")  # as every owner had it loaded
         assert await sql(upgraded, "SELECT count(*) FROM {s}.board_record") == 0
@@ -123,6 +124,7 @@ async def test_tables_of_version_1_are_upgraded_by_a_writable_start(backend: Pos
         assert await sql(upgraded, "SELECT cursor FROM {s}.settlement_log_head") == 0
         assert await sql(upgraded, "SELECT count(*) FROM {s}.webhook_delivery") == 0
         assert await sql(upgraded, "SELECT count(state) FROM {s}.node_lease") == 0
+        assert await sql(upgraded, "SELECT count(region) FROM {s}.score_event") == 0  # an older event: no region
     finally:
         await upgraded.close()
 
@@ -143,7 +145,7 @@ async def test_boards_share_the_tables_and_never_see_each_other(backend: Postgre
     await one.append([score(1, "same-key"), CloseRecord(2, DAY, T)])
     await two.append([score(1, "same-key")])  # the key is unique per board, the seq too
     assert (await one.committed_seq(), await two.committed_seq()) == (2, 1)
-    assert await two.close_markers() == [] and await two.lookup(["same-key"]) == {"same-key": ("a", 1, T)}
+    assert await two.close_markers() == [] and await two.lookup(["same-key"]) == {"same-key": ("a", 1, T, None)}
 
 
 @pytest.mark.parametrize(("durability", "setting"), [("full", "on"), ("normal", "off")])
@@ -215,7 +217,7 @@ async def test_a_stopped_server_refuses_writes_and_reads_and_the_journal_recover
             await journal.lookup(["k1"])
         await asyncio.to_thread(own_postgres.start)
         await appended(journal, [score(2)])
-        assert await journal.lookup(["k1", "k2"]) == {"k1": ("a", 1, T), "k2": ("a", 2, T)}
+        assert await journal.lookup(["k1", "k2"]) == {"k1": ("a", 1, T, None), "k2": ("a", 2, T, None)}
     finally:
         await backend.close()
 
@@ -385,7 +387,8 @@ def test_both_backends_read_back_the_same_hostile_records(postgres: str, case: t
         assert postgresql[part] == sqlite[part], part
     records = [r for batch in batches for r in batch]
     scores = [r for r in records if isinstance(r, ScoreRecord)]
-    assert sqlite["scan"] == [(r.seq, r.event.member, r.event.value, r.event.occurred_at, r.event.idempotency_key) for r in scores]
+    assert sqlite["scan"] == [(r.seq, r.event.member, r.event.value, r.event.occurred_at, r.event.idempotency_key, r.event.region)
+                              for r in scores]
     assert [e.meta for e in sqlite["by_key"]] == [r.event.meta for r in scores][:len(keys) - SUM_TAIL + 2]  # type: ignore[attr-defined]
     assert sqlite["committed_seq"] == len(records)
     voided = {r.target_seq for r in records if isinstance(r, VoidRecord)}

@@ -43,6 +43,8 @@ class EngineHarness:
             parsed = parse_event(raw, self.specs, may_write)
             if isinstance(parsed, Result):
                 results[i] = parsed
+                if isinstance(raw, dict) and raw.get("board") in self.engines:  # its deadlines pass all the same
+                    by_board.setdefault(raw["board"], [])
             else:
                 by_board.setdefault(parsed.board, []).append((i, parsed))
         for board, items in by_board.items():
@@ -57,6 +59,7 @@ class EngineHarness:
         plan = engine.decide([(events, now, source)], known, now)
         self.journals[board].extend(plan.records)
         engine.commit(plan)
+        self._league_records(engine, board)
         for record in accepted(plan):
             known[record.event.idempotency_key] = record.event.fingerprint
         return plan.results[0]
@@ -67,7 +70,15 @@ class EngineHarness:
         plan = engine.decide([], self.keys[board], now)
         self.journals[board].extend(plan.records)
         engine.commit(plan)
+        self._league_records(engine, board)
         engine.rotate(now)
+
+    def _league_records(self, engine: BoardEngine, board: str) -> None:
+        """What the actor journals after a commit on a league board: its closed windows' moves."""
+        if engine.unrecorded:
+            records = engine.league_records()
+            self.journals[board].extend(records)
+            engine.league_recorded(records)
 
     def score_records(self, board: str) -> list[ScoreRecord]:
         return [r for r in self.journals[board] if isinstance(r, ScoreRecord)]

@@ -50,7 +50,7 @@ class MemoryJournal:
     ) -> AsyncIterator[list[ScoreRow]]:
         upto = self.last_seq if upto_seq is None else upto_seq
         rows = [
-            (r.seq, r.event.member, r.event.value, r.event.occurred_at, r.event.idempotency_key)
+            (r.seq, r.event.member, r.event.value, r.event.occurred_at, r.event.idempotency_key, r.event.region)
             for r in self._scores()
             if (min_seq or 0) <= r.seq <= upto
             and (min_occurred_at is None or r.event.occurred_at >= min_occurred_at)
@@ -74,7 +74,7 @@ class MemoryJournal:
     def _stored(self, r: ScoreRecord) -> StoredEvent:
         e = r.event
         return StoredEvent(r.seq, e.member, e.value, e.occurred_at, r.received_at, r.source, e.idempotency_key, e.meta,
-                           self._voided().get(r.seq))
+                           self._voided().get(r.seq), e.region)
 
     async def event_by_key(self, key: str) -> StoredEvent | None:
         return next((self._stored(r) for r in self._scores() if r.event.idempotency_key == key), None)

@@ -85,14 +85,18 @@ class OEvent:
     value: int
     occurred_at: int
     key: str
+    region: str | None = None
 
     @property
     def fingerprint(self) -> tuple[str, int, int]:
         return (self.member, self.value, self.occurred_at)
 
     def raw(self, board: str) -> dict[str, Any]:
-        return {"board": board, "member": self.member, "value": self.value, "occurred_at": self.occurred_at,
-                "idempotency_key": self.key}
+        raw = {"board": board, "member": self.member, "value": self.value, "occurred_at": self.occurred_at,
+               "idempotency_key": self.key}
+        if self.region is not None:
+            raw["region"] = self.region
+        return raw
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,7 @@ class OBoard:
     grace: int = 60_000
     skew: int = 30_000
     keep_closed: int = 3
+    regions: tuple[str, ...] = ()
 
 
 def standing(board: OBoard, events: list[OEvent]) -> tuple[int, int]:
@@ -153,8 +158,10 @@ class Oracle:
     """Feeds frames (received at a nondecreasing clock) and predicts every ack and table."""
 
     board: OBoard
-    accepted: dict[str, tuple[str, int, int]] = field(default_factory=dict)
+    accepted: dict[str, tuple[str, int, int, str | None]] = field(default_factory=dict)
     applied: dict[tuple[str, str], list[OEvent]] = field(default_factory=dict)
+    regional: dict[tuple[str, str, str], list[OEvent]] = field(default_factory=dict)
+    """Per window and region, the events of that region applied to the window's table."""
     windows: dict[tuple[str, str], OWindow] = field(default_factory=dict)
     now: int = 0
 
@@ -172,8 +179,13 @@ class Oracle:
         self.now = now
         out: list[tuple[str, str | None]] = []
         for e in events:
+            region = e.region if self.board.regions else None  # ignored on a board without regions
+            if region is not None and region not in self.board.regions:
+                out.append(("rejected", "invalid_event"))
+                continue
+            fingerprint = (e.member, e.value, e.occurred_at, region)
             if e.key in self.accepted:
-                out.append(("duplicate", None) if self.accepted[e.key] == e.fingerprint
+                out.append(("duplicate", None) if self.accepted[e.key] == fingerprint
                            else ("rejected", "idempotency_key_reused"))
                 continue
             if not self.board.min_value <= e.value <= self.board.max_value:
@@ -187,10 +199,12 @@ class Oracle:
             if not open_windows:
                 out.append(("rejected", "period_closed"))
                 continue
-            self.accepted[e.key] = e.fingerprint
+            self.accepted[e.key] = fingerprint
             for w in open_windows:
                 self.windows[(w.kind, w.period_id)] = w
                 self.applied.setdefault((w.kind, w.period_id), []).append(e)
+                if region is not None:
+                    self.regional.setdefault((w.kind, w.period_id, region), []).append(e)
             out.append(("accepted", None))
         return out
 
@@ -198,6 +212,15 @@ class Oracle:
         """Every table with at least one event (minus events whose key is in ``without``)."""
         out = {}
         for key, events in self.applied.items():
+            kept = [e for e in events if e.key not in without]
+            if kept:
+                out[key] = rank(self.board, kept)
+        return out
+
+    def partitions(self, without: frozenset[str] = frozenset()) -> dict[tuple[str, str, str], list[Row]]:
+        """Every region's table of a window with at least one event (as `tables`)."""
+        out = {}
+        for key, events in self.regional.items():
             kept = [e for e in events if e.key not in without]
             if kept:
                 out[key] = rank(self.board, kept)
@@ -260,6 +283,7 @@ def spec_of(board: OBoard, name: str = "b") -> BoardSpec:
         close_grace_ms=board.grace,
         max_future_skew_ms=board.skew,
         keep_closed=board.keep_closed,
+        regions=board.regions,
     )
 
 
@@ -279,6 +303,7 @@ def oboards(draw: st.DrawFn, /, **fixed: Any) -> OBoard:
         grace=draw(st.sampled_from([0, 60_000, 20 * 60_000, 3 * HOUR])),
         skew=draw(st.sampled_from([0, 30_000, HOUR])),
         keep_closed=draw(st.sampled_from([0, 1, 3])),
+        regions=draw(st.sampled_from([(), (), ("eu",), ("eu", "na", "asia")])),
     )
     values.update(fixed)
     return OBoard(**values)
@@ -307,6 +332,7 @@ def frames_for(draw: st.DrawFn, /, board: OBoard, max_frames: int = 10, ticks: b
                     value=draw(st.integers(board.min_value - 1, board.max_value + 1)),
                     occurred_at=draw(st.sampled_from(times)),
                     key=f"k{draw(st.integers(0, 30))}",
+                    region=draw(st.sampled_from([None, None, *board.regions, "zz"])),
                 ))
         sent.extend(events)
         out.append(Frame(now, tuple(events)))
@@ -370,6 +396,17 @@ def check_engine(
         rows = engine_rows(table)
         assert rows == expected.get((str(kind), period_id), []), (kind, period_id)
         assert table.digest() == digest(rows)
+    partitions = oracle.partitions(without)
+    for (kind, period_id), parts in engine.partitions.items():
+        assert (kind, period_id) in engine.tables, "a partition lives beside its global table"
+        for region, table in parts.items():
+            assert table.partition == region and table.closed == engine.tables[(kind, period_id)].closed
+            rows = engine_rows(table)
+            assert rows == partitions.get((str(kind), period_id, region), []), (kind, period_id, region)
+            assert table.digest() == digest(rows)
+    for kind, period_id, region in partitions:
+        assert (kind, period_id) not in expected or (kind, period_id) not in engine.tables or (
+            region in engine.partitions.get((kind, period_id), {})), (kind, period_id, region, "missing")
     held = {(str(k), pid) for k, pid in engine.tables}
     for key in expected:
         known = oracle.windows[key]

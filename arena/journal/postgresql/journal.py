@@ -58,13 +58,13 @@ log = logging.getLogger("arena.journal")
 # Measured against executemany (loadtest/bench_pg_insert.py, in the commit that chose it).
 _INSERT_EVENTS = (
     "INSERT INTO {s}.score_event SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::bigint[],"
-    " $5::bigint[], $6::bigint[], $7::text[], $8::bytea[], $9::text[])"
+    " $5::bigint[], $6::bigint[], $7::text[], $8::bytea[], $9::text[], $10::text[])"
 )
 # Fencing: an append commits only while the board's owner row still holds the epoch this
 # journal was granted (a conditional UPDATE that must touch one row, in the same transaction).
 _FENCE = "UPDATE {s}.board_owner SET epoch = epoch WHERE board = $1 AND epoch = $2"
 _INSERT_EVENTS_FENCED = (
-    "WITH fence AS (UPDATE {s}.board_owner SET epoch = epoch WHERE board = $1 AND epoch = $10 RETURNING 1) "
+    "WITH fence AS (UPDATE {s}.board_owner SET epoch = epoch WHERE board = $1 AND epoch = $11 RETURNING 1) "
     + _INSERT_EVENTS + " WHERE EXISTS (SELECT FROM fence)"
 )
 _GRANT = (
@@ -76,7 +76,7 @@ _INSERT_MARKERS = "INSERT INTO {s}.board_period VALUES ($1, $2, $3, $4, $5, $6, 
 _INSERT_VOIDS = "INSERT INTO {s}.score_void VALUES ($1, $2, $3, $4, $5, $6, $7)"
 _INSERT_BOARD_RECORDS = "INSERT INTO {s}.board_record VALUES ($1, $2, $3, $4)"
 _LOOKUP = (
-    "SELECT idempotency_key, member, value, occurred_at FROM {s}.score_event"
+    "SELECT idempotency_key, member, value, occurred_at, region FROM {s}.score_event"
     " WHERE board = $1 AND idempotency_key = ANY($2::bytea[])"
 )
 _COMMITTED = (
@@ -146,7 +146,7 @@ class PostgresJournal:
         if not keys:
             return {}
         rows = await self._fetch(_LOOKUP, list(keys), what="key lookup failed")
-        return {key: (member, value, occurred_at) for key, member, value, occurred_at in rows}
+        return {key: (member, value, occurred_at, region) for key, member, value, occurred_at, region in rows}
 
     async def append(self, records: Sequence[Record]) -> None:
         if not records:
@@ -233,6 +233,7 @@ class PostgresJournal:
         sources: list[str] = []
         keys: list[str] = []
         metas: list[str | None] = []
+        regions: list[str | None] = []
         markers = []
         voids = []
         others = []
@@ -248,13 +249,14 @@ class PostgresJournal:
                 sources.append(r.source)
                 keys.append(e.idempotency_key)
                 metas.append(e.meta)
+                regions.append(e.region)
             elif isinstance(r, CloseRecord):
                 markers.append((board, *marker_row(self._spec, r)))
             elif isinstance(r, BoardRecord):
                 others.append((board, r.seq, r.kind, r.body))
             else:
                 voids.append((board, r.seq, r.target_seq, r.idempotency_key, r.reason, r.admin, r.voided_at))
-        return [seqs, members, values, occurred, received, sources, keys, metas], markers, voids, others
+        return [seqs, members, values, occurred, received, sources, keys, metas, regions], markers, voids, others
 
     async def committed_seq(self) -> int:
         """Read from the store. When the store cannot be reached: if no append is unsettled, the
@@ -286,7 +288,7 @@ class PostgresJournal:
         before_occurred_at: int | None = None,
         min_seq: int | None = None,
     ) -> AsyncIterator[list[ScoreRow]]:
-        sql = "SELECT seq, member, value, occurred_at, idempotency_key FROM {s}.score_event WHERE board = $1 AND seq <= $2"
+        sql = "SELECT seq, member, value, occurred_at, idempotency_key, region FROM {s}.score_event WHERE board = $1 AND seq <= $2"
         params: list[object] = [self._board, self._upto(upto_seq)]
         if min_seq is not None:
             params.append(min_seq)

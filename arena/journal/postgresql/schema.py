@@ -10,7 +10,7 @@ from arena.errors import JournalCorrupt
 
 log = logging.getLogger("arena.journal")
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 """The version of the tables below; a schema of a greater version belongs to a newer Arena."""
 _UPGRADES = {
     1: "ALTER TABLE {s}.node_lease ADD COLUMN url text COLLATE \"C\" NOT NULL DEFAULT ''",
@@ -20,6 +20,7 @@ _UPGRADES = {
     5: "{settlement_log}",
     6: "{webhook_outbox}",
     7: "ALTER TABLE {s}.board_owner ADD COLUMN active boolean NOT NULL DEFAULT true",
+    8: "ALTER TABLE {s}.score_event ADD COLUMN region text COLLATE \"C\"",
 }
 """The statement that takes tables of version N to N + 1, run by a writable start."""
 
@@ -37,6 +38,7 @@ CREATE TABLE {s}.score_event (
     source text COLLATE "C" NOT NULL,
     idempotency_key bytea NOT NULL,
     meta text COLLATE "C",
+    region text COLLATE "C",
     PRIMARY KEY (board, seq),
     UNIQUE (board, idempotency_key)
 );

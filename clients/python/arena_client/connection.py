@@ -305,6 +305,7 @@ class ArenaClient:
         occurred_at: OccurredAt | None = None,
         idempotency_key: str | None = None,
         meta: Mapping[str, Json] | None = None,
+        region: str | None = None,
     ) -> SubmitResult:
         """Submit one event and wait until it is journaled. Concurrent calls for one board share
         frames.
@@ -313,7 +314,7 @@ class ArenaClient:
         Raises `EventRejected` (reason, key), `ConnectionFailed`, `AuthenticationError`,
         `ClientClosed`; TypeError/ValueError at once for a value that cannot be sent (a naive
         datetime, an object orjson cannot serialise) or without a token."""
-        [future] = self._enqueue([ScoreEvent(board, member, value, occurred_at, idempotency_key, meta)])
+        [future] = self._enqueue([ScoreEvent(board, member, value, occurred_at, idempotency_key, meta, region)])
         result = await future
         return result.raise_for_status()
 
@@ -363,6 +364,8 @@ class ArenaClient:
         }
         if event.meta is not None:
             wire["meta"] = event.meta
+        if event.region is not None:
+            wire["region"] = event.region
         data = orjson.dumps(wire)
         if len(data) + _FRAME_OVERHEAD > self.max_frame_bytes:
             raise ValueError(f"event {key!r} is larger than one frame ({len(data)} bytes)")
@@ -370,15 +373,17 @@ class ArenaClient:
 
     # -- queries ----------------------------------------------------------------------------------
 
-    async def top(self, board: str, period: str, *, limit: int = 10, offset: int = 0, period_id: str | None = None) -> Table:
+    async def top(self, board: str, period: str, *, limit: int = 10, offset: int = 0, period_id: str | None = None,
+        partition: str | None = None) -> Table:
         """Ranks offset+1 .. offset+limit (limit 1..1000). Raises `QueryFailed` (unknown_board,
         unknown_period, period_not_retained, invalid_request, not_ready...)."""
-        return await self._ask(TopView(board, period, limit, offset, period_id))
+        return await self._ask(TopView(board, period, limit, offset, period_id, partition))
 
-    async def rank(self, board: str, period: str, member: str, *, period_id: str | None = None) -> Standing:
+    async def rank(self, board: str, period: str, member: str, *, period_id: str | None = None,
+        partition: str | None = None) -> Standing:
         """A member's rank, score and reached_at; ``entry`` is None while the member is not in
         the table (as in a live view). Raises `QueryFailed` (unknown_board, unknown_period...)."""
-        return await self._ask(RankQuery(RankView(board, period, member, period_id)))
+        return await self._ask(RankQuery(RankView(board, period, member, period_id, partition)))
 
     async def around(
         self,
@@ -389,26 +394,30 @@ class ArenaClient:
         rank: int | None = None,
         radius: int = 5,
         period_id: str | None = None,
+        partition: str | None = None,
     ) -> Table:
         """The entries within ``radius`` (0..100) ranks of a member, or of ``rank``; clipped at
         both ends. Give exactly one of member and rank. Raises `QueryFailed` (member_not_found...)."""
-        return await self._ask(AroundView(board, period, member, rank, radius, period_id))
+        return await self._ask(AroundView(board, period, member, rank, radius, period_id, partition))
 
-    async def percentile(self, board: str, period: str, member: str, *, period_id: str | None = None) -> Percentile:
+    async def percentile(self, board: str, period: str, member: str, *, period_id: str | None = None,
+        partition: str | None = None) -> Percentile:
         """A member's entry and top_percent (100 * rank / size). Raises `QueryFailed`
         (member_not_found for a member not in the table, ...)."""
-        return await self._ask(PercentileView(board, period, member, period_id))
+        return await self._ask(PercentileView(board, period, member, period_id, partition))
 
-    async def score_at_percentile(self, board: str, period: str, p: float, *, period_id: str | None = None) -> ScoreAtPercentile:
+    async def score_at_percentile(self, board: str, period: str, p: float, *, period_id: str | None = None,
+        partition: str | None = None) -> ScoreAtPercentile:
         """The entry at rank ceil(p / 100 * size), 0 < p <= 100 (None on an empty table).
         Raises `QueryFailed` (invalid_request for p out of range, ...)."""
-        return await self._ask(ScoreAtPercentileView(board, period, p, period_id))
+        return await self._ask(ScoreAtPercentileView(board, period, p, period_id, partition))
 
-    async def members(self, board: str, period: str, members: Iterable[str], *, period_id: str | None = None) -> Members:
+    async def members(self, board: str, period: str, members: Iterable[str], *, period_id: str | None = None,
+        partition: str | None = None) -> Members:
         """Friends' standings: which of ``members`` (1..1000) are in the table, in rank order with
         their global rank, and which are not (`Members.missing`). O(k log n) on the server for k
         members. Raises `QueryFailed` (invalid_request, unknown_board...)."""
-        return await self._ask(MembersView(board, period, tuple(members), period_id))
+        return await self._ask(MembersView(board, period, tuple(members), period_id, partition))
 
     def settlements(self, after: int | None = None, *, poll_seconds: float = 1.0, limit: int = 100) -> SettlementFeed:
         """The settlement feed after cursor ``after`` (None: from the start): an async iterator

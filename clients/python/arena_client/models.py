@@ -7,7 +7,7 @@ import os
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from enum import StrEnum
 from typing import Any, NotRequired, TypeAlias, TypedDict
@@ -64,6 +64,8 @@ class ScoreEvent:
     occurred_at: OccurredAt | None = None
     idempotency_key: str | None = None
     meta: Mapping[str, Json] | None = None
+    region: str | None = None
+    """One of the board's regions: the event counts in that region's table too."""
 
 
 class EventFields(TypedDict):
@@ -75,6 +77,7 @@ class EventFields(TypedDict):
     occurred_at: NotRequired[OccurredAt | None]
     idempotency_key: NotRequired[str | None]
     meta: NotRequired[Mapping[str, Json] | None]
+    region: NotRequired[str | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +108,8 @@ class TableInfo:
     seq: int
     """The board's last journal seq the answer reflects: it holds every event acked before the
     query was sent, and on one connection answers about one board never go back in seq."""
+    partition: str | None = field(default=None, kw_only=True)
+    """The partition of the window's table that answered (a region); None: the global table."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +207,7 @@ def parse_info(body: Mapping[str, Any]) -> dict[str, Any]:
         "closed": body["closed"],
         "size": body["size"],
         "seq": body["seq"],
+        "partition": body.get("partition"),
     }
 
 

@@ -109,39 +109,46 @@ class ArenaClientSync:
         occurred_at: OccurredAt | None = None,
         idempotency_key: str | None = None,
         meta: Mapping[str, Json] | None = None,
+        region: str | None = None,
     ) -> SubmitResult:
         """As `ArenaClient.submit` (raises `EventRejected` for a rejected event)."""
         return self._call(self._client.submit(board, member, value, occurred_at=occurred_at,
-                                              idempotency_key=idempotency_key, meta=meta))
+                                              idempotency_key=idempotency_key, meta=meta, region=region))
 
     def submit_many(self, events: Iterable[ScoreEvent | EventFields]) -> list[SubmitResult]:
         """As `ArenaClient.submit_many` (rejections are in the results, not raised)."""
         return self._call(self._client.submit_many(list(events)))
 
-    def top(self, board: str, period: str, *, limit: int = 10, offset: int = 0, period_id: str | None = None) -> Table:
+    def top(self, board: str, period: str, *, limit: int = 10, offset: int = 0, period_id: str | None = None,
+        partition: str | None = None) -> Table:
         """As `ArenaClient.top`."""
-        return self._call(self._client.top(board, period, limit=limit, offset=offset, period_id=period_id))
+        return self._call(self._client.top(board, period, limit=limit, offset=offset, period_id=period_id, partition=partition))
 
-    def rank(self, board: str, period: str, member: str, *, period_id: str | None = None) -> Standing:
+    def rank(self, board: str, period: str, member: str, *, period_id: str | None = None,
+        partition: str | None = None) -> Standing:
         """As `ArenaClient.rank` (``entry`` None for a member not in the table)."""
-        return self._call(self._client.rank(board, period, member, period_id=period_id))
+        return self._call(self._client.rank(board, period, member, period_id=period_id, partition=partition))
 
     def around(self, board: str, period: str, member: str | None = None, *, rank: int | None = None, radius: int = 5,
-               period_id: str | None = None) -> Table:
+               period_id: str | None = None,
+        partition: str | None = None) -> Table:
         """As `ArenaClient.around`."""
-        return self._call(self._client.around(board, period, member, rank=rank, radius=radius, period_id=period_id))
+        return self._call(self._client.around(board, period, member, rank=rank, radius=radius, period_id=period_id, partition=partition))
 
-    def percentile(self, board: str, period: str, member: str, *, period_id: str | None = None) -> Percentile:
+    def percentile(self, board: str, period: str, member: str, *, period_id: str | None = None,
+        partition: str | None = None) -> Percentile:
         """As `ArenaClient.percentile`."""
-        return self._call(self._client.percentile(board, period, member, period_id=period_id))
+        return self._call(self._client.percentile(board, period, member, period_id=period_id, partition=partition))
 
-    def score_at_percentile(self, board: str, period: str, p: float, *, period_id: str | None = None) -> ScoreAtPercentile:
+    def score_at_percentile(self, board: str, period: str, p: float, *, period_id: str | None = None,
+        partition: str | None = None) -> ScoreAtPercentile:
         """As `ArenaClient.score_at_percentile`."""
-        return self._call(self._client.score_at_percentile(board, period, p, period_id=period_id))
+        return self._call(self._client.score_at_percentile(board, period, p, period_id=period_id, partition=partition))
 
-    def members(self, board: str, period: str, members: Iterable[str], *, period_id: str | None = None) -> Members:
+    def members(self, board: str, period: str, members: Iterable[str], *, period_id: str | None = None,
+        partition: str | None = None) -> Members:
         """As `ArenaClient.members`."""
-        return self._call(self._client.members(board, period, members, period_id=period_id))
+        return self._call(self._client.members(board, period, members, period_id=period_id, partition=partition))
 
     def subscribe(self, view: View[T]) -> Iterator[T]:
         """As `ArenaClient.subscribe`, as a blocking iterator: each ``next`` waits for the view's

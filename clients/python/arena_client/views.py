@@ -1,5 +1,6 @@
-"""The table queries as values: each view names its op and fields and turns the server's answer
-into its dataclass. A query (`ArenaClient.top`...) asks a view once; `ArenaClient.subscribe`
+"""The table queries as values: each view names its op and fields (``partition``: a region's
+table of the window; default the global one) and turns the server's answer into its dataclass.
+A query (`ArenaClient.top`...) asks a view once; `ArenaClient.subscribe`
 follows one, and every update is parsed by the same view, so an update is the query's answer."""
 
 from __future__ import annotations
@@ -61,10 +62,12 @@ class TopView(View[Table]):
     limit: int = 10
     offset: int = 0
     period_id: str | None = None
+    partition: str | None = None
 
     def fields(self) -> dict[str, object]:
         return {"board": self.board, "period": self.period, "limit": self.limit, "offset": self.offset,
-                "period_id": self.period_id}
+                "period_id": self.period_id,
+                "partition": self.partition}
 
     def parse(self, body: Mapping[str, Any]) -> Table:
         return _table(body)
@@ -79,9 +82,11 @@ class RankView(View[Standing]):
     period: str
     member: str
     period_id: str | None = None
+    partition: str | None = None
 
     def fields(self) -> dict[str, object]:
-        return {"board": self.board, "period": self.period, "member": self.member, "period_id": self.period_id}
+        return {"board": self.board, "period": self.period, "member": self.member, "period_id": self.period_id,
+                "partition": self.partition}
 
     def parse(self, body: Mapping[str, Any]) -> Standing:
         return Standing(**parse_info(body), entry=_entry_or_none(body))
@@ -98,7 +103,7 @@ class RankQuery(View[Standing]):
 
     def fields(self) -> dict[str, object]:
         return {"board": self.view.board, "period": self.view.period, "members": [self.view.member],
-                "period_id": self.view.period_id}
+                "period_id": self.view.period_id, "partition": self.view.partition}
 
     def parse(self, body: Mapping[str, Any]) -> Standing:
         entries = body["entries"]
@@ -117,6 +122,7 @@ class AroundView(View[Table]):
     rank: int | None = None
     radius: int = 5
     period_id: str | None = None
+    partition: str | None = None
 
     def __post_init__(self) -> None:
         if (self.member is None) == (self.rank is None):
@@ -124,7 +130,8 @@ class AroundView(View[Table]):
 
     def fields(self) -> dict[str, object]:
         return {"board": self.board, "period": self.period, "member": self.member, "rank": self.rank,
-                "radius": self.radius, "period_id": self.period_id}
+                "radius": self.radius, "period_id": self.period_id,
+                "partition": self.partition}
 
     def parse(self, body: Mapping[str, Any]) -> Table:
         return _table(body)
@@ -139,9 +146,11 @@ class PercentileView(View[Percentile]):
     period: str
     member: str
     period_id: str | None = None
+    partition: str | None = None
 
     def fields(self) -> dict[str, object]:
-        return {"board": self.board, "period": self.period, "member": self.member, "period_id": self.period_id}
+        return {"board": self.board, "period": self.period, "member": self.member, "period_id": self.period_id,
+                "partition": self.partition}
 
     def parse(self, body: Mapping[str, Any]) -> Percentile:
         return Percentile(**parse_info(body), entry=_entry_or_none(body), top_percent=body.get("top_percent"))
@@ -156,9 +165,11 @@ class ScoreAtPercentileView(View[ScoreAtPercentile]):
     period: str
     p: float
     period_id: str | None = None
+    partition: str | None = None
 
     def fields(self) -> dict[str, object]:
-        return {"board": self.board, "period": self.period, "p": self.p, "period_id": self.period_id}
+        return {"board": self.board, "period": self.period, "p": self.p, "period_id": self.period_id,
+                "partition": self.partition}
 
     def parse(self, body: Mapping[str, Any]) -> ScoreAtPercentile:
         return ScoreAtPercentile(**parse_info(body), p=body["p"], entry=_entry_or_none(body))
@@ -174,9 +185,11 @@ class MembersView(View[Members]):
     period: str
     members: tuple[str, ...]
     period_id: str | None = None
+    partition: str | None = None
 
     def fields(self) -> dict[str, object]:
-        return {"board": self.board, "period": self.period, "members": list(self.members), "period_id": self.period_id}
+        return {"board": self.board, "period": self.period, "members": list(self.members), "period_id": self.period_id,
+                "partition": self.partition}
 
     def parse(self, body: Mapping[str, Any]) -> Members:
         return Members(**parse_info(body), entries=tuple(parse_entry(e) for e in body["entries"]),

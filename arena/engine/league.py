@@ -1,0 +1,198 @@
+"""A league board's divisions (DESIGN.md, "Partitioned tables: regions and leagues"). Pure: the
+engine (`arena.engine.board`) feeds it, in journal order, each member's accepted events of the
+season's windows and the season's close markers, and keeps the division tables.
+
+A member's tier is carried from the last window it played in: ``tiers`` holds, for each member
+that finished a window, its tier for the next window it plays, moved at that window's close
+(`LeagueSpec.moved`). A member joins a division of its tier of a window at its first accepted
+event there, or, when the window before had no close marker yet at that event (its grace), at
+that marker, once the window before's moves are known. Divisions of a tier fill in the order
+members join: the j-th member (from 0) of tier t joins ``<t>-<j // size + 1>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import orjson
+
+from arena.engine.periods import Window
+
+TableKey = tuple[str, str]
+"""A window's key, (period name, period_id), as `arena.engine.routing` has it (which imports
+the spec, which holds a `LeagueSpec`)."""
+
+LEAGUE_RECORD = "league"
+"""The `BoardRecord` kind that journals a closed window's moves (`moves_text`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeagueSpec:
+    """``league = {size, tiers, promote, relegate}``: tiers lowest first."""
+
+    size: int
+    tiers: tuple[str, ...]
+    promote: int
+    relegate: int
+
+    def document(self) -> dict[str, object]:
+        return {"size": self.size, "tiers": list(self.tiers), "promote": self.promote, "relegate": self.relegate}
+
+    def moved(self, tier: int, rank: int, members: int) -> int:
+        """The next tier of a member of tier ``tier`` that finished at rank position ``rank``
+        (from 0) of a division of ``members``: up one in the top `promote`, down one in the
+        bottom `relegate`, only in a division of more than ``promote + relegate``; clamped."""
+        if members <= self.promote + self.relegate:
+            return tier
+        if rank < self.promote:
+            tier += 1
+        elif rank >= members - self.relegate:
+            tier -= 1
+        return min(max(tier, 0), len(self.tiers) - 1)
+
+    def tier_index(self, division: str) -> int:
+        """The tier of a division's name (``<tier>-<k>``)."""
+        return self.tiers.index(division.rsplit("-", 1)[0])
+
+
+class LeagueWindow:
+    """The divisions of one window of the season: who played (first accepted seq), who joined
+    which division, and how many joined each tier."""
+
+    __slots__ = ("window", "previous", "firsts", "divisions", "joined")
+
+    def __init__(self, window: Window, previous: TableKey | None, tiers: int) -> None:
+        self.window = window
+        self.previous = previous
+        """The key of the window before (whose close marker ends the grace); None: none."""
+        self.firsts: dict[str, int] = {}
+        """Each member that played: the seq of its first accepted event (voided or not)."""
+        self.divisions: dict[str, str] = {}
+        """Each member that joined: its division; a member of ``firsts`` not here waits."""
+        self.joined = [0] * tiers
+
+    def has(self, division: str, spec: LeagueSpec) -> bool:
+        """Whether ``division`` is one of `names`, without listing them. O(tiers)."""
+        tier, _, k = division.rpartition("-")
+        if tier not in spec.tiers or not k.isdigit() or k != str(int(k)):
+            return False
+        return 1 <= int(k) <= (self.joined[spec.tiers.index(tier)] + spec.size - 1) // spec.size
+
+    def names(self, spec: LeagueSpec) -> tuple[str, ...]:
+        """The divisions in the order they list: by tier, then k."""
+        return tuple(f"{tier}-{k}" for t, tier in enumerate(spec.tiers)
+                     for k in range(1, (self.joined[t] + spec.size - 1) // spec.size + 1))
+
+
+class League:
+    """The tiers and divisions of a league board (see the module)."""
+
+    def __init__(self, spec: LeagueSpec) -> None:
+        self.spec = spec
+        self.tiers: dict[str, int] = {}
+        """Each member's tier for the next window it plays, once it finished one."""
+        self.windows: dict[TableKey, LeagueWindow] = {}
+        self.moved: set[TableKey] = set()
+        """The windows whose moves are in ``tiers``."""
+
+    def window(self, window: Window, previous: Window | None) -> LeagueWindow:
+        key = (window.kind, window.period_id)
+        found = self.windows.get(key)
+        if found is None:
+            before = None if previous is None else (previous.kind, previous.period_id)
+            found = self.windows[key] = LeagueWindow(window, before, len(self.spec.tiers))
+        return found
+
+    def played(self, at: LeagueWindow, member: str, seq: int, previous_marker: int | None) -> str | None:
+        """A member's accepted event at ``seq`` in a window: the division it joins now (at its
+        first event, when the window before has none or closed before ``seq``); None when it
+        joined before or waits for that close. ``previous_marker``: the seq of the window
+        before's close marker, None while it has none."""
+        if member in at.firsts:
+            return None
+        at.firsts[member] = seq
+        if at.previous is None or (previous_marker is not None and previous_marker < seq):
+            return self._join(at, member)
+        return None
+
+    def _join(self, at: LeagueWindow, member: str) -> str:
+        tier = self.tiers.get(member, 0)
+        k = at.joined[tier] // self.spec.size + 1
+        at.joined[tier] += 1
+        division = at.divisions[member] = f"{self.spec.tiers[tier]}-{k}"
+        return division
+
+    def moves(self, divisions: Iterable[tuple[str, Sequence[str]]]) -> dict[str, int]:
+        """Each ranked member's next tier, judged by a closed window's divisions: each one's
+        name and its members in rank order."""
+        moves: dict[str, int] = {}
+        for division, ranked in divisions:
+            tier = self.spec.tier_index(division)
+            for rank, member in enumerate(ranked):
+                moves[member] = self.spec.moved(tier, rank, len(ranked))
+        return moves
+
+    def closed(self, key: TableKey, moves: Mapping[str, int]) -> list[tuple[LeagueWindow, str, str]]:
+        """Apply a window's ``moves`` (once), then let the members of the windows after it that
+        wait for its close join, in the order of their first events: (window, member, division)
+        each."""
+        if key in self.moved:
+            return []
+        self.moved.add(key)
+        self.tiers.update(moves)
+        joined = []
+        for at in self.windows.values():
+            if at.previous == key:
+                for member in sorted((m for m in at.firsts if m not in at.divisions), key=at.firsts.__getitem__):
+                    joined.append((at, member, self._join(at, member)))
+        return joined
+
+    def image(self) -> dict[str, object]:
+        """The league's state as JSON values (a snapshot's header holds it): each window's
+        members, first seqs and divisions as parallel lists, copied mostly in C. O(members)."""
+        return {
+            "tiers": dict(self.tiers),
+            "moved": sorted([list(key) for key in self.moved]),
+            "windows": [
+                {"kind": at.window.kind, "period_id": at.window.period_id,
+                 "previous": None if at.previous is None else list(at.previous), "joined": list(at.joined),
+                 "members": list(at.firsts), "firsts": list(at.firsts.values()),
+                 "divisions": list(map(at.divisions.get, at.firsts))}
+                for at in self.windows.values()
+            ],
+        }
+
+    def load(self, image: Mapping[str, object], window_of: Callable[[str, str], Window]) -> None:
+        """Take the state of `image` back; ``window_of`` gives a window by its kind and period
+        id. Raises KeyError, ValueError or TypeError (or what ``window_of`` raises) for an
+        image that is not one."""
+        tiers = image["tiers"]
+        moved, windows = image["moved"], image["windows"]
+        if not isinstance(tiers, dict) or not isinstance(moved, list) or not isinstance(windows, list):
+            raise TypeError("not a league image")
+        self.tiers = {str(m): int(t) for m, t in tiers.items()}
+        self.moved = {(str(k), str(p)) for k, p in moved}
+        self.windows = {}
+        for w in windows:
+            key = (str(w["kind"]), str(w["period_id"]))
+            at = LeagueWindow(window_of(*key), None if w["previous"] is None else tuple(w["previous"]), len(self.spec.tiers))
+            at.joined = [int(n) for n in w["joined"]]
+            members, firsts, divisions = w["members"], w["firsts"], w["divisions"]
+            if not len(members) == len(firsts) == len(divisions):
+                raise ValueError("a league window's lists differ in length")
+            at.firsts = dict(zip(members, firsts, strict=True))
+            at.divisions = {m: d for m, d in zip(members, divisions, strict=True) if d is not None}
+            self.windows[key] = at
+
+
+def moves_text(window: Window, moves: Mapping[str, int], spec: LeagueSpec) -> str:
+    """A league record's body: the closed window and each ranked member's next tier by name."""
+    return orjson.dumps({"kind": window.kind, "period_id": window.period_id,
+                         "tiers": {m: spec.tiers[t] for m, t in moves.items()}}).decode()
+
+
+def parse_moves(body: str, spec: LeagueSpec) -> tuple[TableKey, dict[str, int]]:
+    """A league record's window key and moves (`moves_text`)."""
+    data = orjson.loads(body)
+    return (data["kind"], data["period_id"]), {m: spec.tiers.index(t) for m, t in data["tiers"].items()}

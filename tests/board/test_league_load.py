@@ -1,0 +1,67 @@
+"""A league board's divisions and tiers after a load: a full replay of the journal, a start
+from a snapshot taken mid-season and a standby's copy that follows the tail give the live engine's divisions (members, standings, who
+waits), tiers and close records, voids included, on both backends."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from arena.board.load import load
+from arena.board.snapshots import Snapshotter
+from arena.engine.board import BoardEngine
+from arena.engine.league import LeagueSpec
+from arena.journal.snapshots import SnapshotStore
+from support.engines import Live, full_replay, on_a_journal, pinned, state
+from support.journals import BackendKind, stored_property
+from support.league_oracle import league_spec, leagues, season_frames
+from support.oracle import Frame
+
+
+def league_state(engine: BoardEngine) -> dict[str, Any]:
+    """What the queries see of a league: each window's divisions (their standings, each
+    member's division, who waits) and each member's carried tier."""
+    league = engine.league
+    assert league is not None
+    windows = {}
+    for key, at in league.windows.items():
+        parts = engine.partitions.get(key, {})
+        windows[key] = {
+            "names": at.names(league.spec),
+            "tables": {name: (t.digest(), len(t), t.closed_seq) for name, t in parts.items() if len(t)},
+            "divisions": at.divisions,
+            "firsts": at.firsts,
+        }
+    return {"windows": windows, "tiers": league.tiers}
+
+
+@stored_property(25)
+@given(leagues(), season_frames(), st.data())
+def test_a_replay_and_a_snapshot_start_give_the_live_divisions_and_tiers(
+    backend_kind: BackendKind, league: LeagueSpec, frames: list[Frame], data: st.DataObject
+) -> None:
+    spec = league_spec(league)
+    cut = data.draw(st.integers(0, len(frames)), label="snapshot after frame")
+
+    async def body(live: Live, snapshots: SnapshotStore) -> None:
+        journal = live.journal
+        await live.play(frames[:cut])
+        taken_at = frames[cut - 1].now if cut else frames[0].now
+        await Snapshotter(live.engine, journal, snapshots, 1, pinned(taken_at)).take()
+        follower = await full_replay(journal, spec, taken_at)  # a standby, which then follows the tail
+        await live.play(frames[cut:])
+        now = frames[-1].now
+        await load(follower, journal, now, copy=True)
+        replayed = await full_replay(journal, spec, now)
+        started = BoardEngine(spec)
+        await load(started, journal, now, snapshots=snapshots)
+        expected = league_state(live.engine)
+        assert league_state(replayed) == expected
+        assert league_state(started) == expected
+        assert league_state(follower) == expected
+        assert state(started) == state(replayed)
+        assert not replayed.unrecorded and not started.unrecorded  # the live closes' records were read
+
+    on_a_journal(backend_kind, spec, data, body)

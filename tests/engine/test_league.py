@@ -1,0 +1,109 @@
+"""Leagues in the engine: the rule of a move, and a season of promotions and relegations over
+several windows played live exactly as the oracle (`support.league_oracle`) says."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+
+from arena.config import parse_board
+from arena.engine.board import BoardEngine
+from arena.engine.league import LeagueSpec, LeagueWindow
+from arena.engine.periods import Calendar, PeriodKind
+from arena.errors import ConfigError
+from support.engine_harness import EngineHarness
+from support.league_oracle import BASE, HOUR, WINDOWS, LeagueOracle, league_spec, leagues, season_frames, window_index
+from support.oracle import Frame, Row, engine_rows
+
+LEAGUE = LeagueSpec(size=3, tiers=("bronze", "silver", "gold"), promote=1, relegate=1)
+
+
+def test_a_move_is_one_tier_in_a_division_of_more_than_promote_plus_relegate_clamped() -> None:
+    assert [LEAGUE.moved(1, rank, 3) for rank in range(3)] == [2, 1, 0]
+    assert [LEAGUE.moved(1, rank, 2) for rank in range(2)] == [1, 1]  # 2 is not more than 1 + 1
+    assert [LEAGUE.moved(2, rank, 3) for rank in range(3)] == [2, 2, 1]
+    assert [LEAGUE.moved(0, rank, 3) for rank in range(3)] == [1, 0, 0]
+
+
+def test_a_window_knows_its_divisions_without_listing_them() -> None:
+    at = LeagueWindow(Calendar("UTC").window_at(PeriodKind.DAILY, 0), None, 3)
+    at.joined = [7, 0, 3]  # size 3: bronze-1..3, gold-1
+    names = at.names(LEAGUE)
+    assert names == ("bronze-1", "bronze-2", "bronze-3", "gold-1")
+    for name in [*names, "bronze-4", "silver-1", "gold-2", "gold-01", "gold-0", "gold", "-1", "platinum-1", "gold-x"]:
+        assert at.has(name, LEAGUE) == (name in names), name
+
+
+def test_the_config_names_a_league_on_a_board_of_one_season() -> None:
+    spec = parse_board("b", {"periods": [], "custom_periods": {"season": {"every_hours": 24, "anchor": "2026-06-01T00:00:00Z"}},
+                             "league": {"size": 30, "tiers": ["bronze", "silver"], "promote": 5, "relegate": 5}})
+    assert spec.league == LeagueSpec(30, ("bronze", "silver"), 5, 5) and spec.season == "season"
+    assert spec.document()["league"] == {"size": 30, "tiers": ["bronze", "silver"], "promote": 5, "relegate": 5}
+    resized = parse_board("b", {**spec.document(), "league": {"size": 20, "tiers": ["bronze", "silver"]}})
+    assert spec.fixed_changes(resized) == ["league"]  # for now: a change from the next window is not built
+    bad = [
+        ({"periods": ["alltime", "daily", "weekly"], "league": {"size": 3, "tiers": ["a"]}}, "exactly one period"),
+        ({"periods": ["daily"], "regions": ["eu"], "league": {"size": 3, "tiers": ["a"]}}, "regions or a league"),
+        ({"periods": ["daily"], "league": {"size": 3, "tiers": ["A"]}}, "a tier name"),
+        ({"periods": ["daily"], "league": {"size": 3, "tiers": ["a", "a"]}}, "twice"),
+        ({"periods": ["daily"], "league": {"size": 1, "tiers": ["a"]}}, "size"),
+        ({"periods": ["daily"], "league": {"size": 3, "tiers": ["a"], "extra": 1}}, "extra"),
+    ]
+    prized = parse_board("b", {"periods": ["daily"], "league": {"size": 3, "tiers": ["a", "b"]},
+                               "prizes": {"daily": [{"reward": "x", "ranks": [1, 1], "tier": "b"}, {"reward": "y", "score": 5}]}})
+    assert [t.as_json() for t in prized.prize_tiers("daily")] == [{"reward": "x", "ranks": [1, 1], "tier": "b"},
+                                                                 {"reward": "y", "score": 5}]
+    bad.append(({"periods": ["daily"], "league": {"size": 3, "tiers": ["a"]},
+                 "prizes": {"daily": [{"reward": "x", "ranks": [1, 1], "tier": "z"}]}}, "not one of the league's tiers"))
+    bad.append(({"periods": ["daily"], "prizes": {"daily": [{"reward": "x", "ranks": [1, 1], "tier": "z"}]}}, "has no league"))
+    for table, message in bad:
+        with pytest.raises(ConfigError, match=message):
+            parse_board("b", table)
+
+
+def played(league: LeagueSpec, frames: list[Frame]) -> tuple[EngineHarness, LeagueOracle]:
+    harness = EngineHarness({"b": league_spec(league)})
+    oracle = LeagueOracle(league)
+    for frame in frames:
+        if frame.tick:
+            harness.tick("b", frame.now)
+            oracle.submit([], frame.now)
+            continue
+        results = harness.submit("gs", [e.raw("b") for e in frame.events], frame.now)
+        assert [r.status == "accepted" for r in results] == oracle.submit(list(frame.events), frame.now)
+    return harness, oracle
+
+
+def divisions_of(engine: BoardEngine) -> tuple[dict[int, dict[str, list[Row]]], dict[int, dict[str, str]]]:
+    """Each window's divisions as the engine ranks them, and each member's division."""
+    standings: dict[int, dict[str, list[Row]]] = {}
+    members: dict[int, dict[str, str]] = {}
+    assert engine.league is not None
+    for key, at in engine.league.windows.items():
+        index = window_index(at.window.start_ms or 0)
+        members[index] = dict(at.divisions)
+        tables = engine.partitions.get(key, {})
+        standings[index] = {name: engine_rows(tables[name]) for name in at.names(engine.league.spec)
+                            if name in tables and len(tables[name])}
+    return standings, members
+
+
+@settings(max_examples=300, deadline=None)
+@given(leagues(), season_frames())
+def test_a_season_promotes_and_relegates_as_the_oracle_says(league: LeagueSpec, frames: list[Frame]) -> None:
+    """Divisions fill in journal order (members of the grace at the close before, in the order
+    of their first events), rank apart, and move tiers at each close, carried to the next
+    window each member plays, over several windows."""
+    harness, oracle = played(league, frames)
+    engine = harness.engines["b"]
+    standings, divisions, tiers = oracle.season()
+    got_standings, got_divisions = divisions_of(engine)
+    want_divisions = {i: d for i, d in divisions.items() if d}
+    assert {i: d for i, d in got_divisions.items() if d} == want_divisions
+    assert {i: s for i, s in got_standings.items() if s} == {i: s for i, s in standings.items() if s}
+    assert engine.league is not None and engine.league.tiers == tiers
+    assert not engine.unrecorded  # every close's moves journaled
+    for index in range(WINDOWS):
+        window = engine.schedule.window_at("season", BASE + index * HOUR)
+        for member, division in divisions.get(index, {}).items():
+            assert engine.division(window, member) == division
