@@ -346,9 +346,11 @@ class QueryRoutes:
             return
         route, board, period, member = found
         method = scope["method"]
+        relayed = forwarded(scope)
+        streams = route.name in _VIEWS and _wants_events(scope)
         cors = self.cors if route.cors else None
         allowed = [] if cors is None else cors.headers(scope)
-        if route.cors and not forwarded(scope):
+        if route.cors and not relayed:
             refused = refused_origin(self.cors, scope)
             if refused is not None:
                 self.refusals.note(refused, scope["path"], "event stream" if _wants_events(scope) else "request")
@@ -363,14 +365,13 @@ class QueryRoutes:
         place = where(self.arena, board)
         if isinstance(place, Local) and self.arena.states.handed_over(board):  # answered once loaded here
             place = await settled(self.arena, board, QUERY_SECONDS)
-        if not forwarded(scope) and not isinstance(place, Local):
-            if not (route.name in _VIEWS and _wants_events(scope)):
-                here = await self._forward(board, scope, receive, send, allowed)
-                if here is None:
-                    return
-                receive = here
+        if not relayed and not isinstance(place, Local) and not streams:
+            here = await self._forward(board, scope, receive, send, allowed)
+            if here is None:
+                return
+            receive = here
         started = time.perf_counter()
-        if route.name in _VIEWS and _wants_events(scope):
+        if streams:
             await self._events(route, Params(board, period, member, scope["query_string"]), scope, receive, send, allowed)
             return
         try:
@@ -383,7 +384,7 @@ class QueryRoutes:
             answered = route.answer(self.arena, params)
             if not isinstance(answered, dict):
                 answered = await answered
-            if route.in_cluster is not None and self.forwarding.clustered and not forwarded(scope):
+            if route.in_cluster is not None and self.forwarding.clustered and not relayed:
                 answered = await route.in_cluster(self.forwarding, answered, params)
             body, status = wire.dumps(answered), 200
         except QueryError as exc:

@@ -11,6 +11,7 @@ aborted, so that its socket goes at once.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import math
@@ -383,7 +384,7 @@ class Connection:
             # validation rule 1: the store may know a board created through another node
             self._spawn(self._submit_asked(server, frame_id, frame, received_at, text))
             return
-        may_write = server.may_write
+        may_write = functools.cache(server.may_write)  # the server's patterns matched once per board of the frame, not per event
         parsed: list[tuple[Event | Result, str | None]] = []
         for raw in events:
             event = parse_event(raw, arena.specs, may_write)
