@@ -10,10 +10,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from arena.api.forward import Forwarding, forward_request, forwarded, refused
+from arena.api.forward import QUERY_SECONDS, Forwarding, forward_request, forwarded, refused
 from arena.api.http import error_response, int_param, json_object, json_response
 from arena.api.queries import MAX_AUDIT_LIMIT
-from arena.api.routing import Local, where
+from arena.api.routing import Local, answering, where
 from arena.api.service import Arena
 from arena.api.wire import Body
 from arena.board.commands import VoidEvent, VoidMember, VoidOutcome
@@ -111,7 +111,7 @@ async def _audit(arena: Arena, admin: Admin, request: Request) -> Body:
     assert limit is not None
     if not 1 <= limit <= MAX_AUDIT_LIMIT:
         raise invalid_request(f"limit must be between 1 and {MAX_AUDIT_LIMIT}")
-    await arena.activated(board)
+    await answering(arena, board, QUERY_SECONDS)
     if handle.journal is None:
         raise unavailable(board)
     events = await handle.journal.member_events(member, limit, before)

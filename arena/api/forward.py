@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from arena.api.routing import Local, Ownerless, Remote, moved, settled, where
+from arena.api.routing import Local, Ownerless, Remote, answering, moved, settled, where
 from arena.api.service import Arena
 from arena.api.wire import Body
 from arena.board.actor import unavailable_results
@@ -166,14 +166,16 @@ class Forwarding:
 
     async def ask(self, request: Ask | Http) -> Answer | None:
         """A query's answer from its board's owner; None when the board turned out to be served
-        here. Raises QueryError unavailable while it is ownerless or its owner cannot be reached."""
+        here (a query op's board answers then: `answering`; an HTTP request's route waits for
+        its own). Raises QueryError unavailable while it is ownerless or its owner cannot be
+        reached, not_ready for a query op whose board is served here and still not loaded."""
         board = request.board
         deadline = time.monotonic() + QUERY_SECONDS
         failed: str | None = None
         for _ in range(QUERY_TRIES):
             if failed is not None:
                 await self.directory.owner_within(board, min(RETRY_SECONDS, deadline - time.monotonic()), not_node=failed)
-            place = await settled(self.arena, board, deadline - time.monotonic())
+            place = await (answering if isinstance(request, Ask) else settled)(self.arena, board, deadline - time.monotonic())
             if isinstance(place, Local):
                 return None
             if isinstance(place, Ownerless) or place.owner.node_id == failed:

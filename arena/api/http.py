@@ -29,7 +29,7 @@ from starlette.types import Message, Receive, Scope, Send
 from arena.api import live, openapi, queries, stats, wire
 from arena.api.cors import Cors, Refusals, refused_answer, refused_origin
 from arena.api.forward import QUERY_SECONDS, Forwarding, forward_request, forwarded, refused
-from arena.api.routing import Local, settled, where
+from arena.api.routing import Local, Place, answering, where
 from arena.api.service import Arena
 from arena.api.wire import RETRY_AFTER, Body
 from arena.cluster.peer.protocol import HttpAnswer
@@ -362,25 +362,25 @@ class QueryRoutes:
                 body, allow = _NOT_ALLOWED[route.method]
                 await _send(send, 405, body, [*allow, *allowed] if allowed else allow, method)
             return
-        place = where(self.arena, board)
-        if isinstance(place, Local) and self.arena.states.handed_over(board):  # answered once loaded here
-            place = await settled(self.arena, board, QUERY_SECONDS)
+        place, refusal = await self._answering(board)
         if not relayed and not isinstance(place, Local) and not streams:
             here = await self._forward(board, scope, receive, send, allowed)
             if here is None:
                 return
             receive = here
+            place, refusal = await self._answering(board)
         started = time.perf_counter()
         if streams:
-            await self._events(route, Params(board, period, member, scope["query_string"]), scope, receive, send, allowed)
+            await self._events(route, Params(board, period, member, scope["query_string"]), refusal, scope, receive,
+                               send, allowed)
             return
         try:
             sent = await _body(receive, self._max_body) if method == "POST" else b""
             if sent is None:  # the client left
                 return
+            if refusal is not None:
+                raise refusal
             params = Params(board, period, member, scope["query_string"], sent)
-            if board:
-                await self.arena.activated(board)
             answered = route.answer(self.arena, params)
             if not isinstance(answered, dict):
                 answered = await answered
@@ -393,6 +393,18 @@ class QueryRoutes:
                 headers = [*headers, _RETRY]
         self._latency[route.name](time.perf_counter() - started)
         await _send(send, status, body, headers, method)
+
+    async def _answering(self, board: str) -> tuple[Place, QueryError | None]:
+        """Where a request about ``board`` is answered, once a board served here answers
+        (`answering`), and its refusal (answered 503 with `Retry-After`); a board elsewhere is
+        waited for by its forwarding."""
+        place = where(self.arena, board)
+        if not isinstance(place, Local):
+            return place, None
+        try:
+            return await answering(self.arena, board, QUERY_SECONDS), None
+        except QueryError as exc:
+            return place, exc
 
     async def _forward(self, board: str, scope: Scope, receive: Receive, send: Send,
                        cors: list[tuple[bytes, bytes]]) -> Receive | None:
@@ -419,24 +431,23 @@ class QueryRoutes:
         return None
 
     async def _events(
-        self, route: QueryRoute, params: Params, scope: Scope, receive: Receive, send: Send, cors: list[tuple[bytes, bytes]]
+        self, route: QueryRoute, params: Params, refusal: QueryError | None, scope: Scope, receive: Receive, send: Send,
+        cors: list[tuple[bytes, bytes]]
     ) -> None:
-        """A query route asked for ``text/event-stream``: a view the query refuses is answered as
-        the plain GET answers it; any other is streamed (not_ready, unavailable and an absent
-        member are states of the stream)."""
+        """A query route asked for ``text/event-stream`` (``refusal``: what `answering` its board
+        raised): a view the query refuses is answered as the plain GET answers it; any other is
+        streamed (not_ready, unavailable and an absent member are states of the stream)."""
         refused = refused_origin(self.cors, scope)
         if refused is not None:
             body, headers = refused_answer(refused)
             await _send(send, 403, body, [*_JSON_HEADERS, *headers], "GET")
             return
-        refusal = None
-        if isinstance(where(self.arena, params.board), Local):
+        if refusal is None and isinstance(where(self.arena, params.board), Local):
             try:
-                await self.arena.activated(params.board)
                 route.answer(self.arena, params)
             except QueryError as exc:
                 refusal = exc
-        else:  # what the owner's query refuses
+        elif refusal is None:  # what the owner's query refuses
             refusal = await self.forwarding.error(forward_request(params.board, {**scope, "method": "GET"}, b""))
         if refusal is not None and refusal.code in live.REFUSED:
             await _send(send, refusal.status, wire.dumps(wire.error(refusal)), [*_JSON_HEADERS, *cors], "GET")

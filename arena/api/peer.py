@@ -19,7 +19,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from arena.api import wire
 from arena.api.forward import FORWARDED, QUERY_SECONDS
 from arena.api.live import view_spec
-from arena.api.routing import Local, moved, settled, where
+from arena.api.routing import Local, answering, moved, settled, where
 from arena.api.service import Arena
 from arena.api.wire import Body
 from arena.api.ws import QUERY_OPS
@@ -184,16 +184,20 @@ class Watches:
 async def _answer(websocket: WebSocket, arena: Arena, request: Submit | Ask | Http) -> Answer:
     if isinstance(request, Http) and not request.board:  # about this node, not a board
         return await _http(websocket, request)
-    place = where(arena, request.board) if isinstance(request, Submit) else await settled(arena, request.board, QUERY_SECONDS)
+    if isinstance(request, Submit):
+        place = where(arena, request.board)
+    elif isinstance(request, Http):  # its route here waits for the board it is about (`answering`)
+        place = await settled(arena, request.board, QUERY_SECONDS)
+    else:
+        try:
+            place = await answering(arena, request.board, QUERY_SECONDS)
+        except QueryError as exc:
+            return Refused(exc.code, exc.message, exc.status)
     if not isinstance(place, Local) or place.handle is None:
         return Elsewhere()
     if isinstance(request, Submit):
         return await _submit(arena, place.handle, request)
     if isinstance(request, Ask):
-        try:
-            await arena.activated(request.board)
-        except QueryError as exc:
-            return Refused(exc.code, exc.message, exc.status)
         return _ask(arena, request.frame)
     return await _http(websocket, request)
 

@@ -4,8 +4,9 @@ answers `Elsewhere` for what `where` does not place here).
 
 On a single node every board is `Local`. In a cluster the answer reads who owns the board now,
 including whether this node's lease is fresh enough to answer for its own boards (a stale owner
-is `Ownerless`, never `Local`: it never serves stale standings). A query asks `settled` instead:
-during a hand-off it waits for the next owner to serve.
+is `Ownerless`, never `Local`: it never serves stale standings). A query asks `answering`
+instead: the one wait of the edges for a board that will answer soon (a hand-off under way, a
+board activated on demand), then `not_ready`.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from dataclasses import dataclass
 
 from arena.api.service import Arena
 from arena.board.actor import BoardHandle
-from arena.board.state import Owner
+from arena.board.state import DORMANT, BoardState, Owner
 from arena.engine.events import Reason, Result
-from arena.errors import QueryError
+from arena.errors import QueryError, not_ready
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +43,7 @@ class Remote:
 @dataclass(frozen=True, slots=True)
 class Ownerless:
     """Served by no node now (its owner's lease expired, or its owner cannot be reached): frames
-    wait for the next owner, queries answer `error` at once (but during a hand-off: `settled`)."""
+    wait for the next owner, queries answer `error` at once (but during a hand-off: `answering`)."""
 
     board: str
 
@@ -53,6 +54,9 @@ class Ownerless:
 
 
 Place = Local | Remote | Ownerless
+
+_ACTIVATED = DORMANT | {BoardState.ACTIVATING}
+"""The states of a board served here on demand that a query waits for (`Arena.activated`)."""
 
 
 def where(arena: Arena, board: object) -> Place:
@@ -70,11 +74,19 @@ def where(arena: Arena, board: object) -> Place:
     return Remote(handle.name, owner)
 
 
+def waits(arena: Arena, board: str) -> bool:
+    """Whether `answering` a query about ``board`` waits: a hand-off of the board is under way,
+    or this node serves it on demand and it is not loaded (dormant or activating). O(1)."""
+    place = where(arena, board)
+    return arena.states.handed_over(board) or (isinstance(place, Local) and place.handle is not None
+                                               and place.handle.state in _ACTIVATED)
+
+
 async def settled(arena: Arena, board: object, seconds: float) -> Place:
-    """`where` a query about ``board`` is answered, once a hand-off of the board under way is
-    over: it waits (at most ``seconds``) for the next owner to be named and, when that is this
-    node, for the board's tables to be loaded here (one taken inactive is activated by the
-    caller, `Arena.activated`). Without a hand-off it is `where`, at once."""
+    """`where` a request about ``board`` goes, once a hand-off of the board under way is over: it
+    waits (at most ``seconds``) for the next owner to be named and, when that is this node, for
+    the board's tables to be loaded here. Without a hand-off it is `where`, at once. What routes a
+    forwarded HTTP request (answered by a route, which asks `answering`); a query asks `answering`."""
     place = where(arena, board)
     if not isinstance(board, str) or not arena.states.handed_over(board):
         return place
@@ -86,6 +98,22 @@ async def settled(arena: Arena, board: object, seconds: float) -> Place:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(place.handle.loaded.wait(), max(deadline - time.monotonic(), 0))
         return where(arena, board)
+    return place
+
+
+async def answering(arena: Arena, board: object, seconds: float) -> Place:
+    """`where` a query about ``board`` is answered, once a board that will answer soon does: the
+    one wait of the edges (HTTP routes, WebSocket query ops and subscriptions, forwarded queries,
+    the peer route). During a hand-off the next owner is waited for (`settled`, at most
+    ``seconds``); a board served here on demand is activated and waited for (at most
+    `ACTIVATION_WAIT_SECONDS`, `Arena.activated`). Raises QueryError not_ready (503) when a board
+    to be answered here is still not loaded then: HTTP answers it with `Retry-After: 1`, a
+    WebSocket op with an error frame, the peer route with `Refused`."""
+    place = await settled(arena, board, seconds)
+    if isinstance(place, Local) and place.handle is not None:
+        if arena.states.handed_over(place.handle.name):  # handed off to this node and still loading
+            raise not_ready(place.handle.name)
+        await arena.activated(place.handle.name)
     return place
 
 

@@ -28,12 +28,11 @@ from arena.api import queries, wire
 from arena.api.cors import refused_answer, refused_origin
 from arena.api.forward import QUERY_SECONDS, Forwarding, refused
 from arena.api.live import REFUSED, VIEW_FIELDS, Subscriptions, view_spec
-from arena.api.routing import Local, settled, where
+from arena.api.routing import Local, answering, waits, where
 from arena.api.service import Arena
 from arena.api.transport import abort
 from arena.api.wire import Body
 from arena.board.actor import BoardHandle
-from arena.board.state import DORMANT, BoardState
 from arena.cluster.peer.protocol import Answered, Ask
 from arena.cluster.split import Part, Split, merge, split
 from arena.config import GameServer
@@ -344,8 +343,8 @@ class Connection:
                 place = where(self.arena, view.get("board") if isinstance(view, dict) else None)
                 if not isinstance(place, Local):
                     self._spawn(self._subscribe_elsewhere(frame_id, frame, place.board))
-                elif place.handle is not None and place.handle.state in DORMANT | {BoardState.ACTIVATING}:
-                    self._spawn(self._subscribe_activated(frame_id, frame, place.handle.name))
+                elif place.handle is not None and waits(self.arena, place.handle.name):
+                    self._spawn(self._subscribe_answering(frame_id, frame, place.handle.name))
                 else:
                     self._subscribe(frame_id, frame)
                 return
@@ -360,11 +359,8 @@ class Connection:
             if not isinstance(place, Local):
                 self._spawn(self._forwarded(frame_id, place.board, frame))
                 return
-            if place.handle is not None and self.arena.states.handed_over(place.handle.name):
-                self._spawn(self._answered_after(frame_id, settled(self.arena, place.handle.name, QUERY_SECONDS), answer, frame))
-                return
-            if place.handle is not None and place.handle.state in DORMANT | {BoardState.ACTIVATING}:
-                self._spawn(self._answered_after(frame_id, self.arena.activated(place.handle.name), answer, frame))
+            if place.handle is not None and waits(self.arena, place.handle.name):
+                self._spawn(self._answered_after(frame_id, place.handle.name, answer, frame))
                 return
             self._reply(self._result(frame_id, answer(self.arena, frame)))
         except FrameError as exc:
@@ -439,11 +435,12 @@ class Connection:
         else:  # `subscribed` is owed through the outbox already
             self.slots.release()
 
-    async def _subscribe_activated(self, frame_id: object, frame: dict[str, Any], board: str) -> None:
-        """A subscription to a view of a board activated on demand: taken once the board serves,
-        so that its first update goes at once (or after 5 s, when it then follows the board)."""
+    async def _subscribe_answering(self, frame_id: object, frame: dict[str, Any], board: str) -> None:
+        """A subscription to a view of a board that will answer soon (`answering`: activated on
+        demand, or handed off to this node): taken once the board serves, so that its first update
+        goes at once (or after the wait, when it then follows the board)."""
         try:
-            await self.arena.activated(board)
+            await answering(self.arena, board, QUERY_SECONDS)
         except QueryError:
             pass  # not loaded yet: a state of the subscription, which resumes once it is
         try:
@@ -463,13 +460,15 @@ class Connection:
         except QueryError as exc:
             self._reply(_error(frame_id, exc.code, exc.message))
 
-    async def _answered_after(self, frame_id: object, wait: Awaitable[object],
-                              answer: Callable[[Arena, dict[str, Any]], Body], frame: dict[str, Any]) -> None:
-        """A query op answered once ``wait`` is over: a board handed off to this node until its
-        tables are loaded here (`settled`: at most `QUERY_SECONDS`), or a board activated on
-        demand until it serves (or 503 `not_ready`)."""
+    async def _answered_after(self, frame_id: object, board: str, answer: Callable[[Arena, dict[str, Any]], Body],
+                              frame: dict[str, Any]) -> None:
+        """A query op answered once its board answers (`answering`: a hand-off to this node, an
+        activation on demand), or `not_ready`; one whose board went elsewhere meanwhile is
+        forwarded to its owner."""
         try:
-            await wait
+            if not isinstance(await answering(self.arena, board, QUERY_SECONDS), Local):
+                await self._forwarded(frame_id, board, frame)
+                return
             self._reply(self._result(frame_id, answer(self.arena, frame)))
         except QueryError as exc:
             self._reply(_error(frame_id, exc.code, exc.message))

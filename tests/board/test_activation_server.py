@@ -8,8 +8,11 @@ close moment without loading it. Small idle_unload_seconds and deadline loops, n
 from __future__ import annotations
 
 import asyncio
+import enum
 import functools
+import gc
 import json
+import types
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +20,11 @@ import httpx
 import pytest
 import websockets
 
+from arena.board.activation import Unloaded
+from arena.board.actor import BoardActor
 from arena.config import Config, JournalSettings
-from arena.engine.periods import PeriodKind
+from arena.engine.board import BoardEngine
+from arena.engine.periods import PeriodKind, Window
 from arena.engine.records import CloseRecord
 from arena.journal import JournalBackend, journal_backend
 from support.faults import parse_metric
@@ -96,6 +102,42 @@ async def test_a_start_loads_nothing_and_a_query_after_an_unload_answers_the_sam
     assert after == before
     assert await metric(http, "arena_board_activations_total") == activations + 1
     assert (await listed(http))["a"]["active"]
+
+
+def reachable(root: object) -> list[object]:
+    """Every object reachable from ``root`` through `gc.get_referents` (classes and modules
+    aside; an enum member counts, not its insides)."""
+    seen: dict[int, object] = {}
+    todo = [root]
+    while todo:
+        item = todo.pop()
+        if id(item) in seen or isinstance(item, type | types.ModuleType):
+            continue
+        seen[id(item)] = item
+        if not isinstance(item, enum.Enum):
+            todo += gc.get_referents(item)
+    return list(seen.values())
+
+
+async def test_an_unloaded_board_keeps_its_record_and_no_table_or_journal(rig: Any) -> None:
+    """What an idle board costs: once unloaded, nothing in the process holds its engine (its
+    tables), its actor or its journal any more, and the record of its unload holds plain values
+    only (its seq, its windows and sizes, its close moments)."""
+    server, http, client = rig
+    results = await client.submit([event("c", f"m{i}", i, NOW - i, f"c{i}") for i in range(30)])
+    assert {r["status"] for r in results} == {"accepted"}
+    assert (await http.get("/v1/boards/c/daily/top?limit=1")).json()["size"] == 30
+    await until(lambda: inactive(http, "c"), "board c to be unloaded")
+    supervisor = server.arena.supervisor
+    handle = supervisor.handles["c"]
+    assert handle.engine is None and handle.journal is None and "c" not in supervisor.actors
+    gc.collect()
+    assert not [o for o in gc.get_objects() if isinstance(o, BoardEngine) and o.spec.name == "c"]
+    assert not [o for o in gc.get_objects() if isinstance(o, BoardActor) and o.handle is handle]
+    record = supervisor.activations.unloaded["c"]
+    assert record.seq == 30 and {size for _, size in record.sizes} == {30}
+    plain = {Unloaded, tuple, int, str, type(None), Window, PeriodKind}
+    assert {type(o) for o in reachable(record)} <= plain
 
 
 async def test_never_stale_and_nothing_lost_across_activations(rig: Any) -> None:
