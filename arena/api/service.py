@@ -230,6 +230,13 @@ class Arena:
         if activations is not None and name in self.boards:
             await activations.ready(name)
 
+    def used(self, name: str) -> None:
+        """A query of board ``name`` answered at once here (it was loaded): it is the most
+        recently used, not unloaded as idle meanwhile. O(1)."""
+        activations = self.supervisor.activations
+        if activations is not None and name in self.boards:
+            activations.used(name)
+
     def game_server(self, authorization: str | None) -> GameServer | None:
         return identify(authorization, self.config.servers)
 

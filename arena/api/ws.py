@@ -359,9 +359,11 @@ class Connection:
             if not isinstance(place, Local):
                 self._spawn(self._forwarded(frame_id, place.board, frame))
                 return
-            if place.handle is not None and waits(self.arena, place.handle.name):
-                self._spawn(self._answered_after(frame_id, place.handle.name, answer, frame))
-                return
+            if place.handle is not None:
+                if waits(self.arena, place.handle.name):
+                    self._spawn(self._answered_after(frame_id, place.handle.name, answer, frame))
+                    return
+                self.arena.used(place.handle.name)
             self._reply(self._result(frame_id, answer(self.arena, frame)))
         except FrameError as exc:
             self._reply(_error(frame_id, exc.code, exc.message))

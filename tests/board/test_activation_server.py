@@ -181,6 +181,28 @@ async def test_past_max_active_boards_the_least_recently_used_goes(tmp_path: Pat
         await server.stop()
 
 
+async def test_a_websocket_query_op_counts_as_a_use(tmp_path: Path, served_journal: JournalSettings) -> None:
+    """A query op on a loaded board answers at once, and still makes it the most recently used:
+    a board read only over WebSocket is not the one unloaded past max_active_boards."""
+    server = await served(served_journal, tmp_path, idle_unload_seconds=600, max_active_boards=2)
+    client = await Client.connect(server.ws_url, token_for("gs"))
+    try:
+        async with httpx.AsyncClient(base_url=server.url) as http:
+            for board in ("a", "b"):
+                assert (await http.get(f"/v1/boards/{board}/alltime/top")).status_code == 200
+            answer = await client.request({"op": "top", "board": "a", "period": "alltime", "limit": 1})
+            assert answer["op"] == "result"
+            assert (await http.get("/v1/boards/c/alltime/top")).status_code == 200
+
+            async def b_went() -> bool:
+                return {b for b, row in (await listed(http)).items() if row["active"]} == {"a", "c"}
+
+            await until(b_went, "board b (used before a's query op) to be the one unloaded")
+    finally:
+        await client.close()
+        await server.stop()
+
+
 async def test_a_subscription_keeps_its_board_active(rig: Any) -> None:
     server, http, client = rig
     async with websockets.connect(server.url.replace("http", "ws") + "/v1/live") as live:
