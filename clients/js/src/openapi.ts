@@ -439,6 +439,8 @@ export interface paths {
                     offset?: number;
                     /** @description a past table: 2026-12-02T13, 2026-12-02, 2026-W49, 2026-12, 2026; a custom period's 2026-01-05 or 2026-01-05T06Z (default: the current one) */
                     period_id?: string;
+                    /** @description a partition of the table (a region, or a league's division; GET .../partitions lists them); default: the global table */
+                    partition?: string;
                 };
                 header?: never;
                 path: {
@@ -485,7 +487,7 @@ export interface paths {
                         "application/json": {
                             error: {
                                 /** @enum {string} */
-                                code: "unknown_board" | "unknown_period" | "period_not_retained";
+                                code: "unknown_board" | "unknown_period" | "period_not_retained" | "unknown_partition";
                                 message: string;
                             };
                         };
@@ -529,6 +531,8 @@ export interface paths {
                 query?: {
                     /** @description a past table: 2026-12-02T13, 2026-12-02, 2026-W49, 2026-12, 2026; a custom period's 2026-01-05 or 2026-01-05T06Z (default: the current one) */
                     period_id?: string;
+                    /** @description a partition of the table (a region, or a league's division; GET .../partitions lists them); default: the global table */
+                    partition?: string;
                 };
                 header?: never;
                 path: {
@@ -549,7 +553,7 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["TableEntry"];
+                        "application/json": components["schemas"]["MemberEntry"];
                         "text/event-stream": string;
                     };
                 };
@@ -562,7 +566,7 @@ export interface paths {
                         "application/json": {
                             error: {
                                 /** @enum {string} */
-                                code: "unknown_board" | "unknown_period" | "period_not_retained" | "member_not_found";
+                                code: "unknown_board" | "unknown_period" | "period_not_retained" | "unknown_partition" | "member_not_found";
                                 message: string;
                             };
                         };
@@ -608,6 +612,8 @@ export interface paths {
                 query?: {
                     /** @description a past table: 2026-12-02T13, 2026-12-02, 2026-W49, 2026-12, 2026; a custom period's 2026-01-05 or 2026-01-05T06Z (default: the current one) */
                     period_id?: string;
+                    /** @description a partition of the table (a region, or a league's division; GET .../partitions lists them); default: the global table */
+                    partition?: string;
                 };
                 header?: never;
                 path: {
@@ -660,7 +666,7 @@ export interface paths {
                         "application/json": {
                             error: {
                                 /** @enum {string} */
-                                code: "unknown_board" | "unknown_period" | "period_not_retained";
+                                code: "unknown_board" | "unknown_period" | "period_not_retained" | "unknown_partition";
                                 message: string;
                             };
                         };
@@ -704,6 +710,8 @@ export interface paths {
                     radius?: number;
                     /** @description a past table: 2026-12-02T13, 2026-12-02, 2026-W49, 2026-12, 2026; a custom period's 2026-01-05 or 2026-01-05T06Z (default: the current one) */
                     period_id?: string;
+                    /** @description a partition of the table (a region, or a league's division; GET .../partitions lists them); default: the global table */
+                    partition?: string;
                 };
                 header?: never;
                 path: {
@@ -752,7 +760,7 @@ export interface paths {
                         "application/json": {
                             error: {
                                 /** @enum {string} */
-                                code: "unknown_board" | "unknown_period" | "period_not_retained" | "member_not_found";
+                                code: "unknown_board" | "unknown_period" | "period_not_retained" | "unknown_partition" | "member_not_found";
                                 message: string;
                             };
                         };
@@ -800,6 +808,8 @@ export interface paths {
                     radius?: number;
                     /** @description a past table: 2026-12-02T13, 2026-12-02, 2026-W49, 2026-12, 2026; a custom period's 2026-01-05 or 2026-01-05T06Z (default: the current one) */
                     period_id?: string;
+                    /** @description a partition of the table (a region, or a league's division; GET .../partitions lists them); default: the global table */
+                    partition?: string;
                 };
                 header?: never;
                 path: {
@@ -846,7 +856,7 @@ export interface paths {
                         "application/json": {
                             error: {
                                 /** @enum {string} */
-                                code: "unknown_board" | "unknown_period" | "period_not_retained";
+                                code: "unknown_board" | "unknown_period" | "period_not_retained" | "unknown_partition";
                                 message: string;
                             };
                         };
@@ -890,6 +900,8 @@ export interface paths {
                 query?: {
                     /** @description a past table: 2026-12-02T13, 2026-12-02, 2026-W49, 2026-12, 2026; a custom period's 2026-01-05 or 2026-01-05T06Z (default: the current one) */
                     period_id?: string;
+                    /** @description a partition of the table (a region, or a league's division; GET .../partitions lists them); default: the global table */
+                    partition?: string;
                 };
                 header?: never;
                 path: {
@@ -923,7 +935,7 @@ export interface paths {
                         "application/json": {
                             error: {
                                 /** @enum {string} */
-                                code: "unknown_board" | "unknown_period" | "period_not_retained" | "member_not_found";
+                                code: "unknown_board" | "unknown_period" | "period_not_retained" | "unknown_partition" | "member_not_found";
                                 message: string;
                             };
                         };
@@ -969,6 +981,8 @@ export interface paths {
                     p: number;
                     /** @description a past table: 2026-12-02T13, 2026-12-02, 2026-W49, 2026-12, 2026; a custom period's 2026-01-05 or 2026-01-05T06Z (default: the current one) */
                     period_id?: string;
+                    /** @description a partition of the table (a region, or a league's division; GET .../partitions lists them); default: the global table */
+                    partition?: string;
                 };
                 header?: never;
                 path: {
@@ -1015,7 +1029,7 @@ export interface paths {
                         "application/json": {
                             error: {
                                 /** @enum {string} */
-                                code: "unknown_board" | "unknown_period" | "period_not_retained";
+                                code: "unknown_board" | "unknown_period" | "period_not_retained" | "unknown_partition";
                                 message: string;
                             };
                         };
@@ -1063,6 +1077,8 @@ export interface paths {
                     limit?: number;
                     /** @description a past table: 2026-12-02T13, 2026-12-02, 2026-W49, 2026-12, 2026; a custom period's 2026-01-05 or 2026-01-05T06Z (default: the current one) */
                     period_id?: string;
+                    /** @description a partition of the table (a region, or a league's division; GET .../partitions lists them); default: the global table */
+                    partition?: string;
                 };
                 header?: never;
                 path: {
@@ -1108,7 +1124,7 @@ export interface paths {
                         "application/json": {
                             error: {
                                 /** @enum {string} */
-                                code: "unknown_board" | "unknown_period" | "period_not_retained";
+                                code: "unknown_board" | "unknown_period" | "period_not_retained" | "unknown_partition";
                                 message: string;
                             };
                         };
@@ -1152,6 +1168,8 @@ export interface paths {
                 query?: {
                     /** @description a past table: 2026-12-02T13, 2026-12-02, 2026-W49, 2026-12, 2026; a custom period's 2026-01-05 or 2026-01-05T06Z (default: the current one) */
                     period_id?: string;
+                    /** @description a partition of the table (a region, or a league's division; GET .../partitions lists them); default: the global table */
+                    partition?: string;
                 };
                 header?: never;
                 path: {
@@ -1182,7 +1200,7 @@ export interface paths {
                         "application/json": {
                             error: {
                                 /** @enum {string} */
-                                code: "unknown_board" | "unknown_period" | "period_not_retained";
+                                code: "unknown_board" | "unknown_period" | "period_not_retained" | "unknown_partition";
                                 message: string;
                             };
                         };
@@ -1234,6 +1252,8 @@ export interface paths {
                     offset?: number;
                     /** @description a past table: 2026-12-02T13, 2026-12-02, 2026-W49, 2026-12, 2026; a custom period's 2026-01-05 or 2026-01-05T06Z (default: the current one) */
                     period_id?: string;
+                    /** @description a partition of the table (a region, or a league's division; GET .../partitions lists them); default: the global table */
+                    partition?: string;
                 };
                 header?: never;
                 path: {
@@ -1279,7 +1299,7 @@ export interface paths {
                         "application/json": {
                             error: {
                                 /** @enum {string} */
-                                code: "unknown_board" | "unknown_period" | "period_not_retained" | "no_prizes" | "not_settled";
+                                code: "unknown_board" | "unknown_period" | "period_not_retained" | "unknown_partition" | "no_prizes" | "not_settled";
                                 message: string;
                             };
                         };
@@ -1323,6 +1343,8 @@ export interface paths {
                 query?: {
                     /** @description a past table: 2026-12-02T13, 2026-12-02, 2026-W49, 2026-12, 2026; a custom period's 2026-01-05 or 2026-01-05T06Z (default: the current one) */
                     period_id?: string;
+                    /** @description a partition of the table (a region, or a league's division; GET .../partitions lists them); default: the global table */
+                    partition?: string;
                 };
                 header?: never;
                 path: {
@@ -1355,7 +1377,100 @@ export interface paths {
                         "application/json": {
                             error: {
                                 /** @enum {string} */
-                                code: "unknown_board" | "unknown_period" | "period_not_retained" | "no_prizes" | "not_settled";
+                                code: "unknown_board" | "unknown_period" | "period_not_retained" | "unknown_partition" | "no_prizes" | "not_settled";
+                                message: string;
+                            };
+                        };
+                    };
+                };
+                /** @description the board is still loading its tables, or failed */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                /** @enum {string} */
+                                code: "not_ready" | "unavailable";
+                                message: string;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/boards/{board}/{period}/partitions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The partitions of a window's table (regions in config order) with their sizes, paged */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description a past table: 2026-12-02T13, 2026-12-02, 2026-W49, 2026-12, 2026; a custom period's 2026-01-05 or 2026-01-05T06Z (default: the current one) */
+                    period_id?: string;
+                    /** @description partitions per page */
+                    limit?: number;
+                    /** @description list the partitions after this one (the previous page's next) */
+                    after?: string;
+                };
+                header?: never;
+                path: {
+                    /** @description a board of config.toml */
+                    board: string;
+                    /** @description a period kind (alltime, hourly, daily, weekly, monthly, yearly) or one of the board's custom periods */
+                    period: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description the partitions */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Partitions"];
+                    };
+                };
+                /** @description a bad parameter or body */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                /** @enum {string} */
+                                code: "invalid_request";
+                                message: string;
+                            };
+                        };
+                    };
+                };
+                /** @description no such board, period, table or partition (after) */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: {
+                                /** @enum {string} */
+                                code: "unknown_board" | "unknown_period" | "period_not_retained" | "unknown_partition";
                                 message: string;
                             };
                         };
@@ -2759,12 +2874,18 @@ export interface components {
             size: number;
             /** @description the board's last journal seq the answer reflects; on one WebSocket connection, answers about one board never go back in seq */
             seq: number;
+            /** @description a partition's table only: its name (absent: the global table) */
+            partition?: string;
         };
         TableEntries: components["schemas"]["Table"] & {
             entries: components["schemas"]["Entry"][];
         };
         TableEntry: components["schemas"]["Table"] & {
             entry: components["schemas"]["Entry"];
+        };
+        MemberEntry: components["schemas"]["TableEntry"] & {
+            /** @description a league board's global table only: the member's division in the window (null: none yet) */
+            division?: string | null;
         };
         TableMembers: components["schemas"]["Table"] & {
             entries: components["schemas"]["Entry"][];
@@ -2798,6 +2919,8 @@ export interface components {
                 ranks?: number[];
                 top_percent?: number;
                 score?: number;
+                /** @description a league board only: the league tier whose divisions it is for */
+                tier?: string;
             }[];
             awards_total: number;
             /** @description the page asked (limit, offset), in rank order */
@@ -2845,6 +2968,14 @@ export interface components {
             sha256: string;
             /** @description the number of awards: read them at /v1/boards/{board}/{period}/settlement */
             awards: number;
+        };
+        Partitions: components["schemas"]["Table"] & {
+            partitions: {
+                partition: string;
+                size: number;
+            }[];
+            /** @description the last partition listed when more follow (the next page's after) */
+            next: string | null;
         };
         Periods: {
             board: string;
@@ -2974,6 +3105,8 @@ export interface components {
                         ranks?: number[];
                         top_percent?: number;
                         score?: number;
+                        /** @description a league board only: the league tier whose divisions it is for */
+                        tier?: string;
                     }[];
                 };
                 periods: Record<string, never>[];
@@ -3031,6 +3164,8 @@ export interface components {
             period: string;
             /** @description a past table (default: the current one) */
             period_id?: string | null;
+            /** @description a partition of the table (default: the global one) */
+            partition?: string | null;
             /** @default 10 */
             limit?: number;
             /** @default 0 */
@@ -3044,6 +3179,8 @@ export interface components {
             period: string;
             /** @description a past table (default: the current one) */
             period_id?: string | null;
+            /** @description a partition of the table (default: the global one) */
+            partition?: string | null;
             member: string;
         };
         /** @description exactly these fields: another one is invalid_request */
@@ -3054,6 +3191,8 @@ export interface components {
             period: string;
             /** @description a past table (default: the current one) */
             period_id?: string | null;
+            /** @description a partition of the table (default: the global one) */
+            partition?: string | null;
             member?: string;
             /** @description around: the rank at the centre, instead of member */
             rank?: number;
@@ -3068,6 +3207,8 @@ export interface components {
             period: string;
             /** @description a past table (default: the current one) */
             period_id?: string | null;
+            /** @description a partition of the table (default: the global one) */
+            partition?: string | null;
             member: string;
         };
         /** @description exactly these fields: another one is invalid_request */
@@ -3078,6 +3219,8 @@ export interface components {
             period: string;
             /** @description a past table (default: the current one) */
             period_id?: string | null;
+            /** @description a partition of the table (default: the global one) */
+            partition?: string | null;
             p: number;
         };
         /** @description exactly these fields: another one is invalid_request */
@@ -3088,6 +3231,8 @@ export interface components {
             period: string;
             /** @description a past table (default: the current one) */
             period_id?: string | null;
+            /** @description a partition of the table (default: the global one) */
+            partition?: string | null;
             members: string[];
         };
         /** @description a table query op with exactly its fields */
