@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 from sortedcontainers import SortedList
 
 from arena.engine.periods import Window
-from arena.engine.rankkey import decode_member, member_of, pack, pack_all, sort_key_of, split_all, unpack
+from arena.engine.rankkey import decode_member, pack, pack_all, sort_key_of, split_all, unpack
 from arena.engine.scoring import Aggregation, ScoringRule, Standing, State, Update
 
 
@@ -343,16 +343,17 @@ def _of_sublists(lists: list[list[Any]]) -> SortedList:
 
 
 class Freeze:
-    """A table's standings as of the moment the freeze began, read a run of entries at a time
-    while the table goes on changing. Beginning one is O(1); the table tells it of each change
-    before making it (`change`, O(log changes)); `end` stops it. One freeze of a table at a time.
+    """A table's standings as of the moment the freeze began, read a run at a time while the
+    table goes on changing: its entries in rank order (`runs`) and its members in code point
+    order with their entries and keys (`named`), both from the table's own sorted structures,
+    without a sort. Beginning one is O(1); the table tells it of each change before making it
+    (`change`, O(log changes)); `end` stops it. One freeze of a table at a time.
 
-    `runs` reads the live table in consecutive ranges of entries, each in one step: a range's
-    entries as of the start are its live entries less those put in since the start, plus the
-    entries members had at the start and have left since. Only changes above what was read are
-    kept, and no copy of the table is made: a copy in one turn of the event loop stalled it
-    45-86 ms at 10**6 entries, and copies of its sublists (copy-on-write) left young lists of
-    entries for the garbage collector to walk, 20-80 ms a collection."""
+    Each run reads the live table in one step: a range's entries (members) as of the start are
+    its live ones less those put in (joined) since the start, plus those the table held at the
+    start and has let go since. No copy of the table is made: a copy in one turn of the event
+    loop stalled it 45-86 ms at 10**6 entries, and copies of its sublists (copy-on-write) left
+    young lists of entries for the garbage collector to walk, 20-80 ms a collection."""
 
     step = 1024
     """Entries a run: 1024 take about 1 ms with their encoding (`arena.engine.snapshot.encode`)."""
@@ -361,10 +362,11 @@ class Freeze:
         assert table._freeze is None, "one freeze of a table at a time"
         self.table = table
         self.window = table.window
-        self._read_to: bytes | None = None  # the last entry read; None: nothing read yet
-        self._changed: dict[str, None] = {}  # members changed since the start
-        self._put: dict[bytes, None] = {}  # entries put in since the start above what was read
-        self._left = SortedList()  # entries at the start since left, above what was read then
+        self._read_to: bytes | None = None  # the last entry `runs` read; None: nothing read yet
+        self._before: dict[str, bytes | None] = {}  # each member changed since the start: its entry then
+        self._put: dict[bytes, None] = {}  # entries put in since the start above what `runs` read
+        self._left = SortedList()  # entries at the start since left, above what `runs` read then
+        self._gone = SortedList()  # members at the start the table has let go since
         self._keys: dict[str, str] = {}  # latest aggregation: deciding keys at the start of changed members
         table._freeze = self
 
@@ -373,20 +375,20 @@ class Freeze:
         read_to = self._read_to
         if new is not None and (read_to is None or new > read_to):
             self._put[new] = None
-        if member in self._changed:
-            return
-        self._changed[member] = None
-        if old is not None and (read_to is None or old > read_to):
-            self._left.add(old)
-            if self.table._keys is not None:
-                self._keys[member] = self.table._keys[member]
+        if member not in self._before:
+            self._before[member] = old
+            if old is not None:
+                if read_to is None or old > read_to:
+                    self._left.add(old)
+                if self.table._keys is not None:
+                    self._keys[member] = self.table._keys[member]
+        if new is None and self._before[member] is not None and member not in self._gone:
+            self._gone.add(member)
 
-    def runs(self) -> Iterator[tuple[list[bytes], list[str] | None]]:
-        """The entries as of the start in rank order, a run of about `step` at a time, each with
-        (latest aggregation) its entries' deciding keys. The table may change between two runs.
-        O(n + changes * log n) in all."""
-        table = self.table
-        sorted_, left, put = table._sorted, self._left, self._put
+    def runs(self) -> Iterator[list[bytes]]:
+        """The entries as of the start in rank order, a run of about `step` at a time. The table
+        may change between two runs. O(n + changes * log n) in all."""
+        sorted_, left, put = self.table._sorted, self._left, self._put
         while True:
             read_to = self._read_to
             start = 0 if read_to is None else sorted_.bisect_right(read_to)
@@ -398,16 +400,35 @@ class Freeze:
             if gone:
                 run = sorted(run + gone)  # two sorted runs: one merge
             self._read_to = high
-            yield run, self._keys_of(run)
+            yield run
             if last:
                 return
 
-    def _keys_of(self, run: list[bytes]) -> list[str] | None:
-        now = self.table._keys
-        if now is None:
-            return None
-        before = self._keys  # else the key has not changed since the start
-        return [before[member] if member in before else now[member] for member in map(member_of, run)]
+    def named(self) -> Iterator[tuple[list[str], list[bytes], list[str] | None]]:
+        """The members as of the start in code point order, a run of about `step` at a time,
+        each run with their entries and (latest aggregation) deciding keys as of the start. The
+        table may change between two runs. O(n + changes * log n) in all."""
+        table = self.table
+        names, items, now_keys = table._names, table._items, table._keys
+        before, gone, keys = self._before, self._gone, self._keys
+        read_to: str | None = None
+        while True:
+            start = 0 if read_to is None else names.bisect_right(read_to)
+            live = list(names.islice(start, start + self.step))
+            last = start + self.step >= len(names)
+            high = None if last else live[-1]
+            run = [name for name in live if before.get(name, name) is not None] if before else live  # not joined since
+            let_go = [name for name in gone.irange(read_to, high, inclusive=(False, True)) if name not in items]
+            if let_go:
+                run = sorted(run + let_go)  # two sorted runs: one merge
+            # a name in `before` has its entry there (those that joined since are left out above)
+            entries = [items[name] if (then := before.get(name)) is None else then for name in run] if before else \
+                list(map(items.__getitem__, run))
+            run_keys = None if now_keys is None else [keys[name] if name in keys else now_keys[name] for name in run]
+            read_to = high
+            yield run, entries, run_keys
+            if last:
+                return
 
     def end(self) -> None:
         """Stop (also when the freeze is abandoned). O(1)."""
