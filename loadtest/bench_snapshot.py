@@ -63,8 +63,8 @@ async def run(engine: BoardEngine, store: SnapshotStore, seed: int, profile: cPr
 
     async def ingest() -> None:  # 100 events a millisecond at most, as batches would apply them
         while not done:
-            batch = [(f"member-{rng.randrange(MEMBERS)}", update("x", rng.randrange(10**9), 2000, f"k{rng.random()}"))
-                     for _ in range(100)]
+            members = [f"member-{rng.randrange(MEMBERS)}" for _ in range(100)]
+            batch = [(member, update(member, rng.randrange(10**9), 2000, f"k{rng.random()}")) for member in members]
             table.apply_updates(batch)
             await asyncio.sleep(0.001)
 

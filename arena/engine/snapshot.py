@@ -30,6 +30,7 @@ import hashlib
 import struct
 import sys
 from array import array
+from bisect import bisect_right
 from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
@@ -182,18 +183,23 @@ def _section(ranked: list[bytes], names: list[str], entries: list[bytes], keys: 
     placed: tuple[list[bytes], list[bytes]] = ([], [])
     key_pieces: tuple[list[bytes], list[bytes]] = ([], [])
     text: list[bytes] = []
-    index_of: dict[bytes, int] = {}  # each entry's index in code point order
+    # Each entry's index in code point order, kept by the piece of the rank order it falls in:
+    # a piece's lookups then stay in one small dict (in the CPU's cache), and no dict grows
+    # past a piece (one dict of 10**6 entries stalled the loop 70-330 ms as it grew).
+    firsts = ranked[_PIECE::_PIECE]
+    parts: list[dict[bytes, int]] = [{} for _ in range(len(firsts) + 1)]
     for begin in range(0, len(names), _PIECE):
         piece = entries[begin : begin + _PIECE]
-        index_of.update(zip(piece, range(begin, begin + len(piece)), strict=True))
+        for index, entry in enumerate(piece, begin):
+            parts[bisect_right(firsts, entry)][entry] = index
         _blobs(piece, placed)
         if keys is not None:
             _blobs([key.encode("utf-8", "surrogatepass") for key in keys[begin : begin + _PIECE]], key_pieces)
         text.append((b"\n" if begin else b"") + "\n".join(names[begin : begin + _PIECE]).encode("utf-8", "surrogatepass"))
         yield
     order = array("I")
-    for begin in range(0, len(ranked), _PIECE):
-        order.extend(map(index_of.__getitem__, ranked[begin : begin + _PIECE]))
+    for part, begin in zip(parts, range(0, len(ranked), _PIECE), strict=False):  # an empty table has a part, no piece
+        order.extend(map(part.__getitem__, ranked[begin : begin + _PIECE]))
         yield
     if sys.byteorder != "little":
         order.byteswap()
