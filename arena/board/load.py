@@ -41,7 +41,7 @@ from arena.engine.board import SHORT_KINDS, BoardEngine, retained_by
 from arena.engine.loader import Loader
 from arena.engine.periods import Window
 from arena.engine.records import BoardKind
-from arena.engine.routing import window_at
+from arena.engine.routing import Routed, TableKey, window_at
 from arena.engine.settlement import SettlementRecord
 from arena.engine.snapshot import SnapshotInvalid, decode, rejection
 from arena.engine.table import RankedTable
@@ -104,10 +104,11 @@ async def load(
     engine.unpublish()  # before the first await: no reader sees a table while the load changes it
     board = engine.spec.name
     upto = journal.last_seq if upto_seq is None else upto_seq
-    snapshot_seq = None if copy or snapshots is None else await _snapshot(engine, journal, snapshots, now)
+    started_from = None if copy or snapshots is None else await _snapshot(engine, journal, snapshots, now)
+    snapshot_seq = None if started_from is None else started_from[0]
     tables: list[TableReport] = []
-    if copy or snapshot_seq is not None:
-        events = await _tail(engine, journal, upto, now)
+    if copy or started_from is not None:
+        events = await _tail(engine, journal, upto, now, None if started_from is None else started_from[1])
     else:
         events, tables = await _replay(engine, journal, upto, now, everything, on_ready, fold)
     board_records = await journal.board_records(upto)
@@ -220,10 +221,15 @@ def _reports(loader: Loader, tables: list[RankedTable], seconds: float) -> list[
     ]
 
 
-async def _snapshot(engine: BoardEngine, journal: Journal, store: SnapshotStore, now: int) -> int | None:
-    """Fill ``engine`` (fresh, empty) from its board's newest snapshot, as of ``now``: its seq;
-    None (``engine`` untouched, a line logged saying why) when there is none or it may not serve.
-    O(members)."""
+Twins = dict[TableKey, tuple[Window, TableKey]]
+"""Tables a snapshot holds as repeats of another (``same_as``), not built yet: each one's window
+and the key of the table it repeats, which the tail feeds alone while it feeds them alike."""
+
+
+async def _snapshot(engine: BoardEngine, journal: Journal, store: SnapshotStore, now: int) -> tuple[int, Twins] | None:
+    """Fill ``engine`` (fresh, empty) from its board's newest snapshot, as of ``now``: its seq and
+    the tables it repeats (`Twins`, for `_tail` to build); None (``engine`` untouched, a line
+    logged saying why) when there is none or it may not serve. O(members)."""
     board = engine.spec.name
     try:
         data = await store.load(board)
@@ -241,43 +247,59 @@ async def _snapshot(engine: BoardEngine, journal: Journal, store: SnapshotStore,
         return None
 
     include = retained_by(floors)  # as a full replay: the tables retained today
-    built: dict[int, RankedTable] = {}  # by index in the snapshot
+    built: dict[int, TableKey] = {}  # by index in the snapshot
+    twins: Twins = {}
     for index, image in enumerate(snapshot.tables):  # one table a turn: each is O(n), about 0.3 s at 10**6 entries
         window = image.window
+        key = (window.kind, window.period_id)
         if include(window) and image.entries:  # as a full replay: no table for a window without events
             like = None if image.same_as is None else built.get(image.same_as)
+            if like is not None:
+                twins[key] = (window, like)
+                continue
             try:
-                table = like.copy(window) if like is not None else RankedTable.from_sorted(
-                    engine.rule, window, image.names, image.entries, image.order, image.keys)
+                table = RankedTable.from_sorted(engine.rule, window, image.names, image.entries, image.order, image.keys)
             except ValueError as exc:  # a checksum holding over a bad section: a bug
                 engine.tables.clear()
                 log.warning("board %s: snapshot at seq %d ignored: %s; replaying the journal in full", board, snapshot.seq, exc)
                 return None
-            engine.tables[(window.kind, window.period_id)] = built[index] = table
+            engine.tables[key] = table
+            built[index] = key
             await asyncio.sleep(0)
     engine.disputes = dict(snapshot.disputes)
     for marker in await journal.close_markers(snapshot.seq):
         engine.close(marker)
     engine.last_seq = snapshot.seq
-    return snapshot.seq
+    return snapshot.seq, twins
 
 
-async def _tail(engine: BoardEngine, journal: Journal, upto: int, now: int) -> int:
+async def _tail(engine: BoardEngine, journal: Journal, upto: int, now: int, twins: Twins | None = None) -> int:
     """Apply ``journal``'s records after ``engine.last_seq`` up to seq ``upto`` to ``engine``
-    (loaded up to its last_seq: a standby's copy, or a snapshot's tables), as of ``now``, and
-    leave its tables as a full replay up to ``upto`` would; the score events applied. O(records
-    in the tail + members of its voids' events)."""
+    (loaded up to its last_seq: a standby's copy, or a snapshot's tables and its ``twins``), as
+    of ``now``, and leave its tables as a full replay up to ``upto`` would; the score events
+    applied. A twin is fed with the table it repeats, once, while the tail feeds them alike, and
+    is then a copy of it: a board's current tables often hold the same events. O(records in the
+    tail + members of its voids' events + members of a twin)."""
     after = engine.last_seq
     include = retained_by(engine.retention_floors(now))
+    twins = dict(twins or {})
     for marker in await journal.close_markers(upto):
         if marker.seq > after:
             engine.close(marker)
     voids = [(void, occurred_at) for void, occurred_at in await journal.voids(upto) if void.seq > after]
     voided = {void.target_seq for void, _ in voids}
+
+    def fed(window: Window) -> bool:
+        return include(window) and (window.kind, window.period_id) not in twins
+
     events = 0
     async for rows in journal.scan(upto, min_seq=after + 1):
-        events += engine.fold(engine.router.routed(rows, voided), include)
+        routed = list(engine.router.routed(rows, voided))
+        if twins:
+            _part(engine, twins, _fed_apart(twins, routed, include))
+        events += engine.fold(routed, fed)
         await asyncio.sleep(0)
+    _part(engine, twins, list(twins))
     for key, table in engine.tables.items():  # a table the tail opened may be closed already
         closing = engine.markers.get(key)
         if closing is not None:
@@ -294,3 +316,17 @@ async def _tail(engine: BoardEngine, journal: Journal, upto: int, now: int) -> i
         if not include(table.window) or (table.closed and not len(table)):
             del engine.tables[key]
     return events
+
+
+def _fed_apart(twins: Twins, routed: list[Routed], include: Callable[[Window], bool]) -> list[TableKey]:
+    """The twins that ``routed`` would not feed as the table they repeat. O(rows + routes * kinds)."""
+    routes = {id(windows): windows for windows, *_ in routed}.values()  # events of a span share their windows
+    fed = [{(w.kind, w.period_id) for w in windows if include(w)} for windows in routes]
+    return [key for key, (_window, like) in twins.items() if any((key in keys) != (like in keys) for keys in fed)]
+
+
+def _part(engine: BoardEngine, twins: Twins, keys: list[TableKey]) -> None:
+    """Build the twins of ``keys`` as copies of the tables they repeat, as they are now. O(members)."""
+    for key in keys:
+        window, like = twins.pop(key)
+        engine.tables[key] = engine.tables[like].copy(window)
