@@ -1,9 +1,10 @@
 """``python -m loadtest.bench_snapshot``: what taking a snapshot of a board of 10**6 members adds
 to the event loop while ingest goes on (what it adds to an ack at most): the loop's stalls (a
 ticker that sleeps 1 ms, beside batches of 100 updates a ms) during a snapshot and, as the
-control, during as long a time without one; the CPU seconds of this process in both (their
-difference is the snapshot's, the checksum and the write in a thread included); then the
-snapshot's size and the time to decode and load it. ``--profile N`` prints the N costliest
+control, during as long a time without one; the CPU seconds of this process in both (the
+ingest takes whatever CPU the snapshot leaves it, so on a busy machine compare the snapshot's
+CPU across runs and trees rather than against its control); then the snapshot's size and the
+time to decode and load it. ``--profile N`` prints the N costliest
 functions of one more snapshot taken under ingest (cProfile, by own time). One table of the
 board's rule (``--aggregation``); the journal is a stub that knows the record at the snapshot's
 seq; the snapshot goes to a file, or with ``--postgres`` to an embedded PostgreSQL. A warm-up,

@@ -122,8 +122,8 @@ def encode(snapshot: Snapshot[TableSource], body: list[bytes]) -> Iterator[None]
     each run a table source reads and each piece of a section, a few ms at most; `seal` then
     makes the whole. Both orders a section holds are read from the table's own sorted structures
     (its entries, its search index), so nothing is sorted: what remains is one hash join, where
-    in code point order each entry of the rank order is. O(entries): about 1 s of CPU and 40 MB
-    at 10**6 entries of 16-byte members, most of it that join's lookups (cache misses); a table
+    in code point order each entry of the rank order is. O(entries): 1.5-2 s of CPU on a busy
+    2-core VM at 10**6 entries of 16-byte members, half of it that join (cache misses); a table
     that repeats another costs a comparison."""
     sections: list[list[bytes]] = []
     tables = []

@@ -103,7 +103,8 @@ class RankedTable:
 
     def copy(self, window: Window) -> RankedTable:
         """A table of ``window`` holding this one's entries, which it shares (they are immutable):
-        a table of another window that a snapshot found equal. O(n), a few ms at 10**6."""
+        a table of another window that a snapshot found equal. O(n): each entry and name is
+        referenced once more, 0.3-0.5 s at 10**6 on a busy VM (a cache miss each)."""
         table = RankedTable(self.rule, window)
         table._items = self._items.copy()
         table._sorted = _of_sublists([sublist.copy() for sublist in self._sorted._lists])
