@@ -13,8 +13,8 @@ from __future__ import annotations
 import hashlib
 import operator
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import islice
-from typing import Any, NamedTuple
+from itertools import filterfalse, islice
+from typing import Any, NamedTuple, cast
 
 from sortedcontainers import SortedList
 
@@ -365,6 +365,7 @@ class Freeze:
         self.window = table.window
         self._read_to: bytes | None = None  # the last entry `runs` read; None: nothing read yet
         self._before: dict[str, bytes | None] = {}  # each member changed since the start: its entry then
+        self._joined: set[str] = set()  # members changed since the start that the table did not hold then
         self._put: dict[bytes, None] = {}  # entries put in since the start above what `runs` read
         self._left = SortedList()  # entries at the start since left, above what `runs` read then
         self._gone = SortedList()  # members at the start the table has let go since
@@ -378,7 +379,9 @@ class Freeze:
             self._put[new] = None
         if member not in self._before:
             self._before[member] = old
-            if old is not None:
+            if old is None:
+                self._joined.add(member)
+            else:
                 if read_to is None or old > read_to:
                     self._left.add(old)
                 if self.table._keys is not None:
@@ -397,7 +400,7 @@ class Freeze:
             last = start + self.step >= len(sorted_)
             high = None if last else live[-1]
             gone = list(left.irange(read_to, high, inclusive=(False, True)))
-            run = [entry for entry in live if entry not in put] if put else live
+            run = list(filterfalse(put.__contains__, live)) if put else live
             if gone:
                 run = sorted(run + gone)  # two sorted runs: one merge
             self._read_to = high
@@ -411,21 +414,22 @@ class Freeze:
         table may change between two runs. O(n + changes * log n) in all."""
         table = self.table
         names, items, now_keys = table._names, table._items, table._keys
-        before, gone, keys = self._before, self._gone, self._keys
+        before, joined, gone, keys = self._before, self._joined, self._gone, self._keys
         read_to: str | None = None
         while True:
             start = 0 if read_to is None else names.bisect_right(read_to)
             live = list(names.islice(start, start + self.step))
             last = start + self.step >= len(names)
             high = None if last else live[-1]
-            run = [name for name in live if before.get(name, name) is not None] if before else live  # not joined since
+            run = list(filterfalse(joined.__contains__, live)) if joined else live
             let_go = [name for name in gone.irange(read_to, high, inclusive=(False, True)) if name not in items]
             if let_go:
                 run = sorted(run + let_go)  # two sorted runs: one merge
-            # a name in `before` has its entry there (those that joined since are left out above)
-            entries = [items[name] if (then := before.get(name)) is None else then for name in run] if before else \
+            # each member's entry (key) at the start: the one the freeze kept if it changed since, else
+            # the table's; every member of the run has one or the other (those that joined are left out)
+            entries = cast(list[bytes], list(map(before.get, run, map(items.get, run)))) if before else \
                 list(map(items.__getitem__, run))
-            run_keys = None if now_keys is None else [keys[name] if name in keys else now_keys[name] for name in run]
+            run_keys = None if now_keys is None else cast(list[str], list(map(keys.get, run, map(now_keys.get, run))))
             read_to = high
             yield run, entries, run_keys
             if last:
