@@ -1,13 +1,19 @@
 """``python -m loadtest.bench_snapshot``: what taking a snapshot of a board of 10**6 members adds
 to the event loop while ingest goes on (what it adds to an ack at most): the loop's stalls (a
 ticker that sleeps 1 ms, beside batches of 100 updates a ms) during a snapshot and, as the
-control, during as long a time without one; then the snapshot's size and the time to decode and
-load it. One table of the board's rule (``--aggregation``); the journal is a stub that knows the
-record at the snapshot's seq; the snapshot goes to a file, or with ``--postgres`` to an embedded
-PostgreSQL. A warm-up, then ``--repeat`` runs (fixed seeds); a shared machine's noise shows in
-the control."""
+control, during as long a time without one; the CPU seconds of this process in both (the
+ingest takes whatever CPU the snapshot leaves it, so on a busy machine compare the snapshot's
+CPU across runs and trees rather than against its control); then the snapshot's size and the
+time to decode and load it. ``--profile N`` prints the N costliest
+functions of one more snapshot taken under ingest (cProfile, by own time). One table of the
+board's rule (``--aggregation``); the journal is a stub that knows the record at the snapshot's
+seq; the snapshot goes to a file, or with ``--postgres`` to an embedded PostgreSQL. A warm-up,
+then ``--repeat`` runs (fixed seeds); a shared machine's noise shows in the control."""
 import argparse
 import asyncio
+import cProfile
+import os
+import pstats
 import random
 import tempfile
 import time
@@ -40,7 +46,8 @@ def _ms(values: list[float], q: float) -> str:
     return f"{values[min(int(len(values) * q), len(values) - 1)] * 1000:.1f}"
 
 
-async def run(engine: BoardEngine, store: SnapshotStore, seed: int) -> tuple[float, list[float], list[float]]:
+async def run(engine: BoardEngine, store: SnapshotStore, seed: int, profile: cProfile.Profile | None = None
+              ) -> tuple[float, list[float], list[float], float, float]:
     rng = random.Random(seed)
     table = engine.tables[(PeriodKind.ALLTIME, "alltime")]
     update = engine.rule.update
@@ -57,8 +64,8 @@ async def run(engine: BoardEngine, store: SnapshotStore, seed: int) -> tuple[flo
 
     async def ingest() -> None:  # 100 events a millisecond at most, as batches would apply them
         while not done:
-            batch = [(f"member-{rng.randrange(MEMBERS)}", update("x", rng.randrange(10**9), 2000, f"k{rng.random()}"))
-                     for _ in range(100)]
+            members = [f"member-{rng.randrange(MEMBERS)}" for _ in range(100)]
+            batch = [(member, update(member, rng.randrange(10**9), 2000, f"k{rng.random()}")) for member in members]
             table.apply_updates(batch)
             await asyncio.sleep(0.001)
 
@@ -67,18 +74,24 @@ async def run(engine: BoardEngine, store: SnapshotStore, seed: int) -> tuple[flo
     engine.last_seq += 1
     snapshotter = Snapshotter(engine, _OneRecord(), store, 1, Clock())  # type: ignore[arg-type]
     gaps.clear()
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
+    if profile is not None:
+        profile.enable()
     await snapshotter.take()
-    took = time.perf_counter() - started
+    if profile is not None:
+        profile.disable()
+    took, cpu = time.perf_counter() - started, time.process_time() - cpu
     during = gaps[:]
     gaps.clear()
+    control_cpu = time.process_time()
     await asyncio.sleep(took)
+    control_cpu = time.process_time() - control_cpu
     done = True
     await asyncio.gather(*tasks)
-    return took, during, gaps
+    return took, during, gaps, cpu, control_cpu
 
 
-async def main(aggregation: str, repeat: int, postgres: str | None) -> None:
+async def main(aggregation: str, repeat: int, postgres: str | None, profile: int = 0) -> None:
     spec = BoardSpec("b", aggregation=Aggregation(aggregation))
     engine = BoardEngine(spec)
     rng = random.Random(1)
@@ -91,16 +104,20 @@ async def main(aggregation: str, repeat: int, postgres: str | None) -> None:
     await (await backend.open(spec)).close()  # PostgreSQL: the schema
     store = snapshot_store(backend)
     print(f"10**6 members, 1 table ({aggregation}), ingest 100 events a ms at most, to {store.where('b')}"
-          " (after a warm-up run):")
+          f" (after a warm-up run); load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}:")
     await run(engine, store, 0)
     data = None
     for i in range(1, repeat + 1):
-        took, during, control = await run(engine, store, i)
+        took, during, control, cpu, control_cpu = await run(engine, store, i)
         data = await store.load("b")
         assert data is not None
-        print(f"  run {i}: snapshot in {took:.3f}s, {len(data) / 1e6:.1f} MB; loop stall max {_ms(during, 1)} ms,"
-              f" p99 {_ms(during, 0.99)} ms ({len(during)} ticks); control max {_ms(control, 1)} ms,"
-              f" p99 {_ms(control, 0.99)} ms ({len(control)} ticks)")
+        print(f"  run {i}: snapshot in {took:.3f}s, {len(data) / 1e6:.1f} MB, CPU {cpu:.3f}s (control {control_cpu:.3f}s);"
+              f" loop stall max {_ms(during, 1)} ms, p99 {_ms(during, 0.99)} ms ({len(during)} ticks);"
+              f" control max {_ms(control, 1)} ms, p99 {_ms(control, 0.99)} ms ({len(control)} ticks)")
+    if profile:
+        profiler = cProfile.Profile()
+        await run(engine, store, repeat + 1, profiler)
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(profile)
     await backend.close()
     if data is None:
         return
@@ -116,11 +133,12 @@ if __name__ == "__main__":
     parser.add_argument("--aggregation", default="best", choices=[a.value for a in Aggregation])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--postgres", action="store_true", help="store the snapshot in an embedded PostgreSQL")
+    parser.add_argument("--profile", type=int, default=0, metavar="N", help="print the N costliest functions of one more snapshot")
     args = parser.parse_args()
     if args.postgres:
         from loadtest.postgres import postgres_url
 
         with postgres_url() as url:
-            asyncio.run(main(args.aggregation, args.repeat, url))
+            asyncio.run(main(args.aggregation, args.repeat, url, args.profile))
     else:
-        asyncio.run(main(args.aggregation, args.repeat, None))
+        asyncio.run(main(args.aggregation, args.repeat, None, args.profile))

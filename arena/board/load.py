@@ -42,7 +42,7 @@ from arena.engine.league import LEAGUE_RECORD, League, parse_moves
 from arena.engine.loader import Loader
 from arena.engine.periods import Window
 from arena.engine.records import BoardKind
-from arena.engine.routing import table_key, window_at
+from arena.engine.routing import Routed, TableKey, table_key, window_at
 from arena.engine.settlement import SettlementRecord
 from arena.engine.snapshot import SnapshotInvalid, decode, rejection
 from arena.engine.table import RankedTable
@@ -105,11 +105,12 @@ async def load(
     engine.unpublish()  # before the first await: no reader sees a table while the load changes it
     board = engine.spec.name
     upto = journal.last_seq if upto_seq is None else upto_seq
-    snapshot_seq = None if copy or snapshots is None else await _snapshot(engine, journal, snapshots, now)
+    started_from = None if copy or snapshots is None else await _snapshot(engine, journal, snapshots, now)
+    snapshot_seq = None if started_from is None else started_from[0]
     tables: list[TableReport] = []
     firsts: SeasonFirsts = {}
-    if copy or snapshot_seq is not None:
-        events = await _tail(engine, journal, upto, now, firsts)
+    if copy or started_from is not None:
+        events = await _tail(engine, journal, upto, now, firsts, None if started_from is None else started_from[1])
     else:
         events, tables = await _replay(engine, journal, upto, now, everything, on_ready, fold, firsts)
     board_records = await journal.board_records(upto)
@@ -230,10 +231,15 @@ def _reports(loader: Loader, tables: list[RankedTable], seconds: float) -> list[
     ]
 
 
-async def _snapshot(engine: BoardEngine, journal: Journal, store: SnapshotStore, now: int) -> int | None:
-    """Fill ``engine`` (fresh, empty) from its board's newest snapshot, as of ``now``: its seq;
-    None (``engine`` untouched, a line logged saying why) when there is none or it may not serve.
-    O(members)."""
+Twins = dict[TableKey, tuple[Window, TableKey]]
+"""Tables a snapshot holds as repeats of another (``same_as``), not built yet: each one's window
+and the key of the table it repeats, which the tail feeds alone while it feeds them alike."""
+
+
+async def _snapshot(engine: BoardEngine, journal: Journal, store: SnapshotStore, now: int) -> tuple[int, Twins] | None:
+    """Fill ``engine`` (fresh, empty) from its board's newest snapshot, as of ``now``: its seq and
+    the tables it repeats (`Twins`, for `_tail` to build); None (``engine`` untouched, a line
+    logged saying why) when there is none or it may not serve. O(members)."""
     board = engine.spec.name
     try:
         data = await store.load(board)
@@ -251,11 +257,19 @@ async def _snapshot(engine: BoardEngine, journal: Journal, store: SnapshotStore,
         return None
 
     include = retained_by(floors)  # as a full replay: the tables retained today
+    # repeats of a global table wait as twins for the tail; a board with partitions builds each
+    # table (a partition's is fed only with its window's global table, never apart from it)
+    partitioned = bool(engine.spec.partitions()) or engine.league is not None
     built: dict[int, RankedTable] = {}  # by index in the snapshot
+    twins: Twins = {}
     for index, image in enumerate(snapshot.tables):  # one table a turn: each is O(n), about 0.3 s at 10**6 entries
         window = image.window
+        key = (window.kind, window.period_id)
         if include(window) and image.entries:  # as a full replay: no table for a window without events
             like = None if image.same_as is None else built.get(image.same_as)
+            if like is not None and not partitioned:
+                twins[key] = (window, (like.window.kind, like.window.period_id))
+                continue
             try:
                 table = like.copy(window) if like is not None else RankedTable.from_sorted(
                     engine.rule, window, image.names, image.entries, image.order, image.keys)
@@ -265,7 +279,6 @@ async def _snapshot(engine: BoardEngine, journal: Journal, store: SnapshotStore,
                 log.warning("board %s: snapshot at seq %d ignored: %s; replaying the journal in full", board, snapshot.seq, exc)
                 return None
             built[index] = table
-            key = (window.kind, window.period_id)
             if image.partition is None:
                 engine.tables[key] = table
             else:
@@ -288,27 +301,39 @@ async def _snapshot(engine: BoardEngine, journal: Journal, store: SnapshotStore,
     for marker in await journal.close_markers(snapshot.seq):
         engine.close(marker)
     engine.last_seq = snapshot.seq
-    return snapshot.seq
+    return snapshot.seq, twins
 
 
-async def _tail(engine: BoardEngine, journal: Journal, upto: int, now: int, firsts: SeasonFirsts) -> int:
+async def _tail(engine: BoardEngine, journal: Journal, upto: int, now: int, firsts: SeasonFirsts,
+                twins: Twins | None = None) -> int:
     """Apply ``journal``'s records after ``engine.last_seq`` up to seq ``upto`` to ``engine``
-    (loaded up to its last_seq: a standby's copy, or a snapshot's tables), as of ``now``, and
-    leave its tables as a full replay up to ``upto`` would; the score events applied. O(records
-    in the tail + members of its voids' events)."""
+    (loaded up to its last_seq: a standby's copy, or a snapshot's tables and its ``twins``), as
+    of ``now``, and leave its tables as a full replay up to ``upto`` would; the score events
+    applied. A twin is fed with the table it repeats, once, while the tail feeds them alike, and
+    is then a copy of it: a board's current tables often hold the same events. O(records in the
+    tail + members of its voids' events + members of a twin)."""
     after = engine.last_seq
     include = retained_by(engine.retention_floors(now))
+    twins = dict(twins or {})
     for marker in await journal.close_markers(upto):
         if marker.seq > after:
             engine.close(marker)
     voids = [(void, occurred_at) for void, occurred_at in await journal.voids(upto) if void.seq > after]
     voided = {void.target_seq for void, _ in voids}
+
+    def fed(window: Window) -> bool:
+        return include(window) and (window.kind, window.period_id) not in twins
+
     events = 0
     async for rows in journal.scan(upto, min_seq=after + 1):
         if engine.league is not None:
             engine.season_firsts(rows, include, firsts)
-        events += engine.fold(engine.router.routed(rows, voided), include)
+        routed = list(engine.router.routed(rows, voided))
+        if twins:
+            _part(engine, twins, _fed_apart(twins, routed, include))
+        events += engine.fold(routed, fed)
         await asyncio.sleep(0)
+    _part(engine, twins, list(twins))
     for table in engine.tables.values():  # a table the tail opened may be closed already
         engine.close_table(table)
     for void, occurred_at in voids:
@@ -328,3 +353,17 @@ async def _tail(engine: BoardEngine, journal: Journal, upto: int, now: int, firs
             if part.closed and not len(part):
                 del parts[name]
     return events
+
+
+def _fed_apart(twins: Twins, routed: list[Routed], include: Callable[[Window], bool]) -> list[TableKey]:
+    """The twins that ``routed`` would not feed as the table they repeat. O(rows + routes * kinds)."""
+    routes = {id(windows): windows for windows, *_ in routed}.values()  # events of a span share their windows
+    fed = [{(w.kind, w.period_id) for w in windows if include(w)} for windows in routes]
+    return [key for key, (_window, like) in twins.items() if any((key in keys) != (like in keys) for keys in fed)]
+
+
+def _part(engine: BoardEngine, twins: Twins, keys: list[TableKey]) -> None:
+    """Build the twins of ``keys`` as copies of the tables they repeat, as they are now. O(members)."""
+    for key in keys:
+        window, like = twins.pop(key)
+        engine.tables[key] = engine.tables[like].copy(window)

@@ -72,13 +72,6 @@ def unpack(item: bytes) -> tuple[int, str]:
     return sort_key, decode_member(item[end:])
 
 
-def member_of(item: bytes) -> str:
-    """The member an entry was packed for, without decoding its sort key in the common form."""
-    if item[0] == _INLINE:
-        return item[17:].decode("utf-8", "surrogatepass")
-    return unpack(item)[1]
-
-
 def decode_member(raw: bytes) -> str:
     """The member string of the UTF-8 bytes `split_all` yields."""
     return raw.decode("utf-8", "surrogatepass")

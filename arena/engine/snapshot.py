@@ -28,19 +28,18 @@ reason, the board replays in full and its next snapshot is of this format.
 from __future__ import annotations
 
 import hashlib
-import heapq
 import struct
 import sys
 from array import array
+from bisect import bisect_right
 from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import accumulate, islice
-from typing import Generic, Protocol, TypeVar
+from itertools import accumulate
+from typing import Any, Generic, Protocol, TypeVar
 
 import orjson
 
 from arena.engine.periods import Window, period_name
-from arena.engine.rankkey import split_all
 from arena.engine.records import BoardRecord, CloseRecord, Record, ScoreRecord
 from arena.engine.routing import TableKey
 
@@ -59,12 +58,14 @@ class SnapshotInvalid(ValueError):
     """A snapshot that cannot be used: the message says why (it is logged, then a full replay)."""
 
 
-Run = tuple[Sequence[bytes], Sequence[str] | None]
-"""Consecutive entries of a table in rank order, and (latest aggregation) each one's deciding key."""
+Named = tuple[Sequence[str], Sequence[bytes], Sequence[str] | None]
+"""Consecutive members of a table in code point order, each one's entry and (latest aggregation)
+deciding key."""
 
 
 class TableSource(Protocol):
-    """A table to encode: its window and its entries a run at a time (`arena.engine.table.Freeze`)."""
+    """A table to encode (`arena.engine.table.Freeze`): its window, its entries in rank order a
+    run at a time, and its members in code point order a run at a time."""
 
     @property
     def window(self) -> Window: ...
@@ -72,7 +73,9 @@ class TableSource(Protocol):
     @property
     def partition(self) -> str | None: ...
 
-    def runs(self) -> Iterable[Run]: ...
+    def runs(self) -> Iterable[Sequence[bytes]]: ...
+
+    def named(self) -> Iterable[Named]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,35 +127,49 @@ def record_identity(record: Record) -> str:
 
 def encode(snapshot: Snapshot[TableSource], body: list[bytes]) -> Iterator[None]:
     """Fill ``body`` (empty) with the snapshot's body as pieces of bytes, pausing (yielding) after
-    each run of entries and each piece of a section, a few ms at most; `seal` then makes the
-    whole. O(entries log runs): about 1.5 s of CPU and 40 MB at 10**6 entries of 16-byte members,
-    most of it putting the members in code point order; a table that repeats another costs a
-    comparison."""
+    each run a table source reads and each piece of a section, a few ms at most; `seal` then
+    makes the whole. Both orders a section holds are read from the table's own sorted structures
+    (its entries, its search index), so nothing is sorted: what remains is one hash join, where
+    in code point order each entry of the rank order is. O(entries): 1.5-2 s of CPU on a busy
+    2-core VM at 10**6 entries of 16-byte members, half of it that join (cache misses); a table
+    that repeats another costs a comparison."""
     sections: list[list[bytes]] = []
     tables = []
-    taken: list[tuple[list[bytes], list[str] | None]] = []  # each table's entries and keys, in rank order
+    taken: list[tuple[list[bytes], list[str] | None]] = []  # each table's entries (rank order) and keys (code point order)
     for table in snapshot.tables:
+        ranked: list[bytes] = []
+        for run in table.runs():
+            ranked += run
+            yield
+        names: list[str] = []
         entries: list[bytes] = []
         keys: list[str] | None = None
-        for run, run_keys in table.runs():
-            entries += run
+        for run_names, run_entries, run_keys in table.named():
+            names += run_names
+            entries += run_entries
             if run_keys is not None:  # every run of a latest table has keys, even an empty run
                 keys = [] if keys is None else keys
                 keys += run_keys
             yield
+        assert len(names) == len(ranked), f"a table source read {len(ranked)} entries and {len(names)} members"
         same_as = None
         for earlier, (other, other_keys) in enumerate(taken):
-            if (yield from _equal(other, entries)) and (yield from _equal(other_keys, keys)):
+            if (yield from _equal(other, ranked)) and (yield from _equal(other_keys, keys)):
                 same_as = earlier
                 break
-        taken.append((entries, keys))
-        section = [] if same_as is not None else (yield from _section(entries, keys))
+        taken.append((ranked, keys))
+        section = [] if same_as is not None else (yield from _section(ranked, names, entries, keys))
+        yield from _release(names)
+        yield from _release(entries)
         tables.append({
             "kind": table.window.kind, "period_id": table.window.period_id,
             "start_ms": table.window.start_ms, "end_ms": table.window.end_ms, "partition": table.partition,
-            "count": len(entries), "same_as": same_as, "section_bytes": _size(section), "keys": keys is not None,
+            "count": len(ranked), "same_as": same_as, "section_bytes": _size(section), "keys": keys is not None,
         })
         sections.append(section)
+    for ranked, keys in taken:
+        yield from _release(ranked)
+        yield from _release(keys or [])
     header = orjson.dumps({
         "board": snapshot.board, "definition": snapshot.definition, "seq": snapshot.seq, "record": snapshot.record,
         "floors": snapshot.floors, "disputes": [[str(k), p, n] for (k, p), n in snapshot.disputes.items()],
@@ -172,34 +189,43 @@ def _equal(a: Sequence[object] | None, b: Sequence[object] | None) -> Generator[
     return True
 
 
-def _section(entries: list[bytes], keys: list[str] | None) -> Generator[None, None, list[bytes]]:
-    """The section of a table of ``entries`` (in rank order) and their ``keys``, pausing after
-    each piece: runs of the members sorted, then merged into code point order."""
-    runs: list[list[bytes]] = []
-    for begin in range(0, len(entries), _PIECE):
-        # member + NUL + rank: the member (which holds no NUL) decides the order
-        runs.append(sorted([member + b"\0" + rank.to_bytes(4, "big") for (_sort_key, member), rank in
-                            zip(split_all(entries[begin : begin + _PIECE]), range(begin, begin + _PIECE), strict=False)]))
+def _release(items: list[Any]) -> Generator[None, None, None]:
+    """Empty ``items`` from the end, pausing every `_PIECE` items: freeing 10**6 references at once
+    (a cache miss each) stalled the loop 100-250 ms at the end of a snapshot."""
+    while items:
+        del items[-_PIECE:]
         yield
+
+
+def _section(ranked: list[bytes], names: list[str], entries: list[bytes], keys: list[str] | None
+             ) -> Generator[None, None, list[bytes]]:
+    """The section of a table of ``ranked`` entries (rank order), whose members are ``names`` (code
+    point order) with each one's entry in ``entries`` and key in ``keys``, pausing after each piece."""
     placed: tuple[list[bytes], list[bytes]] = ([], [])
-    names: list[bytes] = []
     key_pieces: tuple[list[bytes], list[bytes]] = ([], [])
-    order = array("I", bytes(4 * len(entries)))
-    at = 0
-    merged = heapq.merge(*runs)
-    while piece := list(islice(merged, _PIECE)):
-        ranks = [int.from_bytes(item[-4:], "big") for item in piece]
-        for index, rank in enumerate(ranks, at):
-            order[rank] = index
-        _blobs([entries[rank] for rank in ranks], placed)
-        names.append((b"\n" if at else b"") + b"\n".join([item[:-5] for item in piece]))
+    text: list[bytes] = []
+    # Each entry's index in code point order, kept by the piece of the rank order it falls in:
+    # a piece's lookups then stay in one small dict (in the CPU's cache), and no dict grows
+    # past a piece (one dict of 10**6 entries stalled the loop 70-330 ms as it grew).
+    firsts = ranked[_PIECE::_PIECE]
+    parts: list[dict[bytes, int]] = [{} for _ in range(len(firsts) + 1)]
+    for begin in range(0, len(names), _PIECE):
+        piece = entries[begin : begin + _PIECE]
+        for index, entry in enumerate(piece, begin):
+            parts[bisect_right(firsts, entry)][entry] = index
+        _blobs(piece, placed)
         if keys is not None:
-            _blobs([keys[rank].encode("utf-8", "surrogatepass") for rank in ranks], key_pieces)
-        at += len(piece)
+            _blobs([key.encode("utf-8", "surrogatepass") for key in keys[begin : begin + _PIECE]], key_pieces)
+        text.append((b"\n" if begin else b"") + "\n".join(names[begin : begin + _PIECE]).encode("utf-8", "surrogatepass"))
+        yield
+    order = array("I")
+    for part, begin in zip(parts, range(0, len(ranked), _PIECE), strict=False):  # an empty table has a part, no piece
+        order.extend(map(part.__getitem__, ranked[begin : begin + _PIECE]))
+        part.clear()  # freed a piece at a time (below)
         yield
     if sys.byteorder != "little":
         order.byteswap()
-    return [*placed[0], *placed[1], *key_pieces[0], *key_pieces[1], order.tobytes(), *names]
+    return [*placed[0], *placed[1], *key_pieces[0], *key_pieces[1], order.tobytes(), *text]
 
 
 def seal(body: Sequence[bytes]) -> list[bytes]:
@@ -267,12 +293,10 @@ def _image(window: Window, section: memoryview, count: int, keyed: bool, partiti
 
 
 def _blobs(items: Sequence[bytes], into: tuple[list[bytes], list[bytes]]) -> None:
-    """Add each item's u32 length to ``into[0]`` and the items to ``into[1]``, in pieces of at
-    most `_PIECE` items: a section is ``into[0] + into[1]``."""
-    for begin in range(0, len(items), _PIECE):
-        piece = items[begin : begin + _PIECE]
-        into[0].append(_u32s(list(map(len, piece))))
-        into[1].append(b"".join(piece))
+    """Add each item's u32 length to ``into[0]`` and the items to ``into[1]``: a part is
+    ``into[0] + into[1]``."""
+    into[0].append(_u32s(list(map(len, items))))
+    into[1].append(b"".join(items))
 
 
 def _u32s(values: list[int]) -> bytes:

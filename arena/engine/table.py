@@ -13,13 +13,13 @@ from __future__ import annotations
 import hashlib
 import operator
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import islice
-from typing import Any, NamedTuple
+from itertools import filterfalse, islice
+from typing import Any, NamedTuple, cast
 
 from sortedcontainers import SortedList
 
 from arena.engine.periods import Window
-from arena.engine.rankkey import decode_member, member_of, pack, pack_all, sort_key_of, split_all, unpack
+from arena.engine.rankkey import decode_member, pack, pack_all, sort_key_of, split_all, unpack
 from arena.engine.scoring import Aggregation, ScoringRule, Standing, State, Update
 
 
@@ -105,7 +105,8 @@ class RankedTable:
 
     def copy(self, window: Window) -> RankedTable:
         """A table of ``window`` holding this one's entries, which it shares (they are immutable):
-        a table of another window that a snapshot found equal. O(n), a few ms at 10**6."""
+        a table of another window that a snapshot found equal. O(n): each entry and name is
+        referenced once more, 0.3-0.5 s at 10**6 on a busy VM (a cache miss each)."""
         table = RankedTable(self.rule, window)
         table._items = self._items.copy()
         table._sorted = _of_sublists([sublist.copy() for sublist in self._sorted._lists])
@@ -349,16 +350,17 @@ def _of_sublists(lists: list[list[Any]]) -> SortedList:
 
 
 class Freeze:
-    """A table's standings as of the moment the freeze began, read a run of entries at a time
-    while the table goes on changing. Beginning one is O(1); the table tells it of each change
-    before making it (`change`, O(log changes)); `end` stops it. One freeze of a table at a time.
+    """A table's standings as of the moment the freeze began, read a run at a time while the
+    table goes on changing: its entries in rank order (`runs`) and its members in code point
+    order with their entries and keys (`named`), both from the table's own sorted structures,
+    without a sort. Beginning one is O(1); the table tells it of each change before making it
+    (`change`, O(log changes)); `end` stops it. One freeze of a table at a time.
 
-    `runs` reads the live table in consecutive ranges of entries, each in one step: a range's
-    entries as of the start are its live entries less those put in since the start, plus the
-    entries members had at the start and have left since. Only changes above what was read are
-    kept, and no copy of the table is made: a copy in one turn of the event loop stalled it
-    45-86 ms at 10**6 entries, and copies of its sublists (copy-on-write) left young lists of
-    entries for the garbage collector to walk, 20-80 ms a collection."""
+    Each run reads the live table in one step: a range's entries (members) as of the start are
+    its live ones less those put in (joined) since the start, plus those the table held at the
+    start and has let go since. No copy of the table is made: a copy in one turn of the event
+    loop stalled it 45-86 ms at 10**6 entries, and copies of its sublists (copy-on-write) left
+    young lists of entries for the garbage collector to walk, 20-80 ms a collection."""
 
     step = 1024
     """Entries a run: 1024 take about 1 ms with their encoding (`arena.engine.snapshot.encode`)."""
@@ -368,10 +370,12 @@ class Freeze:
         self.table = table
         self.window = table.window
         self.partition = table.partition
-        self._read_to: bytes | None = None  # the last entry read; None: nothing read yet
-        self._changed: dict[str, None] = {}  # members changed since the start
-        self._put: dict[bytes, None] = {}  # entries put in since the start above what was read
-        self._left = SortedList()  # entries at the start since left, above what was read then
+        self._read_to: bytes | None = None  # the last entry `runs` read; None: nothing read yet
+        self._before: dict[str, bytes | None] = {}  # each member changed since the start: its entry then
+        self._joined: set[str] = set()  # members changed since the start that the table did not hold then
+        self._put: dict[bytes, None] = {}  # entries put in since the start above what `runs` read
+        self._left = SortedList()  # entries at the start since left, above what `runs` read then
+        self._gone = SortedList()  # members at the start the table has let go since
         self._keys: dict[str, str] = {}  # latest aggregation: deciding keys at the start of changed members
         table._freeze = self
 
@@ -380,20 +384,22 @@ class Freeze:
         read_to = self._read_to
         if new is not None and (read_to is None or new > read_to):
             self._put[new] = None
-        if member in self._changed:
-            return
-        self._changed[member] = None
-        if old is not None and (read_to is None or old > read_to):
-            self._left.add(old)
-            if self.table._keys is not None:
-                self._keys[member] = self.table._keys[member]
+        if member not in self._before:
+            self._before[member] = old
+            if old is None:
+                self._joined.add(member)
+            else:
+                if read_to is None or old > read_to:
+                    self._left.add(old)
+                if self.table._keys is not None:
+                    self._keys[member] = self.table._keys[member]
+        if new is None and self._before[member] is not None and member not in self._gone:
+            self._gone.add(member)
 
-    def runs(self) -> Iterator[tuple[list[bytes], list[str] | None]]:
-        """The entries as of the start in rank order, a run of about `step` at a time, each with
-        (latest aggregation) its entries' deciding keys. The table may change between two runs.
-        O(n + changes * log n) in all."""
-        table = self.table
-        sorted_, left, put = table._sorted, self._left, self._put
+    def runs(self) -> Iterator[list[bytes]]:
+        """The entries as of the start in rank order, a run of about `step` at a time. The table
+        may change between two runs. O(n + changes * log n) in all."""
+        sorted_, left, put = self.table._sorted, self._left, self._put
         while True:
             read_to = self._read_to
             start = 0 if read_to is None else sorted_.bisect_right(read_to)
@@ -401,20 +407,40 @@ class Freeze:
             last = start + self.step >= len(sorted_)
             high = None if last else live[-1]
             gone = list(left.irange(read_to, high, inclusive=(False, True)))
-            run = [entry for entry in live if entry not in put] if put else live
+            run = list(filterfalse(put.__contains__, live)) if put else live
             if gone:
                 run = sorted(run + gone)  # two sorted runs: one merge
             self._read_to = high
-            yield run, self._keys_of(run)
+            yield run
             if last:
                 return
 
-    def _keys_of(self, run: list[bytes]) -> list[str] | None:
-        now = self.table._keys
-        if now is None:
-            return None
-        before = self._keys  # else the key has not changed since the start
-        return [before[member] if member in before else now[member] for member in map(member_of, run)]
+    def named(self) -> Iterator[tuple[list[str], list[bytes], list[str] | None]]:
+        """The members as of the start in code point order, a run of about `step` at a time,
+        each run with their entries and (latest aggregation) deciding keys as of the start. The
+        table may change between two runs. O(n + changes * log n) in all."""
+        table = self.table
+        names, items, now_keys = table._names, table._items, table._keys
+        before, joined, gone, keys = self._before, self._joined, self._gone, self._keys
+        read_to: str | None = None
+        while True:
+            start = 0 if read_to is None else names.bisect_right(read_to)
+            live = list(names.islice(start, start + self.step))
+            last = start + self.step >= len(names)
+            high = None if last else live[-1]
+            run = list(filterfalse(joined.__contains__, live)) if joined else live
+            let_go = [name for name in gone.irange(read_to, high, inclusive=(False, True)) if name not in items]
+            if let_go:
+                run = sorted(run + let_go)  # two sorted runs: one merge
+            # each member's entry (key) at the start: the one the freeze kept if it changed since, else
+            # the table's; every member of the run has one or the other (those that joined are left out)
+            entries = cast(list[bytes], list(map(before.get, run, map(items.get, run)))) if before else \
+                list(map(items.__getitem__, run))
+            run_keys = None if now_keys is None else cast(list[str], list(map(keys.get, run, map(now_keys.get, run))))
+            read_to = high
+            yield run, entries, run_keys
+            if last:
+                return
 
     def end(self) -> None:
         """Stop (also when the freeze is abandoned). O(1)."""

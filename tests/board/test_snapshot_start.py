@@ -227,3 +227,35 @@ async def test_a_valid_snapshot_serves_and_only_the_tail_is_replayed(store: Stor
     assert (report.events, report.snapshot_seq) == (1, journal.last_seq - 1)
     assert state(started) == state(await full_replay(journal, SPEC, now))
     await journal.close()
+
+
+@pytest.mark.parametrize("tail_days", [(0,), (0, 1)], ids=["fed alike", "parted by a new day"])
+async def test_a_repeated_table_is_fed_with_the_table_it_repeats_and_parts_when_the_tail_does(
+    store: Store, tail_days: tuple[int, ...]
+) -> None:
+    """A snapshot whose alltime and daily tables hold the same events writes the daily once
+    (``same_as``); the tail feeds the alltime table alone while it feeds both alike, and the
+    daily becomes its copy (at the end, or where a new day's events reach the alltime only):
+    the same tables as a full replay either way, and the two change apart afterwards."""
+    harness = EngineHarness({"b": SPEC})
+    journal = await store.open(SPEC)
+    snapshots = snapshot_store(store.backend())
+    harness.submit("gs", [ev(f"m{i}", i, T0, f"k{i}") for i in range(5)], T0)
+    await journal.append(harness.journals["b"])
+    await Snapshotter(harness.engines["b"], journal, snapshots, 1, pinned(T0)).take()
+    stored = await snapshots.load("b")
+    assert stored is not None and [t.same_as for t in decode(stored).tables] == [None, 0]
+    for day in tail_days:
+        at = T0 + day * DAY + 1000
+        harness.submit("gs", [ev(f"m{i}", 10 + i + day, at, f"t{day}-{i}") for i in range(3, 8)], at)
+    await journal.append([r for r in harness.journals["b"] if r.seq > journal.last_seq])
+    now = T0 + tail_days[-1] * DAY + 2000
+    started = BoardEngine(SPEC)
+    report = await load(started, journal, now, snapshots=snapshots)
+    assert report.snapshot_seq > 0 and report.events == 5 * len(tail_days)
+    assert state(started) == state(await full_replay(journal, SPEC, now))
+    daily = started.tables[(PeriodKind.DAILY, "2026-06-01")]
+    before = daily.digest()
+    started.tables[(PeriodKind.ALLTIME, "alltime")].set_standing("joins alltime", (1, 1, "k"))
+    assert daily.digest() == before  # a copy, not the same lists
+    await journal.close()

@@ -35,34 +35,47 @@ def table_with(rule: ScoringRule, standings: dict[str, Standing]) -> RankedTable
     return table
 
 
-def read(freeze: Freeze, between: Callable[[], None] = lambda: None) -> tuple[list[bytes], list[str] | None]:
-    """A freeze's runs joined, calling ``between`` after each."""
+def read(freeze: Freeze, between: Callable[[], None] = lambda: None) -> Frozen:
+    """What a freeze reads (its runs in rank order, then in code point order), calling ``between``
+    after each run."""
     entries: list[bytes] = []
-    keys: list[str] | None = None
-    for run, run_keys in freeze.runs():
+    for run in freeze.runs():
         entries += run
+        between()
+    names: list[str] = []
+    named: list[bytes] = []
+    keys: list[str] | None = None
+    for run_names, run_entries, run_keys in freeze.named():
+        names += run_names
+        named += run_entries
         if run_keys is not None:
             keys = (keys or []) + run_keys
         between()
     freeze.end()
-    return entries, keys
+    return Frozen(freeze.window, entries, names, named, keys)
 
 
 @dataclass(frozen=True)
 class Frozen:
-    """A table's entries in rank order and their keys, as a freeze reads them (a `TableSource`)."""
+    """A table as a freeze reads it (a `TableSource`): its entries in rank order, and its members in
+    code point order with their entries and keys."""
 
     window: Window
     entries: list[bytes]
+    names: list[str]
+    named_entries: list[bytes]
     keys: list[str] | None
     partition: str | None = None
 
-    def runs(self) -> list[tuple[list[bytes], list[str] | None]]:
-        return [(self.entries, self.keys)]
+    def runs(self) -> list[list[bytes]]:
+        return [self.entries]
+
+    def named(self) -> list[tuple[list[str], list[bytes], list[str] | None]]:
+        return [(self.names, self.named_entries, self.keys)]
 
 
 def frozen(table: RankedTable, window: Window | None = None) -> Frozen:
-    return Frozen(window or table.window, *read(Freeze(table)))
+    return replace(read(Freeze(table)), window=window or table.window)
 
 
 def encoded(snapshot: Snapshot[TableSource]) -> bytes:
@@ -183,7 +196,7 @@ def test_a_freeze_sees_the_table_as_it_began_whatever_changes_between_its_runs(
     rule: ScoringRule, before: dict[str, Standing], step: int, batches: list[list[tuple[str, Any, Any]]]
 ) -> None:
     table = table_with(rule, before)
-    expected = rows(table)
+    expected, found = rows(table), table.search("", len(table) + 1)
     freeze = Freeze(table)
     freeze.step = step
     pending = iter(batches)
@@ -194,8 +207,8 @@ def test_a_freeze_sees_the_table_as_it_began_whatever_changes_between_its_runs(
         for what in next(pending, []):
             change(table, what)
 
-    entries, keys = read(freeze, between)
-    assert rows(loaded(rule, decode(encoded(snapshot_of(Frozen(ALLTIME_WINDOW, entries, keys)))).tables[0])) == expected
+    back = loaded(rule, decode(encoded(snapshot_of(read(freeze, between)))).tables[0])
+    assert rows(back) == expected and back.search("", len(back) + 1) == found  # the search index too
     table.set_standing("after the freeze", (1, 1, "k"))  # the freeze has ended: no longer told
 
 
