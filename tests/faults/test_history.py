@@ -22,10 +22,10 @@ import pytest
 
 from arena.config import JournalSettings
 from support.faults import parse_metric, write_config
-from support.history import Cup, Recorder, Workload, check_journals, members, record
+from support.history import Recorder, Workload, check_journals, cup_workload, members, record, settle_void_and
 from support.oracle import OBoard
 from support.postgres import EmbeddedPostgres
-from support.server import ChildServer, now_ms, until
+from support.server import ChildServer, until
 
 WORKLOAD = Workload(
     {"total": OBoard(aggregation="sum", min_value=0, max_value=9), "best": OBoard(aggregation="best", max_value=1000)},
@@ -167,28 +167,6 @@ async def test_answers_are_never_stale_across_a_postgresql_restart(tmp_path: Pat
     finally:
         server.kill()
     await _judge(server, history, journal, tmp_path)
-
-
-CUP_TIERS: list[dict[str, Any]] = [{"reward": "gold", "ranks": [1, 1]}, {"reward": "silver", "top_percent": 12.5},
-                                   {"reward": "tin", "score": 60}]
-
-
-def cup_workload(boards: dict[str, OBoard], n: int, seconds: float) -> Workload:
-    """``boards`` created through the API at the seed, each with a tournament that began an hour
-    ago and ends ``seconds`` from now (while the writers run), prizes by rank, share and score."""
-    now = now_ms()
-    return Workload(boards, members(n), cup=Cup(now - 3_600_000, now + int(seconds * 1000), CUP_TIERS), api_boards=tuple(boards))
-
-
-async def settle_void_and(recorder: Recorder, fault: Callable[[], Awaitable[None]]) -> None:
-    """The cup closes and settles while the writers run; an admin voids its winners' events (a
-    revision), ``fault`` strikes, the winners' events are voided again (another revision); then
-    the feed's poller reads the last revisions."""
-    voided = await recorder.settled()
-    await recorder.void_winners(voided)
-    await fault()
-    await recorder.void_winners(await recorder.settled(1))
-    await recorder.feed_caught_up(await recorder.settled(2))
 
 
 async def test_settlements_are_never_stale_across_a_close_voids_and_a_sigkill(tmp_path: Path, served_journal: JournalSettings) -> None:

@@ -21,7 +21,10 @@ the alltime table only: the scenarios' boards have no other period. A workload m
 of its boards (the others are read only: activated on demand, they unload between answers), and
 create some through the admin API (`Workload.api_boards`), which a fault may retire
 (`Recorder.retire`): from then on their events are rejected, their table is closed, and their
-answers are held to the same rules.
+answers are held to the same rules. A workload may also give every board a short tournament with
+prizes (`Workload.cup`, `cup_workload`): readers then ask its settlement too, a poller reads the
+settlement feed, and a fault may void its winners after the close (`settle_void_and`); those
+answers, the journaled revisions and the feed are held to `support.settlement_history`.
 """
 
 from __future__ import annotations
@@ -878,6 +881,28 @@ async def record(workload: Workload, urls: Callable[[], Sequence[str]], fault: C
     finally:
         history = await recorder.stop()
     return history
+
+
+CUP_TIERS: list[dict[str, Any]] = [{"reward": "gold", "ranks": [1, 1]}, {"reward": "silver", "top_percent": 12.5},
+                                   {"reward": "tin", "score": 60}]
+
+
+def cup_workload(boards: dict[str, OBoard], n: int, seconds: float) -> Workload:
+    """``boards`` created through the API at the seed, each with a tournament that began an hour
+    ago and ends ``seconds`` from now (while the writers run), prizes by rank, share and score."""
+    now = now_ms()
+    return Workload(boards, members(n), cup=Cup(now - 3_600_000, now + int(seconds * 1000), CUP_TIERS), api_boards=tuple(boards))
+
+
+async def settle_void_and(recorder: Recorder, fault: Callable[[], Awaitable[None]]) -> None:
+    """The cup closes and settles while the writers run; an admin voids its winners' events (a
+    revision), ``fault`` strikes, the winners' events are voided again (another revision); then
+    the feed's poller reads the last revisions."""
+    voided = await recorder.settled()
+    await recorder.void_winners(voided)
+    await fault()
+    await recorder.void_winners(await recorder.settled(1))
+    await recorder.feed_caught_up(await recorder.settled(2))
 
 
 async def check_journals(history: History, workload: Workload, journal: JournalSettings, data_dir: Path) -> Report:
