@@ -222,12 +222,14 @@ def build_parser() -> argparse.ArgumentParser:
                                    "closes --close-after seconds after the start, then stream at --ingest-rate\n"
                                    "across the close; once without prizes, once with a ranks tier and a\n"
                                    "top_percent = 10 tier. Ack p99 over --window seconds from the close, the time\n"
-                                   "to settle, CPU split (goal: + <= 50 ms of ack p99). See loadtest/settle.py.")
+                                   "to settle, CPU split (goal: + <= 50 ms of ack p99); --pairs times, interleaved.\n"
+                                   "See loadtest/settle.py.")
     _common(p, query=False, server=False)
     p.set_defaults(ingest_rate=5000.0, batch=20)  # frames of 20: enough acks in the window for a p99
     p.add_argument("--close-after", type=float, default=120.0,
                    help="seconds from the start of each run to the close: the prefill must end before (default 120)")
     p.add_argument("--window", type=float, default=10.0, help="measured seconds from the close (default 10)")
+    p.add_argument("--pairs", type=int, default=3, help="runs without and with prizes, interleaved (default 3)")
     p.add_argument("--json", type=Path, default=None, help="write results as JSON here")
 
     p = sub.add_parser("spread", formatter_class=fmt, epilog=EPILOG, help="a new board served by every node",
@@ -536,7 +538,7 @@ def cmd_spread(a: argparse.Namespace) -> int:
 def cmd_settle(a: argparse.Namespace) -> int:
     from loadtest.settle import print_settle, settle_benchmark
 
-    out = _run(settle_benchmark(_config(a), a.close_after, a.window))
+    out = _run(settle_benchmark(_config(a), a.close_after, a.window, max(1, a.pairs)))
     print_settle(out)
     return _finish(a, out, out["ok"])
 
