@@ -40,8 +40,24 @@ async def first(tiers: Sequence[PrizeTier], table: RankedTable | None, order: Or
     return settling.settlement(), size
 
 
-Made = tuple[Window, int, Settlement]
-"""A revision made and not journaled yet: the table's window, its size, the settlement."""
+TEXT_STEP = 1024
+"""Awards encoded between two turns of the event loop, when a revision's journal text is made."""
+
+
+async def record_text(window: Window, size: int, settlement: Settlement) -> str:
+    """The journal text of ``settlement`` (`SettlementRecord.text`), encoded `TEXT_STEP` awards
+    at a time beside the actor's batches: the actor journals it without encoding 100,000 awards
+    while the board's acks wait. O(awards)."""
+    pieces = []
+    for piece in SettlementRecord(0, window, size, settlement).text_pieces(TEXT_STEP):
+        pieces.append(piece)
+        await asyncio.sleep(0)
+    return "".join(pieces)
+
+
+Made = tuple[Window, int, Settlement, str]
+"""A revision made and not journaled yet: the table's window, its size, the settlement and its
+journal text (`record_text`)."""
 
 
 class Settler:
@@ -70,7 +86,7 @@ class Settler:
     async def _first(self, window: Window, tiers: tuple[PrizeTier, ...]) -> Made:
         table = self.engine.tables.get((window.kind, window.period_id))
         settlement, size = await first(tiers, table, self.engine.rule.order)
-        return window, size, settlement
+        return window, size, settlement, await record_text(window, size, settlement)
 
     @property
     def due(self) -> bool:
@@ -122,9 +138,9 @@ class Settler:
         latest = revisions[-1]
         made, size = await first(latest.settlement.tiers, table, self.engine.rule.order)
         after = revise(latest.settlement, made.awards)
-        return None if after is None else (latest.window, size, after)
+        return None if after is None else (latest.window, size, after, await record_text(latest.window, size, after))
 
 
 def settlement_records(made: Sequence[Made], last_seq: int) -> list[SettlementRecord]:
     """The journal records of settlements ``made``, their seqs following ``last_seq``."""
-    return [SettlementRecord(last_seq + i + 1, window, size, settlement) for i, (window, size, settlement) in enumerate(made)]
+    return [SettlementRecord(last_seq + i + 1, window, size, settlement) for i, (window, size, settlement, _text) in enumerate(made)]
