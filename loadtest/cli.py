@@ -217,6 +217,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--idle", type=float, default=1.0, help="idle_unload_seconds of the server (default 1)")
     p.add_argument("--json", type=Path, default=None, help="write results as JSON here")
 
+    p = sub.add_parser("settle", formatter_class=fmt, epilog=EPILOG, help="the cost of settling a big table",
+                       description="Twice, on a fresh server each: prefill M members on a board whose tournament\n"
+                                   "closes --close-after seconds after the start, then stream at --ingest-rate\n"
+                                   "across the close; once without prizes, once with a ranks tier and a\n"
+                                   "top_percent = 10 tier. Ack p99 over --window seconds from the close, the time\n"
+                                   "to settle, CPU split (goal: + <= 50 ms of ack p99); --pairs times, interleaved.\n"
+                                   "See loadtest/settle.py.")
+    _common(p, query=False, server=False)
+    p.set_defaults(ingest_rate=5000.0, batch=20)  # frames of 20: enough acks in the window for a p99
+    p.add_argument("--close-after", type=float, default=120.0,
+                   help="seconds from the start of each run to the close: the prefill must end before (default 120)")
+    p.add_argument("--window", type=float, default=10.0, help="measured seconds from the close (default 10)")
+    p.add_argument("--pairs", type=int, default=3, help="runs without and with prizes, interleaved (default 3)")
+    p.add_argument("--json", type=Path, default=None, help="write results as JSON here")
+
     p = sub.add_parser("spread", formatter_class=fmt, epilog=EPILOG, help="a new board served by every node",
                        description="Start --nodes nodes on one PostgreSQL, create --boards boards one after the\n"
                                    "other through them (PUT /v1/boards/{board}) and time each until every node\n"
@@ -520,6 +535,14 @@ def cmd_spread(a: argparse.Namespace) -> int:
     return _finish(a, out, out["ok"])
 
 
+def cmd_settle(a: argparse.Namespace) -> int:
+    from loadtest.settle import print_settle, settle_benchmark
+
+    out = _run(settle_benchmark(_config(a), a.close_after, a.window, max(1, a.pairs)))
+    print_settle(out)
+    return _finish(a, out, out["ok"])
+
+
 def _int_list(text: str) -> list[int]:
     return [int(part) for part in text.split(",") if part]
 
@@ -566,7 +589,7 @@ def cmd_live(a: argparse.Namespace) -> int:
 
 COMMANDS = {"compare": cmd_compare, "ingest": cmd_ingest, "query": cmd_query, "lag": cmd_lag,
             "redis": cmd_redis, "ceiling": cmd_ceiling, "rebuild": cmd_rebuild, "start": cmd_start, "boards": cmd_boards, "live": cmd_live,
-            "cluster": cmd_cluster, "spread": cmd_spread}
+            "cluster": cmd_cluster, "spread": cmd_spread, "settle": cmd_settle}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -335,6 +335,24 @@ def test_the_many_boards_benchmark_runs_end_to_end_on_tiny_numbers(tmp_path: Pat
     assert "RSS per board" in proc.stdout and "load average" in proc.stdout
 
 
+def test_the_settle_benchmark_runs_end_to_end_on_tiny_numbers(tmp_path: Path) -> None:
+    """`loadtest settle` at a tiny size: both runs stream across the close, the prized one is
+    settled, and every figure is there (the goal is not judged at this size)."""
+    out = tmp_path / "settle.json"
+    proc = _loadtest(["settle", "--members", "2000", "--close-after", "8", "--window", "2", "--ingest-rate", "1000",
+                      "--warmup", "0.5", "--pairs", "1", "--json", str(out)], 300)
+    assert proc.returncode in (0, 1), f"settle failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr[-4000:]}"
+    doc = json.loads(out.read_text())
+    assert doc["ok"], doc
+    [without], [with_prizes] = doc["without_prizes"], doc["with_prizes"]
+    assert without["settle_s"] is None and with_prizes["settle_s"] > 0
+    for run in (without, with_prizes):
+        assert run["ingest"]["counts"]["rejected"] == {} and run["ack_p99_ms"] > 0
+        assert run["ingest"]["server_cpu"] is not None
+    assert isinstance(doc["goal_met"], bool) and len(doc["load_average_after"]) == 3
+    assert "ack p99 (median of the runs)" in proc.stdout
+
+
 def test_the_spread_benchmark_times_a_new_board_on_every_node(postgres: str, tmp_path: Path) -> None:
     """`loadtest spread` at a tiny size on the tests' PostgreSQL: each board created through one
     node is answered by all three, and the run's schema is dropped."""

@@ -567,6 +567,10 @@ PATHS: Doc = {
                                        {"401": UNAUTHORIZED, "503": _OUTBOX_DOWN}, security=[{"admin": []}])},
     "/v1/webhooks/{webhook}/deliveries": {"get": _webhook_op("A webhook's deliveries, in the order they were made", [
         _param("state", "query", {"type": "string", "enum": ["pending", "delivered", "failed"]}, "only those in this state"),
+        _param("board", "query", _STRING, "only those of this board"),
+        _param("period", "query", _STRING, "only those of this period kind"),
+        _param("period_id", "query", _STRING, "only those of this window"),
+        _param("partition", "query", _STRING, "only those of this partition (`*`: the global table)"),
         _param("limit", "query", _int(1, MAX_LIMIT, 100), "deliveries to return"),
         _param("after", "query", _int(0, None, 0), "the `next` of the page before"),
     ], _json(_object(["webhook", "deliveries", "next"], webhook=_STRING, deliveries={"type": "array", "items": _DELIVERY},

@@ -16,10 +16,12 @@ from arena.api.service import Arena
 from arena.api.wire import Body
 from arena.config import Webhook
 from arena.delivery.deliverer import Deliverer
-from arena.delivery.outbox import State
+from arena.delivery.outbox import Listing, State
 from arena.errors import JournalError, QueryError, invalid_request, not_found
 
 DEFAULT_LIMIT = 100
+TABLE_FILTERS = ("board", "period", "period_id", "partition")
+"""The deliveries route's filters by table, in `Listing`'s order (``partition=*``: the global table)."""
 OUTBOX_DOWN = QueryError("unavailable", "the webhooks' outbox cannot be reached; try again", 503)
 
 WebhookAnswer = Callable[[Deliverer, Webhook, Request], Awaitable[Body]]
@@ -70,7 +72,8 @@ async def _deliveries(deliverer: Deliverer, hook: Webhook, request: Request) -> 
         raise invalid_request(f"state must be one of {', '.join(State)}, got {state!r}")
     limit = check_range("limit", int_param(params.get("limit"), "limit", DEFAULT_LIMIT) or 0, 1, MAX_LIMIT)
     after = check_range("after", int_param(params.get("after"), "after", 0) or 0, 0)
-    listed = await deliverer.outbox.listing(hook.id, None if state is None else State(state), after, limit)
+    which = Listing(None if state is None else State(state), *(params.get(name) for name in TABLE_FILTERS))
+    listed = await deliverer.outbox.listing(hook.id, which, after, limit)
     return {"webhook": hook.id, "deliveries": [d.as_json() for d in listed],
             "next": listed[-1].place if len(listed) == limit else None}
 

@@ -512,7 +512,7 @@ class BoardActor:
             return True
         settled = settlement_records(made, engine.last_seq)
         try:
-            await self.journal.append([BoardRecord(r.seq, BoardKind.SETTLEMENT, r.text()) for r in settled])
+            await self.journal.append([BoardRecord(r.seq, BoardKind.SETTLEMENT, text) for r, (*_, text) in zip(settled, made, strict=True)])
         except JournalWriteFailed as exc:
             log.error("board %s: settlements not journaled: %s; settling again", self.handle.name, exc)
             committed = await self.journal.committed_seq()

@@ -40,9 +40,24 @@ async def first(tiers: Sequence[PrizeTier], table: RankedTable | None, order: Or
     return settling.settlement(), size
 
 
-Made = tuple[Window, int, Settlement, str | None]
-"""A revision made and not journaled yet: the table's window, its size, the settlement, and
-the table's partition (None: the window's global table)."""
+TEXT_STEP = 1024
+"""Awards encoded between two turns of the event loop, when a revision's journal text is made."""
+
+
+async def record_text(window: Window, size: int, settlement: Settlement, partition: str | None) -> str:
+    """The journal text of ``settlement`` (`SettlementRecord.text`), encoded `TEXT_STEP` awards
+    at a time beside the actor's batches: the actor journals it without encoding 100,000 awards
+    while the board's acks wait. O(awards)."""
+    pieces = []
+    for piece in SettlementRecord(0, window, size, settlement, partition).text_pieces(TEXT_STEP):
+        pieces.append(piece)
+        await asyncio.sleep(0)
+    return "".join(pieces)
+
+
+Made = tuple[Window, int, Settlement, str | None, str]
+"""A revision made and not journaled yet: the table's window, its size, the settlement, the
+table's partition (None: the window's global table) and its journal text (`record_text`)."""
 
 
 class Settler:
@@ -72,7 +87,7 @@ class Settler:
     async def _first(self, window: Window, partition: str | None, tiers: tuple[PrizeTier, ...]) -> Made:
         table = self.engine.table(window, partition)
         settlement, size = await first(tiers, table, self.engine.rule.order)
-        return window, size, settlement, partition
+        return window, size, settlement, partition, await record_text(window, size, settlement, partition)
 
     @property
     def due(self) -> bool:
@@ -126,10 +141,12 @@ class Settler:
             return None
         made, size = await first(latest.settlement.tiers, table, self.engine.rule.order)
         after = revise(latest.settlement, made.awards)
-        return None if after is None else (latest.window, size, after, latest.partition)
+        if after is None:
+            return None
+        return latest.window, size, after, latest.partition, await record_text(latest.window, size, after, latest.partition)
 
 
 def settlement_records(made: Sequence[Made], last_seq: int) -> list[SettlementRecord]:
     """The journal records of settlements ``made``, their seqs following ``last_seq``."""
     return [SettlementRecord(last_seq + i + 1, window, size, settlement, partition)
-            for i, (window, size, settlement, partition) in enumerate(made)]
+            for i, (window, size, settlement, partition, _text) in enumerate(made)]

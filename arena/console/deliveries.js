@@ -1,32 +1,30 @@
 // A settled table's webhook deliveries, with the admin token: each webhook's deliveries of the
-// table by state (pending, delivered, failed with its last error), and a retry of a failed one.
-// The admin routes list a webhook's deliveries of every table, so the table's are picked here
-// from the first PAGES pages listed per state (the caption says when there were more).
+// table (the deliveries route filtered by board, period, period_id and partition), by state
+// (pending, delivered, failed with its last error), and a retry of a failed one.
 
 import { api, code, hasToken, path, problem } from "/console/api.js";
 import { $, el, num, replace, row, say, when } from "/console/dom.js";
 
 const STATES = ["pending", "failed", "delivered"];
-const LIMIT = 100;
-const PAGES = 10;
+const LIMIT = 1000;
 
 // A moment of the outbox: milliseconds since the epoch (null: none).
 const moment = (ms) => (ms === null ? "—" : when(new Date(ms).toISOString()));
 
-async function deliveriesOf(webhook, state, t) {
+// Every delivery of table t to a webhook: a revision's pages, for each revision (a few pages of LIMIT at most).
+async function deliveriesOf(webhook, t) {
   const found = [];
-  if (webhook.deliveries[state] === 0) return { found, complete: true }; // GET /v1/webhooks counts them
+  if (STATES.every((state) => webhook.deliveries[state] === 0)) return { found }; // GET /v1/webhooks counts them
   let after = null;
-  for (let pages = 0; pages < PAGES; pages++) {
-    const query = new URLSearchParams({ state, limit: String(LIMIT) });
+  do {
+    const query = new URLSearchParams({ board: t.board, period: t.period, period_id: t.periodId, partition: "*", limit: String(LIMIT) });
     if (after !== null) query.set("after", after);
     const answer = await api(`/v1/webhooks/${path(webhook.id)}/deliveries?${query}`, { admin: true });
     if (!answer.ok) return { error: answer };
-    found.push(...answer.body.deliveries.filter((d) => d.board === t.board && d.period === t.period && d.period_id === t.periodId));
+    found.push(...answer.body.deliveries);
     after = answer.body.next;
-    if (after === null) return { found, complete: true };
-  }
-  return { found, complete: false };
+  } while (after !== null);
+  return { found };
 }
 
 export class Deliveries {
@@ -52,19 +50,18 @@ export class Deliveries {
     if (!listed.ok) return this.say(code(listed) === "not_found" ? "This server delivers no webhooks." : problem(listed), true);
     const webhooks = listed.body.webhooks;
     if (webhooks.length === 0) return this.say("No webhook is configured: the settlement feed is the only way out.");
-    const answers = await Promise.all(webhooks.flatMap((w) => STATES.map((state) => deliveriesOf(w, state, t))));
+    const answers = await Promise.all(webhooks.map((w) => deliveriesOf(w, t)));
     if (asked !== this.asked) return;
     const failed = answers.find((a) => a.error);
     if (failed) return this.say(problem(failed.error), true);
-    const rows = answers.flatMap((a, i) => a.found.map((d) => ({ webhook: webhooks[Math.floor(i / STATES.length)].id, ...d })))
+    const rows = answers.flatMap((a, i) => a.found.map((d) => ({ webhook: webhooks[i].id, ...d })))
       .sort((a, b) => a.revision - b.revision || (a.delivery < b.delivery ? -1 : a.delivery > b.delivery ? 1 : 0) ||
         (a.webhook < b.webhook ? -1 : 1));
     const seen = JSON.stringify(rows);
     if (quiet && seen === this.shown) return;
     this.shown = seen;
     const counts = STATES.map((state) => `${rows.filter((d) => d.state === state).length} ${state}`).join(", ");
-    const partial = answers.every((a) => a.complete) ? "" : ` (looked through the first ${LIMIT * PAGES} listed per state of each webhook)`;
-    this.say(`${rows.length} deliveries of this table to ${webhooks.length} webhook${webhooks.length === 1 ? "" : "s"}: ${counts}${partial}.`);
+    this.say(`${rows.length} deliveries of this table to ${webhooks.length} webhook${webhooks.length === 1 ? "" : "s"}: ${counts}.`);
     replace($("sl-deliveries-table").tBodies[0], rows.map((d) => this.line(d)));
     $("sl-deliveries-table").hidden = rows.length === 0;
   }

@@ -12,7 +12,7 @@ delivered or failed one pending again.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -138,6 +138,31 @@ def deliveries(webhook: str, item: LogItem, now: int) -> list[Delivery]:
                      next_at=now, since_at=now) for page in pages]
 
 
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """Which of a webhook's deliveries an admin listing gives: those in ``state`` and of the
+    tables named by ``board``, ``period``, ``period_id`` and ``partition`` ('*': the global
+    table); each None: any."""
+
+    state: State | None = None
+    board: str | None = None
+    period: str | None = None
+    period_id: str | None = None
+    partition: str | None = None
+
+    def params(self) -> tuple[str | None, ...]:
+        """The values of `listed`'s placeholders, in order: each filter's twice (None: any)."""
+        values = (None if self.state is None else str(self.state), self.board, self.period, self.period_id, self.partition)
+        return tuple(v for value in values for v in (value, value))
+
+
+def listed(mark: Callable[[int], str]) -> str:
+    """The `Listing` filter of a store's listing query; ``mark(i)`` is the backend's placeholder
+    of the i-th of `Listing.params` (from 0)."""
+    columns = ("state", "board", "period", "period_id", "partition")
+    return " AND ".join(f"(CAST({mark(2 * i)} AS TEXT) IS NULL OR {column} = {mark(2 * i + 1)})" for i, column in enumerate(columns))
+
+
 COLUMNS = ("webhook, board, period, period_id, partition, revision, page, created_at, state, attempts, next_at,"
            " last_error, delivered_at, since_at, place")
 """The outbox's columns in `Delivery`'s field order (``partition`` '*': the global table)."""
@@ -182,8 +207,8 @@ class Outbox(Protocol):
     async def get(self, webhook: str, delivery: str) -> Delivery | None:
         """The delivery with that ``Arena-Delivery`` id."""
 
-    async def listing(self, webhook: str, state: State | None, after: int, limit: int) -> list[Delivery]:
-        """Up to ``limit`` of ``webhook``'s deliveries (in ``state``) after place ``after``, in that order."""
+    async def listing(self, webhook: str, which: Listing, after: int, limit: int) -> list[Delivery]:
+        """Up to ``limit`` of ``webhook``'s deliveries that ``which`` names, after place ``after``, in that order."""
 
     async def counts(self) -> dict[str, dict[State, int]]:
         """Each webhook's deliveries per state."""

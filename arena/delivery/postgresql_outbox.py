@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from arena.delivery.outbox import COLUMNS, Delivery, State, from_row, stored
+from arena.delivery.outbox import COLUMNS, Delivery, Listing, State, from_row, listed, stored
 from arena.errors import JournalUnavailable
 from arena.journal.postgresql.store import STORE_ERRORS, PostgresStore
 
@@ -21,6 +21,9 @@ _DUE = f"""SELECT {COLUMNS} FROM {{s}}.webhook_delivery d WHERE d.state = 'pendi
     AND e.period_id = d.period_id AND e.partition = d.partition AND e.state = 'pending'
     AND (e.revision < d.revision OR (e.revision = d.revision AND coalesce(e.page, 0) < coalesce(d.page, 0))))
     ORDER BY d.place LIMIT $2"""
+
+_LISTING = (f"SELECT {COLUMNS} FROM {{s}}.webhook_delivery WHERE webhook = $1 AND place > $2"
+            f" AND {listed(lambda i: f'${i + 4}')} ORDER BY place LIMIT $3")
 
 
 class PostgresOutbox:
@@ -72,10 +75,8 @@ class PostgresOutbox:
                                  webhook, delivery)
         return from_row(tuple(rows[0])) if rows else None
 
-    async def listing(self, webhook: str, state: State | None, after: int, limit: int) -> list[Delivery]:
-        rows = await self._fetch(f"SELECT {COLUMNS} FROM {{s}}.webhook_delivery WHERE webhook = $1 AND place > $2"
-                                 " AND ($3::text IS NULL OR state = $3) ORDER BY place LIMIT $4",
-                                 webhook, after, state and str(state), limit)
+    async def listing(self, webhook: str, which: Listing, after: int, limit: int) -> list[Delivery]:
+        rows = await self._fetch(_LISTING, webhook, after, limit, *which.params())
         return [from_row(tuple(r)) for r in rows]
 
     async def counts(self) -> dict[str, dict[State, int]]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import orjson
 
-from arena.delivery.outbox import COLUMNS, Delivery, State, from_row, stored
+from arena.delivery.outbox import COLUMNS, Delivery, Listing, State, from_row, listed, stored
 from arena.journal.sqlite_file import SqliteFile
 
 OUTBOX_FILE = "webhooks.sqlite"
@@ -48,6 +48,8 @@ _DUE = f"""SELECT {COLUMNS} FROM webhook_delivery d WHERE d.state = 'pending' AN
     AND (e.revision < d.revision OR (e.revision = d.revision AND coalesce(e.page, 0) < coalesce(d.page, 0))))
     ORDER BY d.place LIMIT ?"""
 
+_LISTING = f"SELECT {COLUMNS} FROM webhook_delivery WHERE webhook = ? AND place > ? AND {listed(lambda _: '?')} ORDER BY place LIMIT ?"
+
 
 class SqliteOutbox:
     """The outbox in ``data_dir/webhooks.sqlite``."""
@@ -80,10 +82,8 @@ class SqliteOutbox:
         rows = await self.file.read(f"SELECT {COLUMNS} FROM webhook_delivery WHERE webhook = ? AND delivery = ?", webhook, delivery)
         return from_row(rows[0]) if rows else None
 
-    async def listing(self, webhook: str, state: State | None, after: int, limit: int) -> list[Delivery]:
-        rows = await self.file.read(f"SELECT {COLUMNS} FROM webhook_delivery WHERE webhook = ? AND place > ?"
-                                " AND (? IS NULL OR state = ?) ORDER BY place LIMIT ?",
-                                webhook, after, state and str(state), state and str(state), limit)
+    async def listing(self, webhook: str, which: Listing, after: int, limit: int) -> list[Delivery]:
+        rows = await self.file.read(_LISTING, webhook, after, *which.params(), limit)
         return [from_row(row) for row in rows]
 
     async def counts(self) -> dict[str, dict[State, int]]:

@@ -11,7 +11,7 @@ reward) makes the next one under revision 0's tiers, with the members whose rewa
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
 
@@ -93,15 +93,23 @@ class SettlementRecord:
         return table_key(self.window, self.partition)
 
     def text(self) -> str:
+        return "".join(self.text_pieces(max(1, len(self.settlement.awards))))
+
+    def text_pieces(self, step: int) -> Iterator[str]:
+        """`text` in pieces, the awards ``step`` at a time: their concatenation is `text` (one
+        JSON document), so a caller may encode 100,000 awards (about 0.4 s on a busy core)
+        letting others run between pieces. O(awards)."""
         s, w = self.settlement, self.window
-        document: dict[str, object] = {
+        head: dict[str, object] = {
             "period": str(w.kind), "period_id": w.period_id, "start": w.start_ms, "end": w.end_ms,
             "partition": self.partition, "size": self.size, "revision": s.revision, "sha256": s.sha256,
-            "tiers": [tier.as_json() for tier in s.tiers], "awards": [a._asdict() for a in s.awards],
+            "tiers": [tier.as_json() for tier in s.tiers],
         }
-        if s.revision > 0:
-            document["changes"] = list(s.changes)
-        return orjson.dumps(document).decode()
+        yield orjson.dumps(head).decode()[:-1] + ',"awards":['
+        for start in range(0, len(s.awards), step):
+            awards = orjson.dumps([a._asdict() for a in s.awards[start:start + step]]).decode()[1:-1]
+            yield awards if start == 0 else "," + awards
+        yield "]" + (',"changes":' + orjson.dumps(list(s.changes)).decode() if s.revision > 0 else "") + "}"
 
     @classmethod
     def parse(cls, seq: int, text: str) -> SettlementRecord:

@@ -1,7 +1,7 @@
 """Webhooks through real servers on both journal backends and a real receiver: every settlement
 revision reaches the receiver at least once, signed, one body per ``Arena-Delivery``, a table's
 revisions in order, across a receiver that fails, hangs and is down; failed deliveries, the admin
-routes (list, retry, test) and the rotation of the secret."""
+routes (list by state and by table, retry, test) and the rotation of the secret."""
 
 from __future__ import annotations
 
@@ -173,6 +173,37 @@ async def test_failed_after_max_age_then_retried_and_the_test_route(
         assert missing.status_code == 404 and missing.json()["error"]["code"] == "unknown_delivery"
         bad = await http.get("/v1/webhooks/rewards/deliveries", params={"state": "lost"}, headers=ADMIN)
         assert bad.status_code == 400
+
+
+async def test_the_deliveries_of_one_table_by_board_period_period_id_and_partition(
+    tmp_path: Path, served_journal: JournalSettings, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the console asks for one settled table: a webhook of both boards has three deliveries
+    (hs's week, revisions 0 and 1; other's week, revision 0); each filter narrows the listing."""
+    monkeypatch.setenv(SECRET_ENV, SECRET)
+    config = replace(config_for(tmp_path, served_journal, receiver),
+                     webhooks=(Webhook("rewards", receiver.url, SECRET_ENV, ("hs", "other")),))
+    async with InProcessServer(config, now_ms=W1 + DAY) as server, httpx.AsyncClient(base_url=server.url) as http:
+        await settle(server)
+        other = "other/weekly/2027-W01/*/0"
+        await until(lambda: {*REVISIONS, other} <= set(receiver.delivered()), "the three revisions delivered")
+
+        async def listed(**params: str) -> list[str]:
+            return [str(d["delivery"]) for d in await deliveries(http, **params)]
+
+        async def recorded() -> bool:
+            return len(await listed(state="delivered")) == 3
+
+        await until(recorded, "the three deliveries recorded as delivered")
+        week = {"period": "weekly", "period_id": "2027-W01"}
+        assert await listed(board="hs", **week, partition="*") == REVISIONS
+        assert await listed(board="other", **week) == [other]
+        assert sorted(await listed(**week)) == sorted([*REVISIONS, other])
+        assert await listed(board="hs", state="delivered", limit="1") == REVISIONS[:1]
+        assert await listed(board="hs", state="pending") == []
+        assert await listed(board="hs", period_id="2027-W02") == []
+        assert await listed(board="hs", partition="eu") == []
+        assert await listed(board="nope") == []
 
 
 async def test_a_webhook_added_later_gets_only_what_is_journaled_after(

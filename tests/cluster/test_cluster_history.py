@@ -1,9 +1,11 @@
 """The history checker (`support.history`) on a 3-node cluster on PostgreSQL: writers and readers
 spread over the live nodes (every node forwards to the owner) while an owner is SIGKILLed (a
 takeover) or stopped with SIGTERM and started again (a hand-off away and back), or while boards
-unload between answers and activate again, one is retired and an owner is SIGKILLed; afterwards every
+unload between answers and activate again, one is retired and an owner is SIGKILLed, or while a
+tournament closes and is settled and revised by voids around the SIGKILL of an owner; afterwards every
 answer, through any node, must reflect every event acked before its query was sent and equal the
-oracle's standings at its seq."""
+oracle's standings (or settlement) at its seq, and the settlement feed must give each revision once,
+in order."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from arena.cluster.placement import preference
 from arena.config import JournalSettings
 from support.cluster import NodeFactory, settled, start_cluster
 from support.faults import parse_metric
-from support.history import Recorder, Workload, check_journals, members, record
+from support.history import Recorder, Workload, check_journals, cup_workload, members, record, settle_void_and
 from support.oracle import OBoard
 from support.server import ChildServer, until
 
@@ -124,3 +126,31 @@ async def test_answers_are_never_stale_across_a_takeover_after_sigkill(
 async def test_answers_are_never_stale_across_a_hand_off(
         cluster_nodes: NodeFactory, pg_journal: JournalSettings, tmp_path: Path) -> None:
     await _run(cluster_nodes, pg_journal, tmp_path, kill=False)
+
+
+async def test_settlements_are_never_stale_across_a_close_voids_and_a_takeover_after_sigkill(
+        cluster_nodes: NodeFactory, pg_journal: JournalSettings, tmp_path: Path) -> None:
+    """API boards with a tournament that closes while the writers run: it settles, an admin voids
+    its winners (a revision), the owner of the most boards is SIGKILLed, the others take its
+    boards over, and the winners are voided again (a revision by the new owners); the feed is
+    polled from any node throughout."""
+    servers = await start_cluster(cluster_nodes, NODES, {})
+    workload = cup_workload(dict(WORKLOAD.boards), 20, 10)
+    victim_id = max(NODES, key=lambda n: sum(preference(b, NODES)[0] == n for b in workload.boards))
+    victim = servers[NODES.index(victim_id)]
+    rest = [(n, s) for n, s in zip(NODES, servers, strict=True) if s is not victim]
+
+    async def takeover() -> None:
+        victim.kill()
+        await settled([s for _, s in rest], [n for n, _ in rest], dict(workload.boards))
+
+    try:
+        history = await record(workload, lambda: [s.url for s in servers if s.alive()],
+                               lambda recorder: settle_void_and(recorder, takeover))
+    finally:
+        for server in servers:
+            server.kill()
+    report = await check_journals(history, workload, pg_journal, tmp_path)
+    print(f"\n{report}")
+    assert report.ok, str(report)
+    assert history.voids and len({(i["board"], i["revision"]) for i in history.feed}) >= 3 * len(workload.boards)

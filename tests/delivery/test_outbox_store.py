@@ -1,7 +1,7 @@
 """The outbox's stores on both backends: deliveries are kept once (a second insert of one changes
 nothing), a table's revisions are due one after the other (r+1 once r is delivered or failed),
 only the boards asked for are due, a webhook's log position only moves forward, and the listing
-pages in the order deliveries were made."""
+pages in the order deliveries were made, by state and by table."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from arena.delivery.outbox import Delivery, Outbox, Outcome, State, deliveries
+from arena.delivery.outbox import Delivery, Listing, Outbox, Outcome, State, deliveries
 from arena.delivery.postgresql_outbox import PostgresOutbox
 from arena.delivery.sqlite_outbox import SqliteOutbox
 from arena.engine.settlement import LogItem
@@ -62,11 +62,16 @@ async def test_a_tables_revisions_are_due_in_order_and_only_for_the_boards_asked
     assert await outbox.counts() == {"w": {State.FAILED: 1, State.DELIVERED: 1, State.PENDING: 1}}
     assert await outbox.pending() == {"w": (1, 1000)}
 
-    listed = await outbox.listing("w", None, 0, 2)
+    listed = await outbox.listing("w", Listing(), 0, 2)
     assert [d.id for d in listed] == [d.id for d in made[:2]]
-    rest = await outbox.listing("w", None, listed[-1].place, 10)
+    rest = await outbox.listing("w", Listing(), listed[-1].place, 10)
     assert [d.id for d in rest] == [made[2].id]
-    assert [d.id for d in await outbox.listing("w", State.DELIVERED, 0, 10)] == [second.id]
+    assert [d.id for d in await outbox.listing("w", Listing(State.DELIVERED), 0, 10)] == [second.id]
+    table = Listing(board="a", period="weekly", period_id="2027-W01", partition="*")
+    assert [d.id for d in await outbox.listing("w", table, 0, 10)] == [made[0].id, made[1].id]
+    assert [d.id for d in await outbox.listing("w", Listing(State.PENDING, board="b"), 0, 10)] == [made[2].id]
+    assert await outbox.listing("w", Listing(board="a", period_id="2027-W02"), 0, 10) == []
+    assert await outbox.listing("w", Listing(board="a", partition="eu"), 0, 10) == []
 
 
 async def test_pages_of_a_revision_are_due_one_after_the_other(outbox: Outbox) -> None:

@@ -1,11 +1,13 @@
 """A settlement's revisions and body (`arena.engine.settlement`): made in steps or in one go alike,
-from a ranked table's copy as from its entries, revised only when an award changes."""
+from a ranked table's copy as from its entries, revised only when an award changes; its journal
+text the same document whether encoded in pieces or at once."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from fractions import Fraction
 
+import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -112,4 +114,11 @@ def test_a_journaled_record_reads_back_as_it_was_made(scores: dict[str, int], pe
     record = settlement.SettlementRecord(7, window, len(table), made)
     again = settlement.SettlementRecord.parse(7, record.text())
     assert again == record and again.key == (PeriodKind.WEEKLY, "2027-W01")
+    s = record.settlement
+    document = {"period": "weekly", "period_id": "2027-W01", "start": window.start_ms, "end": window.end_ms, "partition": None,
+                "size": len(table), "revision": s.revision, "sha256": s.sha256, "tiers": [t.as_json() for t in s.tiers],
+                "awards": [a._asdict() for a in s.awards], **({"changes": list(s.changes)} if s.revision else {})}
+    assert record.text() == orjson.dumps(document).decode()  # one JSON document, in pieces or not
+    for step in (1, 2, 3, 1000):
+        assert "".join(record.text_pieces(step)) == record.text()
     assert [t.top_percent for t in again.settlement.tiers if t.top_percent is not None] == [percent]

@@ -2,8 +2,10 @@
 while writers stream and readers query (HTTP, WS query ops, a subscription), a fault strikes —
 SIGKILL and a restart, a graceful restart, a start from a snapshot with a long journal tail, a
 supervisor restart, a PostgreSQL restart, boards unloaded between answers and activated again
-while an API board is retired — and afterwards every answer must reflect every event
-acked before its query was sent and equal the oracle's standings at its seq ("Never stale")."""
+while an API board is retired, a tournament that closes and is settled, then revised by voids
+around a SIGKILL — and afterwards every answer must reflect every event acked before its query
+was sent and equal the oracle's standings (or settlement) at its seq ("Never stale"), and the
+settlement feed must give each revision once, in order."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import pytest
 
 from arena.config import JournalSettings
 from support.faults import parse_metric, write_config
-from support.history import Recorder, Workload, check_journals, members, record
+from support.history import Recorder, Workload, check_journals, cup_workload, members, record, settle_void_and
 from support.oracle import OBoard
 from support.postgres import EmbeddedPostgres
 from support.server import ChildServer, until
@@ -165,3 +167,19 @@ async def test_answers_are_never_stale_across_a_postgresql_restart(tmp_path: Pat
     finally:
         server.kill()
     await _judge(server, history, journal, tmp_path)
+
+
+async def test_settlements_are_never_stale_across_a_close_voids_and_a_sigkill(tmp_path: Path, served_journal: JournalSettings) -> None:
+    server = ChildServer(write_config(tmp_path, {}, journal=served_journal))
+    await asyncio.to_thread(server.start)
+    workload = cup_workload({"total": OBoard(aggregation="sum", min_value=0, max_value=9),
+                             "best": OBoard(aggregation="best", max_value=1000)}, 30, 8)
+    try:
+        history = await record(workload, lambda: [server.url],
+                               lambda recorder: settle_void_and(recorder, partial(_restart, server, signal.SIGKILL)))
+    finally:
+        server.kill()
+    await _judge(server, history, served_journal, tmp_path, workload)
+    assert history.voids and len({(i["board"], i["revision"]) for i in history.feed}) >= 6
+    kinds = {a.query.kind for a in history.answers if a.error is None and a.query.kind in ("settlement", "preview", "award")}
+    assert kinds == {"settlement", "preview", "award"}, kinds

@@ -1,15 +1,17 @@
 """The history checker itself (`support.history.check`), on fabricated histories: a correct one
 passes, and a stale answer, a wrong body, a lost ack, a rejected event journaled, a seq going
 back on a connection, a subscription ended by an error, an answer without seq and an event
-journaled that nobody sent are each flagged."""
+journaled that nobody sent are each flagged; and so are a tournament's settlement answers, its
+journaled revisions and the settlement feed when they are not the oracle's."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from arena.engine.times import format_ms
-from support.history import Ack, Answer, History, Journaled, Query, check
+from support.history import Ack, Answer, Cup, History, Journaled, Query, check
 from support.oracle import OBoard, OEvent
+from support.prize_oracle import sha256
 
 BOARDS = {"b": OBoard(aggregation="sum")}
 T0 = 1_796_216_400_000
@@ -115,3 +117,71 @@ def test_a_subscription_ended_by_an_error_is_flagged() -> None:
     answer = Answer("update", 3, Query("top", "b", {"limit": 10, "offset": 0}), None, 2.0, ended, "not_ready")
     [v] = violations(history(answer))
     assert v.startswith("update#3 top(b,limit=10,offset=0), answered at +2.000s: {'op': 'error'")
+
+
+# -- a tournament's settlement (`support.settlement_history`) ---------------------------------------
+
+CUP = Cup(T0, T0 + 3, [{"reward": "gold", "ranks": [1, 1]}, {"reward": "silver", "ranks": [2, 2]}])
+GOLD_ANN = {"rank": 1, "member": "ann", "score": 9, "reward": "gold"}
+SILVER_BOB = {"rank": 2, "member": "bob", "score": 7, "reward": "silver"}
+R0 = {"period": "cup", "period_id": "x", "partition": None, "revision": 0, "size": 2, "awards": [GOLD_ANN, SILVER_BOB],
+      "sha256": sha256([GOLD_ANN, SILVER_BOB])}
+R1 = {**R0, "revision": 1, "size": 1, "awards": [GOLD_ANN], "sha256": sha256([GOLD_ANN]),
+      "changes": [{"member": "bob", "before": "silver", "after": None}]}
+CUP_JOURNAL = [*JOURNAL[:3], Journaled(4, closes=("cup", "x")), Journaled(5, settlement=R0), Journaled(6, EVENTS[3]),
+               Journaled(7, target=2), Journaled(8, settlement=R1)]
+"""k1..k3 in the cup (k4 after it), closed at seq 4 and settled at 5; bob's k2 voided at 7, revised at 8."""
+
+
+def settlement_answer(kind: str, seq: int, sent: float, body: dict[str, Any], **args: Any) -> Answer:
+    return Answer("http", None, Query(kind, "b", args), sent, sent + 0.1, {"seq": seq, **body})
+
+
+def cup_history(*answers: Answer, feed: tuple[dict[str, Any], ...] = (R0, R1)) -> History:
+    h = history(*answers)
+    h.acks[3] = Ack("b", "k4", "accepted", 5.5, 6.0)
+    h.voids = [("b", "k2", 7.0)]
+    h.feed = [{"cursor": i, "board": "b", "seq": 5 if r["revision"] == 0 else 8, "awards": len(r["awards"]),
+               **{k: r[k] for k in ("period", "period_id", "partition", "revision", "sha256")}} for i, r in enumerate(feed, 1)]
+    return h
+
+
+def cup_violations(h: History, journal: list[Journaled] = CUP_JOURNAL) -> list[str]:
+    return check(h, {"b": journal}, BOARDS, CUP).violations
+
+
+def test_a_correct_settlement_history_passes() -> None:
+    page = {"limit": 10, "offset": 0}
+    h = cup_history(
+        settlement_answer("preview", 2, 2.5, {"revision": 0, "preview": True, "awards_total": 2, "sha256": sha256(
+            [{**GOLD_ANN, "member": "bob", "score": 7}, {**SILVER_BOB, "member": "ann", "score": 5}]),
+            "awards": [{**GOLD_ANN, "member": "bob", "score": 7}, {**SILVER_BOB, "member": "ann", "score": 5}]}, **page),
+        Answer("http", None, Query("settlement", "b", page), 3.5, 3.6, {"error": {"code": "not_settled"}}, "not_settled"),
+        settlement_answer("settlement", 6, 6.5, {"revision": 0, "awards_total": 2, "awards": [GOLD_ANN], "sha256": R0["sha256"]},
+                          limit=1, offset=0),
+        settlement_answer("award", 8, 7.5, {"revision": 1, "sha256": R1["sha256"], "award": None}, member="bob"),
+    )
+    report = check(h, {"b": CUP_JOURNAL}, BOARDS, CUP)
+    assert report.ok, report
+
+
+def test_a_settlement_answer_that_is_not_the_oracles_is_flagged() -> None:
+    stale = settlement_answer("settlement", 8, 7.5, {"revision": 0, "awards_total": 2, "awards": [GOLD_ANN, SILVER_BOB],
+                                                     "sha256": R0["sha256"]}, limit=10, offset=0)
+    [v] = cup_violations(cup_history(stale))
+    assert "seq 8: awards: got" in v and "revision: got 0, oracle says 1" in v
+
+
+def test_not_settled_after_an_ack_past_revision_0_is_flagged() -> None:
+    late = Answer("http", None, Query("award", "b", {"member": "ann"}), 6.5, 6.6, {"error": {"code": "not_settled"}}, "not_settled")
+    [v] = cup_violations(cup_history(late))
+    assert "not_settled, but k4 (seq 6) was acked before the query was sent" in v
+
+
+def test_a_wrong_revision_a_silent_change_and_a_feed_not_exactly_once_are_flagged() -> None:
+    wrong = [*CUP_JOURNAL[:4], Journaled(5, settlement={**R0, "awards": [GOLD_ANN]}), *CUP_JOURNAL[5:7]]
+    found = cup_violations(cup_history(feed=(R0, R1, R0)), wrong)
+    assert any("revision at seq 5: size 2, awards" in v for v in found), found
+    assert any("without a revision" in v for v in found), found
+    assert any("given twice" in v for v in found) and any("after revision 1 of its table" in v for v in found), found
+    assert any("('b', 'cup', 'x', '*', 1) is not journaled" in v for v in found), found

@@ -21,7 +21,10 @@ the alltime table only: the scenarios' boards have no other period. A workload m
 of its boards (the others are read only: activated on demand, they unload between answers), and
 create some through the admin API (`Workload.api_boards`), which a fault may retire
 (`Recorder.retire`): from then on their events are rejected, their table is closed, and their
-answers are held to the same rules.
+answers are held to the same rules. A workload may also give every board a short tournament with
+prizes (`Workload.cup`, `cup_workload`): readers then ask its settlement too, a poller reads the
+settlement feed, and a fault may void its winners after the close (`settle_void_and`); those
+answers, the journaled revisions and the feed are held to `support.settlement_history`.
 """
 
 from __future__ import annotations
@@ -44,8 +47,9 @@ import websockets
 
 from arena.client import ArenaClient, ArenaClientError, ScoreEvent
 from arena.config import JournalSettings
-from arena.engine.times import parse_rfc3339_ms
+from arena.engine.times import format_ms, parse_rfc3339_ms
 from support import postgres
+from support import settlement_history as settled
 from support.faults import Fingerprint, journal_file, open_readonly
 from support.oracle import OBoard, OEvent, Row, digest, ranked, standing
 from support.server import ADMIN_TOKEN, Client, now_ms, token_for, until
@@ -76,7 +80,8 @@ class Ack:
 @dataclass(frozen=True)
 class Query:
     """A query about a board's alltime table: ``kind`` is top, member, around, around_rank,
-    percentile, score_at_percentile, digest, members or periods; ``args`` its fields."""
+    percentile, score_at_percentile, digest, members or periods; or about its cup's settlement
+    (`support.settlement_history.KINDS`); ``args`` its fields."""
 
     kind: str
     board: str
@@ -126,6 +131,10 @@ class History:
     """(node URL, sent, given up) of each query counted in ``no_answer``: how long it waited."""
     recorded: Counter[str] = field(default_factory=Counter)
     """board -> how many of its events were acked accepted or duplicate."""
+    voids: list[tuple[str, str, float]] = field(default_factory=list)
+    """(board, idempotency key, when its 200 was read) of each event an admin voided."""
+    feed: list[dict[str, Any]] = field(default_factory=list)
+    """The settlement feed's items, in the order one poller read them."""
 
     def add(self, ack: Ack) -> None:
         self.acks.append(ack)
@@ -137,12 +146,15 @@ class History:
 
 @dataclass(frozen=True)
 class Journaled:
-    """A journal record: a score event (``event`` set), a void (``target`` set), or a close
-    marker or board record (a definition, a retirement: neither changes the standings)."""
+    """A journal record: a score event (``event`` set), a void (``target`` set), a close marker
+    (``closes``: its period and period_id) or a board record (a definition, a retirement, a
+    settlement revision: ``settlement``, its body; none changes the standings)."""
 
     seq: int
     event: OEvent | None = None
     target: int | None = None
+    closes: tuple[str, str] | None = None
+    settlement: Mapping[str, Any] | None = None
 
 
 async def journal_records(journal: JournalSettings, data_dir: Path, board: str) -> list[Journaled]:
@@ -150,8 +162,8 @@ async def journal_records(journal: JournalSettings, data_dir: Path, board: str) 
     ``data_dir`` or from the tables of ``journal``'s schema."""
     events = "SELECT seq, idempotency_key, member, value, occurred_at FROM {t}score_event"
     voids = "SELECT seq, target_seq FROM {t}score_void"
-    closes = "SELECT closed_seq FROM {t}board_period"
-    others = "SELECT seq FROM {t}board_record"
+    closes = "SELECT closed_seq, period, period_id FROM {t}board_period"
+    others = "SELECT seq, kind, body FROM {t}board_record"
     if journal.backend == "sqlite":
         db = open_readonly(journal_file(data_dir, board))
         try:
@@ -165,7 +177,8 @@ async def journal_records(journal: JournalSettings, data_dir: Path, board: str) 
                 for sql in (events, voids, closes, others)]
     found = [Journaled(seq, OEvent(member, value, occurred_at, _key(key))) for seq, key, member, value, occurred_at in rows[0]]
     found += [Journaled(seq, target=target) for seq, target in rows[1]]
-    found += [Journaled(seq) for (seq,) in [*rows[2], *rows[3]]]
+    found += [Journaled(seq, closes=(period, period_id)) for seq, period, period_id in rows[2]]
+    found += [Journaled(seq, settlement=orjson.loads(body) if kind == "settlement" else None) for seq, kind, body in rows[3]]
     return sorted(found, key=lambda r: r.seq)
 
 
@@ -290,7 +303,7 @@ def _row(entry: Mapping[str, Any]) -> Row:
 
 
 KINDS = ("lost", "rejected but journaled", "journaled twice", "not as sent", "stale", "not the oracle's", "seq went back",
-         "subscription ended", "seq past the journal", "no seq")
+         "subscription ended", "seq past the journal", "no seq", "settlement not the oracle's", "feed not exactly once")
 """The kinds of violation, gravest first."""
 
 
@@ -329,9 +342,12 @@ class Report:
         return f"{head}: {len(self.violations)} violations {dict(self.kinds)}, the first:\n  {shown}{more}"
 
 
-def check(history: History, journals: Mapping[str, Sequence[Journaled]], boards: Mapping[str, OBoard]) -> Report:
-    """Judge ``history`` against the journals (board -> its records in seq order) of ``boards``."""
+def check(history: History, journals: Mapping[str, Sequence[Journaled]], boards: Mapping[str, OBoard],
+          cup: Cup | None = None) -> Report:
+    """Judge ``history`` against the journals (board -> its records in seq order) of ``boards``,
+    whose tournament ``cup`` (if any) is held to `support.settlement_history`."""
     report = Report(answers=len(history.answers), no_answer=history.no_answer)
+    cups = {b: cup_oracle(boards[b], records, cup) for b, records in journals.items()} if cup is not None else {}
     seq_of: dict[tuple[str, str], int] = {}
     for board, records in journals.items():
         keys = Counter(r.event.key for r in records if r.event is not None)
@@ -344,7 +360,7 @@ def check(history: History, journals: Mapping[str, Sequence[Journaled]], boards:
                 sent = history.sent.get(r.event.key)
                 if sent != (board, r.event.fingerprint):
                     report.flag("not as sent", f"board {board}: journaled event {r.event.key} {r.event.fingerprint} was sent as {sent}")
-    floors = _ack_floors(history, seq_of, report)
+    floors = _ack_floors(history, seq_of, report, _void_floors(history, journals, seq_of))
     by_board: dict[str, list[Answer]] = {}
     last_on: dict[tuple[int, str], Answer] = {}
     for answer in history.answers:
@@ -357,6 +373,12 @@ def check(history: History, journals: Mapping[str, Sequence[Journaled]], boards:
         report.checked += 1
         board, seq = answer.query.board, answer.seq
         where = answer.describe(history.started)
+        if seq is None and answer.error == "not_settled" and board in cups and answer.sent is not None:
+            floor, key = floors[board](answer.sent)
+            if cups[board].settled_by(floor):
+                report.flag("settlement not the oracle's", f"{where}: not_settled, but {key} (seq {floor}) was acked "
+                                                           f"before the query was sent, after revision 0")
+            continue
         if seq is None:
             due = floors[board](answer.sent)[0] if answer.sent is not None else 0
             report.flag("no seq", f"{where}: no seq in the answer {_short(answer.body)} (a seq of at least {due} was due)")
@@ -379,19 +401,73 @@ def check(history: History, journals: Mapping[str, Sequence[Journaled]], boards:
             if seq > oracle.last:
                 report.flag("seq past the journal", f"{where}: seq {seq} is past the journal's last ({oracle.last})")
                 continue
+            if answer.query.kind in settled.KINDS:
+                want = cups[board].expected(answer.query.kind, answer.query.args, seq)
+                got = settled.observed(answer.query.kind, answer.body, answer.error)
+                if want != got:
+                    report.flag("settlement not the oracle's", f"{where}: seq {seq}: {_diff(want, got)}")
+                continue
             want, got = expected(answer.query, oracle.at(seq)), observed(answer)
             if want != got:
-                diff = "; ".join(f"{k}: got {_short(got.get(k))}, oracle says {_short(want.get(k))}"
-                                 for k in sorted(set(want) | set(got)) if want.get(k) != got.get(k))
-                report.flag("not the oracle's", f"{where}: seq {seq}: {diff}")
+                report.flag("not the oracle's", f"{where}: seq {seq}: {_diff(want, got)}")
+    for board, cup_of in cups.items():
+        last = journals[board][-1].seq if journals[board] else 0
+        for wrong in cup_of.judge_revisions(last):
+            report.flag("settlement not the oracle's", f"board {board}: {wrong}")
+    if cup is not None:
+        for wrong in settled.judge_feed(history.feed, {b: o.revisions for b, o in cups.items()}):
+            report.flag("feed not exactly once", wrong)
     return report
 
 
-def _ack_floors(history: History, seq_of: Mapping[tuple[str, str], int],
-                report: Report) -> dict[str, Callable[[float], tuple[int, str | None]]]:
-    """board -> (query sent at t -> the greatest journal seq of an event acked before t, its key);
-    an acked event missing from the journal, or a rejected one in it, is a violation."""
+def _diff(want: Mapping[str, Any], got: Mapping[str, Any]) -> str:
+    return "; ".join(f"{k}: got {_short(got.get(k))}, oracle says {_short(want.get(k))}"
+                     for k in sorted(set(want) | set(got)) if want.get(k) != got.get(k))
+
+
+@dataclass(frozen=True)
+class Cup:
+    """A workload's tournament: its window [start, end) in epoch ms and its prize tiers."""
+
+    start: int
+    end: int
+    tiers: Sequence[Mapping[str, Any]]
+
+
+def cup_oracle(board: OBoard, records: Sequence[Journaled], cup: Cup) -> settled.CupOracle:
+    """The oracle of ``board``'s cup (`support.settlement_history`) from its journal."""
+    marker = next((r.seq for r in records if r.closes is not None and r.closes[0] == settled.CUP), None)
+    revisions = [settled.Revision(r.seq, r.settlement) for r in records
+                 if r.settlement is not None and r.settlement["period"] == settled.CUP]
+    return settled.CupOracle(board, (cup.start, cup.end), cup.tiers, [(r.seq, r.event) for r in records if r.event is not None],
+                             [(r.seq, r.target) for r in records if r.target is not None], marker, revisions)
+
+
+def _void_floors(history: History, journals: Mapping[str, Sequence[Journaled]],
+                 seq_of: Mapping[tuple[str, str], int]) -> list[tuple[str, float, int, str]]:
+    """(board, when acked, seq, what) of each admin void answered: its record's seq, or that of
+    the settlement revisions journaled right after it (the void's answer waits for them)."""
+    floors = []
+    for board, key, acked in history.voids:
+        records = journals.get(board, [])
+        target = seq_of.get((board, key))
+        at = next((i for i, r in enumerate(records) if r.target is not None and r.target == target), None)
+        if at is None:
+            continue  # a void of an event never journaled: judged as "lost" with its ack
+        while at + 1 < len(records) and records[at + 1].settlement is not None:
+            at += 1
+        floors.append((board, acked, records[at].seq, f"the void of {key}"))
+    return floors
+
+
+def _ack_floors(history: History, seq_of: Mapping[tuple[str, str], int], report: Report,
+                voids: Sequence[tuple[str, float, int, str]] = ()) -> dict[str, Callable[[float], tuple[int, str | None]]]:
+    """board -> (query sent at t -> the greatest journal seq of an event (or a void: ``voids``)
+    acked before t, its key); an acked event missing from the journal, or a rejected one in it,
+    is a violation."""
     acked: dict[str, list[tuple[float, int, str]]] = {}
+    for board, at, void_seq, what in voids:
+        acked.setdefault(board, []).append((at, void_seq, what))
     for ack in history.acks:
         seq = seq_of.get((ack.board, ack.key))
         if not ack.recorded:
@@ -446,14 +522,21 @@ class Workload:
     """The boards the writers write after the seed; empty: all of them."""
     api_boards: Sequence[str] = ()
     """The boards created through the admin API (`Recorder.seed`), not declared in the config."""
+    cup: Cup | None = None
+    """A tournament on every board (custom period `support.settlement_history.CUP`, no close
+    grace) with prizes: readers also ask its settlement, and a poller reads the settlement feed."""
 
     def board_config(self) -> dict[str, dict[str, Any]]:
         return {name: self.definition(name) for name in self.boards if name not in self.api_boards}
 
     def definition(self, name: str) -> dict[str, Any]:
         b = self.boards[name]
-        return {"aggregation": b.aggregation, "order": b.order, "tie": b.tie, "periods": ["alltime"],
-                "min_value": b.min_value, "max_value": b.max_value}
+        definition: dict[str, Any] = {"aggregation": b.aggregation, "order": b.order, "tie": b.tie, "periods": ["alltime"],
+                                      "min_value": b.min_value, "max_value": b.max_value}
+        if self.cup is not None:
+            definition.update(custom_periods={settled.CUP: {"start": format_ms(self.cup.start), "end": format_ms(self.cup.end)}},
+                              prizes={settled.CUP: list(self.cup.tiers)}, close_grace_seconds=0)
+        return definition
 
     @property
     def writing(self) -> list[str]:
@@ -469,14 +552,16 @@ class Workload:
         member = rng.choice(self.members)
         kinds = ["top", "member", "around", "around_rank", "percentile", "score_at_percentile", "members"]
         kinds = [k for k in (kinds if ws else [*kinds, "digest", "digest", "periods"]) if k in self.kinds or not self.kinds]
+        if self.cup is not None and not ws:
+            kinds += [*settled.KINDS, *settled.KINDS]
         kind = rng.choice(kinds or ["top"])
         return Query(kind, board, self._args(rng, kind, member))
 
     def _args(self, rng: random.Random, kind: str, member: str) -> dict[str, Any]:
         n = len(self.members)
-        if kind == "top":
+        if kind in ("top", "settlement", "preview"):
             return {"limit": rng.choice([1, 10, 1000]), "offset": rng.choice([0, 0, 3, n // 2])}
-        if kind in ("member", "percentile"):
+        if kind in ("member", "percentile", "award"):
             return {"member": member}
         if kind == "around":
             return {"member": member, "radius": rng.randrange(4)}
@@ -493,6 +578,11 @@ def http_request(q: Query) -> tuple[str, str, dict[str, Any], Any]:
     """(method, path, params, JSON body) of ``q``'s HTTP route."""
     table = f"/v1/boards/{q.board}/alltime"
     a = dict(q.args)
+    if q.kind in settled.KINDS:
+        path = f"/v1/boards/{q.board}/{settled.CUP}/settlement"
+        if q.kind == "award":
+            return "GET", f"{path}/members/{a['member']}", {}, None
+        return "GET", path, {**a, "preview": "true"} if q.kind == "preview" else a, None
     if q.kind in ("member", "percentile"):
         return "GET", f"{table}/{'members' if q.kind == 'member' else 'percentile'}/{a['member']}", {}, None
     if q.kind == "around":
@@ -574,6 +664,8 @@ class Recorder:
         tasks += [self._http_reader(random.Random(rng.random()), deadline) for _ in range(http_readers)]
         tasks += [self._ws_reader(random.Random(rng.random()), deadline) for _ in range(ws_readers)]
         tasks += [self._subscriber(board, deadline) for board, _ in zip(itertools.cycle(self.workload.boards), range(subscribers))]
+        if self.workload.cup is not None:
+            tasks.append(self._feed_reader(random.Random(rng.random()), deadline))
         self._tasks = [asyncio.create_task(t) for t in tasks]
 
     async def retire(self, board: str) -> None:
@@ -583,6 +675,67 @@ class Recorder:
             answer = await http.delete(f"{self.urls()[-1]}/v1/boards/{board}", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
         assert answer.status_code == 200, answer.text
         self.retired.add(board)
+
+    async def settled(self, revision: int = 0, timeout: float = 60.0) -> dict[str, dict[str, Any]]:
+        """Wait until every board's cup has settled, at revision ``revision`` or later: board ->
+        its settlement (every award), through the first node."""
+        found: dict[str, dict[str, Any]] = {}
+        async with httpx.AsyncClient(timeout=10) as http:
+            async def done() -> bool:
+                for board in self.workload.boards:
+                    try:
+                        answer = await http.get(f"{self.urls()[0]}/v1/boards/{board}/{settled.CUP}/settlement",
+                                                params={"limit": 1000})
+                    except httpx.HTTPError:
+                        return False
+                    if answer.status_code != 200 or answer.json()["revision"] < revision:
+                        return False
+                    found[board] = answer.json()
+                return True
+
+            await until(done, f"every cup settled (revision {revision})", timeout)
+        self._raise_failures()
+        return found
+
+    async def void_winners(self, settlements: Mapping[str, Mapping[str, Any]], timeout: float = 60.0) -> None:
+        """As an admin, void every cup event (acked, not voided yet) of each board's best ranked
+        award winner that also has an event after the cup (so it stays in the alltime table),
+        one key at a time, through any node; each 200 is recorded (`History.voids`)."""
+        assert self.workload.cup is not None
+        cup = self.workload.cup
+        admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+        deadline = time.monotonic() + timeout
+        async with httpx.AsyncClient(timeout=10) as http:
+            for board, settlement in settlements.items():
+                def winner(awards: Sequence[Mapping[str, Any]] = settlement["awards"], board: str = board) -> str | None:
+                    after = {e[0] for b, e in self.history.sent.values() if b == board and e[2] >= cup.end}
+                    return next((a["member"] for a in awards if a["member"] in after), None)
+
+                await until(winner, f"an award winner of {board} with an event after the cup", timeout)
+                voided, recorded = winner(), {a.key for a in self.history.acks if a.recorded}
+                done = {key for _, key, _ in self.history.voids}
+                for key, (b, (member, _value, occurred_at)) in list(self.history.sent.items()):
+                    if (b != board or member != voided or not cup.start <= occurred_at < cup.end
+                            or key not in recorded or key in done):
+                        continue
+                    while True:
+                        node = self.urls()[-1]
+                        try:
+                            answer = await http.post(f"{node}/v1/boards/{board}/void", headers=admin,
+                                                     json={"idempotency_key": key, "reason": "history check"})
+                            if answer.status_code == 200:
+                                break
+                        except httpx.HTTPError:
+                            pass
+                        if time.monotonic() > deadline:
+                            raise AssertionError(f"the void of {key} on {board} was not answered 200")
+                        await asyncio.sleep(0.05)  # the board moves or comes up (bounded by the deadline)
+                    self.history.voids.append((board, key, time.monotonic()))
+
+    async def feed_caught_up(self, settlements: Mapping[str, Mapping[str, Any]], timeout: float = 60.0) -> None:
+        """Wait until the feed poller has read each board's cup revision in ``settlements``."""
+        wanted = {(board, s["revision"]) for board, s in settlements.items()}
+        await until(lambda: wanted <= {(i["board"], i["revision"]) for i in self.history.feed}, "the feed caught up", timeout)
 
     async def until_acked(self, more: int, what: str, timeout: float = 60.0) -> None:
         """Wait until every board written and not retired has ``more`` acked events beyond what it has now."""
@@ -683,6 +836,24 @@ class Recorder:
             except (OSError, websockets.WebSocketException, TimeoutError):
                 await self._no_answer()
 
+    async def _feed_reader(self, rng: random.Random, deadline: float) -> None:
+        """A game backend polling `GET /v1/settlements` with its last cursor, from any node."""
+        cursor = 0
+        gs = {"Authorization": f"Bearer {token_for('gs')}"}
+        async with httpx.AsyncClient(timeout=10) as http:
+            while self._running(deadline):
+                try:
+                    answer = await http.get(f"{rng.choice(self.urls())}/v1/settlements", headers=gs,
+                                            params={"after": cursor, "limit": rng.choice([1, 2, 100])})
+                except httpx.HTTPError:
+                    await self._no_answer()
+                    continue
+                if answer.status_code == 200:
+                    page = answer.json()
+                    self.history.feed += page["items"]
+                    cursor = page["next"]
+                await asyncio.sleep(0.02)  # a backend's polling interval (bounded by the deadline)
+
     @staticmethod
     def _live_url(node: str) -> str:
         return node.replace("http", "ws", 1) + "/v1/live"
@@ -712,10 +883,32 @@ async def record(workload: Workload, urls: Callable[[], Sequence[str]], fault: C
     return history
 
 
+CUP_TIERS: list[dict[str, Any]] = [{"reward": "gold", "ranks": [1, 1]}, {"reward": "silver", "top_percent": 12.5},
+                                   {"reward": "tin", "score": 60}]
+
+
+def cup_workload(boards: dict[str, OBoard], n: int, seconds: float) -> Workload:
+    """``boards`` created through the API at the seed, each with a tournament that began an hour
+    ago and ends ``seconds`` from now (while the writers run), prizes by rank, share and score."""
+    now = now_ms()
+    return Workload(boards, members(n), cup=Cup(now - 3_600_000, now + int(seconds * 1000), CUP_TIERS), api_boards=tuple(boards))
+
+
+async def settle_void_and(recorder: Recorder, fault: Callable[[], Awaitable[None]]) -> None:
+    """The cup closes and settles while the writers run; an admin voids its winners' events (a
+    revision), ``fault`` strikes, the winners' events are voided again (another revision); then
+    the feed's poller reads the last revisions."""
+    voided = await recorder.settled()
+    await recorder.void_winners(voided)
+    await fault()
+    await recorder.void_winners(await recorder.settled(1))
+    await recorder.feed_caught_up(await recorder.settled(2))
+
+
 async def check_journals(history: History, workload: Workload, journal: JournalSettings, data_dir: Path) -> Report:
     """`check` ``history`` against the boards' journals on ``journal``'s backend."""
     journals = {b: await journal_records(journal, data_dir, b) for b in workload.boards}
-    return check(history, journals, workload.boards)
+    return check(history, journals, workload.boards, workload.cup)
 
 
 def members(n: int) -> list[str]:
