@@ -2169,6 +2169,14 @@ export interface paths {
                 query?: {
                     /** @description only those in this state */
                     state?: "pending" | "delivered" | "failed";
+                    /** @description only those of this board */
+                    board?: string;
+                    /** @description only those of this period kind */
+                    period?: string;
+                    /** @description only those of this window */
+                    period_id?: string;
+                    /** @description only those of this partition (`*`: the global table) */
+                    partition?: string;
                     /** @description deliveries to return */
                     limit?: number;
                     /** @description the `next` of the page before */
