@@ -25,10 +25,11 @@ from support.server import ChildServer, until
 
 NODES = ["node-a", "node-b", "node-c"]
 WORKLOAD = Workload(
-    {f"s{i}": OBoard(aggregation="sum", min_value=0, max_value=9) if i % 2 else OBoard(aggregation="best", max_value=1000)
-     for i in range(4)},
+    {f"s{i}": OBoard(aggregation="sum", min_value=0, max_value=9, regions=("eu", "na") if i == 1 else ())
+     if i % 2 else OBoard(aggregation="best", max_value=1000) for i in range(4)},
     members(20),
 )
+"""Board s1 has regions: readers ask its regions' tables too, through any node."""
 
 pytestmark = pytest.mark.slow
 

@@ -1,6 +1,7 @@
 """The history checker (`support.history`) on one `arena serve` node, on both journal backends:
 while writers stream and readers query (HTTP, WS query ops, a subscription), a fault strikes —
-SIGKILL and a restart, a graceful restart, a start from a snapshot with a long journal tail, a
+SIGKILL and a restart (also on a board with regions, whose regions' tables are read too), a
+graceful restart, a start from a snapshot with a long journal tail, a
 supervisor restart, a PostgreSQL restart, boards unloaded between answers and activated again
 while an API board is retired — and afterwards every answer must reflect every event
 acked before its query was sent and equal the oracle's standings at its seq ("Never stale")."""
@@ -66,6 +67,28 @@ async def test_answers_are_never_stale_across_a_restart(tmp_path: Path, served_j
     finally:
         server.kill()
     await _judge(server, history, served_journal, tmp_path)
+
+
+REGIONAL = Workload(
+    {"world": OBoard(aggregation="sum", min_value=0, max_value=9, regions=("eu", "na", "asia")),
+     "plain": OBoard(aggregation="best", max_value=1000)},
+    members(30),
+)
+"""A board with regions: its events carry one (or none) and readers ask its regions' tables too."""
+
+
+async def test_answers_of_regions_tables_are_never_stale_across_a_sigkill(tmp_path: Path, served_journal: JournalSettings) -> None:
+    server = await _served(tmp_path, served_journal, REGIONAL)
+    try:
+        async def fault(recorder: Recorder) -> None:
+            await _restart(server, signal.SIGKILL)
+
+        history = await record(REGIONAL, lambda: [server.url], fault)
+    finally:
+        server.kill()
+    await _judge(server, history, served_journal, tmp_path, REGIONAL)
+    asked = {a.query.partition for a in history.answers if a.query.board == "world" and a.error is None}
+    assert {"eu", "na", "asia"} <= asked, asked
 
 
 async def test_answers_are_never_stale_across_a_supervisor_restart(tmp_path: Path, served_journal: JournalSettings) -> None:

@@ -17,7 +17,9 @@ lenient side.
 `record` runs the writers (`arena.client.ArenaClient`, which reconnects and resends unacked
 events with the same keys) and readers (HTTP, WS query ops on `/v1/live`, a subscription) around
 a fault; `journal_records` reads a journal on either backend; `check` judges. The checker knows
-the alltime table only: the scenarios' boards have no other period. A workload may write only some
+the alltime table only: the scenarios' boards have no other period. A board may have regions: its
+events carry one (or none) and readers ask its regions' tables too (`Query.partition`), each held to
+the oracle's table of that region at the answer's seq. A workload may write only some
 of its boards (the others are read only: activated on demand, they unload between answers), and
 create some through the admin API (`Workload.api_boards`), which a fault may retire
 (`Recorder.retire`): from then on their events are rejected, their table is closed, and their
@@ -81,6 +83,8 @@ class Query:
     kind: str
     board: str
     args: Mapping[str, Any] = field(default_factory=dict)
+    partition: str | None = None
+    """A region of the board: the query asks that region's table; None: the global table."""
 
 
 @dataclass(frozen=True)
@@ -108,7 +112,8 @@ class Answer:
         where = f"{self.via}#{self.connection}" if self.connection is not None else self.via
         sent = "" if self.sent is None else f" sent at +{self.sent - started:.3f}s"
         args = ",".join(f"{k}={v}" for k, v in self.query.args.items())
-        asked = f"{self.query.kind}({self.query.board}{',' if args else ''}{args})"
+        table = self.query.board if self.query.partition is None else f"{self.query.board}/{self.query.partition}"
+        asked = f"{self.query.kind}({table}{',' if args else ''}{args})"
         return f"{where} {asked}{sent}, answered at +{self.received - started:.3f}s"
 
 
@@ -119,6 +124,8 @@ class History:
     started: float = field(default_factory=time.monotonic)
     acks: list[Ack] = field(default_factory=list)
     sent: dict[str, tuple[str, Fingerprint]] = field(default_factory=dict)
+    regions: dict[str, str] = field(default_factory=dict)
+    """key -> the region of each event sent with one."""
     answers: list[Answer] = field(default_factory=list)
     no_answer: int = 0
     """Queries that got no answer at all (refused, reset, timed out): not a violation."""
@@ -137,7 +144,7 @@ class History:
 
 @dataclass(frozen=True)
 class Journaled:
-    """A journal record: a score event (``event`` set), a void (``target`` set), or a close
+    """A journal record: a score event (``event`` set, with its region), a void (``target`` set), or a close
     marker or board record (a definition, a retirement: neither changes the standings)."""
 
     seq: int
@@ -148,7 +155,7 @@ class Journaled:
 async def journal_records(journal: JournalSettings, data_dir: Path, board: str) -> list[Journaled]:
     """Every record of ``board``'s journal in seq order, read from its sqlite file in
     ``data_dir`` or from the tables of ``journal``'s schema."""
-    events = "SELECT seq, idempotency_key, member, value, occurred_at FROM {t}score_event"
+    events = "SELECT seq, idempotency_key, member, value, occurred_at, region FROM {t}score_event"
     voids = "SELECT seq, target_seq FROM {t}score_void"
     closes = "SELECT closed_seq FROM {t}board_period"
     others = "SELECT seq FROM {t}board_record"
@@ -163,7 +170,8 @@ async def journal_records(journal: JournalSettings, data_dir: Path, board: str) 
         where = f"{journal.schema}."
         rows = [[tuple(r) for r in await postgres.fetch(journal.url, sql.format(t=where) + " WHERE board = $1", board)]
                 for sql in (events, voids, closes, others)]
-    found = [Journaled(seq, OEvent(member, value, occurred_at, _key(key))) for seq, key, member, value, occurred_at in rows[0]]
+    found = [Journaled(seq, OEvent(member, value, occurred_at, _key(key), region))
+             for seq, key, member, value, occurred_at, region in rows[0]]
     found += [Journaled(seq, target=target) for seq, target in rows[1]]
     found += [Journaled(seq) for (seq,) in [*rows[2], *rows[3]]]
     return sorted(found, key=lambda r: r.seq)
@@ -177,13 +185,15 @@ def _key(key: str | bytes) -> str:
 
 
 class Standings:
-    """The oracle's alltime table of one board as of a seq, walked forward through its journal:
-    each member's standing is recomputed (`support.oracle.standing`) only when one of its events
-    is added or voided, and the table is ranked afresh at each seq asked (`ranked`)."""
+    """The oracle's alltime table of one board (or of one of its regions: ``partition``) as of a
+    seq, walked forward through its journal: each member's standing is recomputed
+    (`support.oracle.standing`) only when one of its events in the table is added or voided, and
+    the table is ranked afresh at each seq asked (`ranked`)."""
 
-    def __init__(self, board: OBoard, records: Sequence[Journaled]) -> None:
+    def __init__(self, board: OBoard, records: Sequence[Journaled], partition: str | None = None) -> None:
         self.board = board
         self.records = records
+        self.partition = partition
         self.last = records[-1].seq if records else 0
         self._next = 0
         self._seq = 0
@@ -205,10 +215,12 @@ class Standings:
 
     def _apply(self, record: Journaled) -> None:
         if record.event is not None:
+            if self.partition is not None and record.event.region != self.partition:
+                return
             self._by_seq[record.seq] = record.event
             self._events.setdefault(record.event.member, []).append(record.event)
             self._restand(record.event.member)
-        elif record.target is not None:
+        elif record.target is not None and record.target in self._by_seq:
             gone = self._by_seq.pop(record.target)
             self._events[gone.member].remove(gone)
             self._restand(gone.member)
@@ -342,10 +354,11 @@ def check(history: History, journals: Mapping[str, Sequence[Journaled]], boards:
             if r.event is not None:
                 seq_of[(board, r.event.key)] = r.seq
                 sent = history.sent.get(r.event.key)
-                if sent != (board, r.event.fingerprint):
-                    report.flag("not as sent", f"board {board}: journaled event {r.event.key} {r.event.fingerprint} was sent as {sent}")
+                if sent != (board, r.event.fingerprint) or r.event.region != history.regions.get(r.event.key):
+                    report.flag("not as sent", f"board {board}: journaled event {r.event.key} {r.event.fingerprint} in region"
+                                               f" {r.event.region} was sent as {sent} in {history.regions.get(r.event.key)}")
     floors = _ack_floors(history, seq_of, report)
-    by_board: dict[str, list[Answer]] = {}
+    by_table: dict[tuple[str, str | None], list[Answer]] = {}
     last_on: dict[tuple[int, str], Answer] = {}
     for answer in history.answers:
         if answer.via == "update" and answer.error is not None:
@@ -371,9 +384,9 @@ def check(history: History, journals: Mapping[str, Sequence[Journaled]], boards:
                 report.flag("seq went back", f"{where}: seq {seq} went back from {before.seq} on the same connection"
                                              f" ({before.describe(history.started)})")
             last_on[(answer.connection, board)] = answer
-        by_board.setdefault(board, []).append(answer)
-    for board, answers in by_board.items():
-        oracle = Standings(boards[board], journals.get(board, []))
+        by_table.setdefault((board, answer.query.partition), []).append(answer)
+    for (board, partition), answers in by_table.items():
+        oracle = Standings(boards[board], journals.get(board, []), partition)
         for answer in sorted(answers, key=lambda a: a.seq or 0):
             seq, where = answer.seq or 0, answer.describe(history.started)
             if seq > oracle.last:
@@ -433,9 +446,14 @@ def _short(value: Any, limit: int = 300) -> str:
 # -- the workload ------------------------------------------------------------------------------------
 
 
+PARTITIONED = ("top", "members")
+"""The kinds of query the readers also ask of a region's table."""
+
+
 @dataclass
 class Workload:
-    """Small boards (alltime only; `OBoard` says how each ranks) and their members."""
+    """Small boards (alltime only; `OBoard` says how each ranks, and which regions it has) and
+    their members."""
 
     boards: Mapping[str, OBoard]
     members: Sequence[str]
@@ -452,8 +470,9 @@ class Workload:
 
     def definition(self, name: str) -> dict[str, Any]:
         b = self.boards[name]
+        regions = {"regions": list(b.regions)} if b.regions else {}
         return {"aggregation": b.aggregation, "order": b.order, "tie": b.tie, "periods": ["alltime"],
-                "min_value": b.min_value, "max_value": b.max_value}
+                "min_value": b.min_value, "max_value": b.max_value, **regions}
 
     @property
     def writing(self) -> list[str]:
@@ -461,8 +480,9 @@ class Workload:
 
     def event(self, rng: random.Random, board: str, member: str, key: str) -> ScoreEvent:
         b = self.boards[board]
+        region = rng.choice([None, *b.regions]) if b.regions else None
         return ScoreEvent(board, member, rng.randint(b.min_value, b.max_value),
-                          now_ms() - rng.randrange(5000), key)
+                          now_ms() - rng.randrange(5000), key, region=region)
 
     def query(self, rng: random.Random, ws: bool) -> Query:
         board = rng.choice(list(self.boards))
@@ -470,7 +490,9 @@ class Workload:
         kinds = ["top", "member", "around", "around_rank", "percentile", "score_at_percentile", "members"]
         kinds = [k for k in (kinds if ws else [*kinds, "digest", "digest", "periods"]) if k in self.kinds or not self.kinds]
         kind = rng.choice(kinds or ["top"])
-        return Query(kind, board, self._args(rng, kind, member))
+        regions = self.boards[board].regions
+        partition = rng.choice([None, *regions]) if regions and kind in PARTITIONED else None
+        return Query(kind, board, self._args(rng, kind, member), partition)
 
     def _args(self, rng: random.Random, kind: str, member: str) -> dict[str, Any]:
         n = len(self.members)
@@ -493,20 +515,23 @@ def http_request(q: Query) -> tuple[str, str, dict[str, Any], Any]:
     """(method, path, params, JSON body) of ``q``'s HTTP route."""
     table = f"/v1/boards/{q.board}/alltime"
     a = dict(q.args)
+    where = {} if q.partition is None else {"partition": q.partition}
+    if q.kind == "members":
+        return "POST", f"{table}/members", where, a
+    a.update(where)
     if q.kind in ("member", "percentile"):
         return "GET", f"{table}/{'members' if q.kind == 'member' else 'percentile'}/{a['member']}", {}, None
     if q.kind == "around":
         return "GET", f"{table}/around/{a['member']}", {"radius": a["radius"]}, None
     if q.kind == "around_rank":
         return "GET", f"{table}/around", a, None
-    if q.kind == "members":
-        return "POST", f"{table}/members", {}, a
     return "GET", f"{table}/{q.kind}", a, None
 
 
 def ws_frame(q: Query) -> dict[str, Any]:
     op = {"member": "rank", "around_rank": "around"}.get(q.kind, q.kind)
-    return {"op": op, "board": q.board, "period": "alltime", **q.args}
+    where = {} if q.partition is None else {"partition": q.partition}
+    return {"op": op, "board": q.board, "period": "alltime", **q.args, **where}
 
 
 # -- the recorder ----------------------------------------------------------------------------------
@@ -530,6 +555,8 @@ class Recorder:
         for e in events:
             assert e.idempotency_key is not None and isinstance(e.occurred_at, int)
             self.history.sent[e.idempotency_key] = (e.board, (e.member, e.value, e.occurred_at))
+            if e.region is not None:
+                self.history.regions[e.idempotency_key] = e.region
         sent = time.monotonic()
         while True:
             try:
