@@ -1,6 +1,6 @@
 """The history checker (`support.history`) on one `arena serve` node, on both journal backends:
 while writers stream and readers query (HTTP, WS query ops, a subscription), a fault strikes —
-SIGKILL and a restart (also on a board with regions, whose regions' tables are read too), a
+SIGKILL and a restart (also on boards with regions and a league, whose partitions are read too), a
 graceful restart, a start from a snapshot with a long journal tail, a
 supervisor restart, a PostgreSQL restart, boards unloaded between answers and activated again
 while an API board is retired — and afterwards every answer must reflect every event
@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from arena.config import JournalSettings
+from arena.engine.league import LeagueSpec
 from support.faults import parse_metric, write_config
 from support.history import Recorder, Workload, check_journals, members, record
 from support.oracle import OBoard
@@ -71,13 +72,14 @@ async def test_answers_are_never_stale_across_a_restart(tmp_path: Path, served_j
 
 REGIONAL = Workload(
     {"world": OBoard(aggregation="sum", min_value=0, max_value=9, regions=("eu", "na", "asia")),
-     "plain": OBoard(aggregation="best", max_value=1000)},
-    members(30),
+     "league": OBoard(aggregation="best", max_value=1000)},
+    members(30), leagues={"league": LeagueSpec(size=8, tiers=("bronze", "silver"), promote=1, relegate=1)},
 )
-"""A board with regions: its events carry one (or none) and readers ask its regions' tables too."""
+"""A board with regions (its events carry one, or none) and a league whose season's divisions fill
+as members first play: readers ask the regions' and the divisions' tables too."""
 
 
-async def test_answers_of_regions_tables_are_never_stale_across_a_sigkill(tmp_path: Path, served_journal: JournalSettings) -> None:
+async def test_answers_of_regions_and_divisions_are_never_stale_across_a_sigkill(tmp_path: Path, served_journal: JournalSettings) -> None:
     server = await _served(tmp_path, served_journal, REGIONAL)
     try:
         async def fault(recorder: Recorder) -> None:
@@ -87,8 +89,8 @@ async def test_answers_of_regions_tables_are_never_stale_across_a_sigkill(tmp_pa
     finally:
         server.kill()
     await _judge(server, history, served_journal, tmp_path, REGIONAL)
-    asked = {a.query.partition for a in history.answers if a.query.board == "world" and a.error is None}
-    assert {"eu", "na", "asia"} <= asked, asked
+    asked = {(a.query.board, a.query.partition) for a in history.answers if a.error is None}
+    assert {("world", r) for r in ("eu", "na", "asia")} | {("league", f"bronze-{k}") for k in (1, 2, 3, 4)} <= asked, asked
 
 
 async def test_answers_are_never_stale_across_a_supervisor_restart(tmp_path: Path, served_journal: JournalSettings) -> None:

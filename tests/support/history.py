@@ -19,7 +19,10 @@ events with the same keys) and readers (HTTP, WS query ops on `/v1/live`, a subs
 a fault; `journal_records` reads a journal on either backend; `check` judges. The checker knows
 the alltime table only: the scenarios' boards have no other period. A board may have regions: its
 events carry one (or none) and readers ask its regions' tables too (`Query.partition`), each held to
-the oracle's table of that region at the answer's seq. A workload may write only some
+the oracle's table of that region at the answer's seq. A board may be a league (`Workload.leagues`)
+whose season is one window longer than any run: readers ask its divisions (the first tier's, filled
+in journal order of the members' first events), each held to those members' alltime standings at
+the answer's seq. A workload may write only some
 of its boards (the others are read only: activated on demand, they unload between answers), and
 create some through the admin API (`Workload.api_boards`), which a fault may retire
 (`Recorder.retire`): from then on their events are rejected, their table is closed, and their
@@ -46,6 +49,7 @@ import websockets
 
 from arena.client import ArenaClient, ArenaClientError, ScoreEvent
 from arena.config import JournalSettings
+from arena.engine.league import LeagueSpec
 from arena.engine.times import parse_rfc3339_ms
 from support import postgres
 from support.faults import Fingerprint, journal_file, open_readonly
@@ -84,7 +88,8 @@ class Query:
     board: str
     args: Mapping[str, Any] = field(default_factory=dict)
     partition: str | None = None
-    """A region of the board: the query asks that region's table; None: the global table."""
+    """A region or a league's division: the query asks that partition's table; None: the global table."""
+    period: str = "alltime"
 
 
 @dataclass(frozen=True)
@@ -185,15 +190,20 @@ def _key(key: str | bytes) -> str:
 
 
 class Standings:
-    """The oracle's alltime table of one board (or of one of its regions: ``partition``) as of a
-    seq, walked forward through its journal: each member's standing is recomputed
-    (`support.oracle.standing`) only when one of its events in the table is added or voided, and
-    the table is ranked afresh at each seq asked (`ranked`)."""
+    """The oracle's alltime table of one board (or of one of its regions or, on a ``league``
+    board, of one of its season's divisions: ``partition``) as of a seq, walked forward through
+    its journal: each member's standing is recomputed (`support.oracle.standing`) only when one of
+    its events in the table is added or voided, and the table is ranked afresh at each seq asked
+    (`ranked`)."""
 
-    def __init__(self, board: OBoard, records: Sequence[Journaled], partition: str | None = None) -> None:
+    def __init__(self, board: OBoard, records: Sequence[Journaled], partition: str | None = None,
+                 league: LeagueSpec | None = None) -> None:
         self.board = board
         self.records = records
         self.partition = partition
+        self.league = league
+        self._joined: dict[str, int] = {}
+        """A league's members in the order of their first events (voided or not)."""
         self.last = records[-1].seq if records else 0
         self._next = 0
         self._seq = 0
@@ -215,7 +225,7 @@ class Standings:
 
     def _apply(self, record: Journaled) -> None:
         if record.event is not None:
-            if self.partition is not None and record.event.region != self.partition:
+            if self.partition is not None and self._partition_of(record.event) != self.partition:
                 return
             self._by_seq[record.seq] = record.event
             self._events.setdefault(record.event.member, []).append(record.event)
@@ -224,6 +234,12 @@ class Standings:
             gone = self._by_seq.pop(record.target)
             self._events[gone.member].remove(gone)
             self._restand(gone.member)
+
+    def _partition_of(self, event: OEvent) -> str | None:
+        if self.league is None:
+            return event.region
+        joined = self._joined.setdefault(event.member, len(self._joined))
+        return f"{self.league.tiers[0]}-{joined // self.league.size + 1}"
 
     def _restand(self, member: str) -> None:
         events = self._events[member]
@@ -341,8 +357,10 @@ class Report:
         return f"{head}: {len(self.violations)} violations {dict(self.kinds)}, the first:\n  {shown}{more}"
 
 
-def check(history: History, journals: Mapping[str, Sequence[Journaled]], boards: Mapping[str, OBoard]) -> Report:
-    """Judge ``history`` against the journals (board -> its records in seq order) of ``boards``."""
+def check(history: History, journals: Mapping[str, Sequence[Journaled]], boards: Mapping[str, OBoard],
+          leagues: Mapping[str, LeagueSpec] | None = None) -> Report:
+    """Judge ``history`` against the journals (board -> its records in seq order) of ``boards``
+    (``leagues``: those that are leagues, board -> its league)."""
     report = Report(answers=len(history.answers), no_answer=history.no_answer)
     seq_of: dict[tuple[str, str], int] = {}
     for board, records in journals.items():
@@ -386,7 +404,7 @@ def check(history: History, journals: Mapping[str, Sequence[Journaled]], boards:
             last_on[(answer.connection, board)] = answer
         by_table.setdefault((board, answer.query.partition), []).append(answer)
     for (board, partition), answers in by_table.items():
-        oracle = Standings(boards[board], journals.get(board, []), partition)
+        oracle = Standings(boards[board], journals.get(board, []), partition, (leagues or {}).get(board))
         for answer in sorted(answers, key=lambda a: a.seq or 0):
             seq, where = answer.seq or 0, answer.describe(history.started)
             if seq > oracle.last:
@@ -447,7 +465,9 @@ def _short(value: Any, limit: int = 300) -> str:
 
 
 PARTITIONED = ("top", "members")
-"""The kinds of query the readers also ask of a region's table."""
+"""The kinds of query the readers also ask of a partition's table."""
+SEASON = "season"
+"""A league board's season: one window of 366 days from this year's first, so every event of a run is in it."""
 
 
 @dataclass
@@ -464,15 +484,29 @@ class Workload:
     """The boards the writers write after the seed; empty: all of them."""
     api_boards: Sequence[str] = ()
     """The boards created through the admin API (`Recorder.seed`), not declared in the config."""
+    leagues: Mapping[str, LeagueSpec] = field(default_factory=dict)
+    """The boards that are leagues: their one season (`SEASON`) is split into divisions."""
 
     def board_config(self) -> dict[str, dict[str, Any]]:
         return {name: self.definition(name) for name in self.boards if name not in self.api_boards}
 
     def definition(self, name: str) -> dict[str, Any]:
         b = self.boards[name]
-        regions = {"regions": list(b.regions)} if b.regions else {}
+        regions: dict[str, Any] = {"regions": list(b.regions)} if b.regions else {}
+        league = self.leagues.get(name)
+        if league is not None:
+            season = {"every_hours": 8784, "anchor": f"{time.gmtime().tm_year}-01-01T00:00:00Z"}
+            regions = {"league": league.document(), "custom_periods": {SEASON: season}}
         return {"aggregation": b.aggregation, "order": b.order, "tie": b.tie, "periods": ["alltime"],
                 "min_value": b.min_value, "max_value": b.max_value, **regions}
+
+    def partitions(self, board: str) -> list[str]:
+        """The partitions readers ask of ``board``: its regions, or its divisions once every
+        member has joined one (the seed gives each member an event)."""
+        league = self.leagues.get(board)
+        if league is None:
+            return list(self.boards[board].regions)
+        return [f"{league.tiers[0]}-{k + 1}" for k in range(math.ceil(len(self.members) / league.size))]
 
     @property
     def writing(self) -> list[str]:
@@ -490,9 +524,10 @@ class Workload:
         kinds = ["top", "member", "around", "around_rank", "percentile", "score_at_percentile", "members"]
         kinds = [k for k in (kinds if ws else [*kinds, "digest", "digest", "periods"]) if k in self.kinds or not self.kinds]
         kind = rng.choice(kinds or ["top"])
-        regions = self.boards[board].regions
-        partition = rng.choice([None, *regions]) if regions and kind in PARTITIONED else None
-        return Query(kind, board, self._args(rng, kind, member), partition)
+        partitions = self.partitions(board)
+        partition = rng.choice([None, *partitions]) if partitions and kind in PARTITIONED else None
+        period = SEASON if partition is not None and board in self.leagues else "alltime"
+        return Query(kind, board, self._args(rng, kind, member), partition, period)
 
     def _args(self, rng: random.Random, kind: str, member: str) -> dict[str, Any]:
         n = len(self.members)
@@ -513,7 +548,7 @@ class Workload:
 
 def http_request(q: Query) -> tuple[str, str, dict[str, Any], Any]:
     """(method, path, params, JSON body) of ``q``'s HTTP route."""
-    table = f"/v1/boards/{q.board}/alltime"
+    table = f"/v1/boards/{q.board}/{q.period}"
     a = dict(q.args)
     where = {} if q.partition is None else {"partition": q.partition}
     if q.kind == "members":
@@ -531,7 +566,7 @@ def http_request(q: Query) -> tuple[str, str, dict[str, Any], Any]:
 def ws_frame(q: Query) -> dict[str, Any]:
     op = {"member": "rank", "around_rank": "around"}.get(q.kind, q.kind)
     where = {} if q.partition is None else {"partition": q.partition}
-    return {"op": op, "board": q.board, "period": "alltime", **q.args, **where}
+    return {"op": op, "board": q.board, "period": q.period, **q.args, **where}
 
 
 # -- the recorder ----------------------------------------------------------------------------------
@@ -742,7 +777,7 @@ async def record(workload: Workload, urls: Callable[[], Sequence[str]], fault: C
 async def check_journals(history: History, workload: Workload, journal: JournalSettings, data_dir: Path) -> Report:
     """`check` ``history`` against the boards' journals on ``journal``'s backend."""
     journals = {b: await journal_records(journal, data_dir, b) for b in workload.boards}
-    return check(history, journals, workload.boards)
+    return check(history, journals, workload.boards, workload.leagues)
 
 
 def members(n: int) -> list[str]:
