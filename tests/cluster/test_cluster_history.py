@@ -17,6 +17,7 @@ import pytest
 
 from arena.cluster.placement import preference
 from arena.config import JournalSettings
+from arena.engine.league import LeagueSpec
 from support.cluster import NodeFactory, settled, start_cluster
 from support.faults import parse_metric
 from support.history import Recorder, Workload, check_journals, members, record
@@ -27,9 +28,10 @@ NODES = ["node-a", "node-b", "node-c"]
 WORKLOAD = Workload(
     {f"s{i}": OBoard(aggregation="sum", min_value=0, max_value=9, regions=("eu", "na") if i == 1 else ())
      if i % 2 else OBoard(aggregation="best", max_value=1000) for i in range(4)},
-    members(20),
+    members(20), leagues={"s2": LeagueSpec(size=6, tiers=("bronze", "silver"), promote=1, relegate=1)},
 )
-"""Board s1 has regions: readers ask its regions' tables too, through any node."""
+"""Board s1 has regions and s2 is a league: readers ask its regions' and divisions' tables too,
+through any node."""
 
 pytestmark = pytest.mark.slow
 
