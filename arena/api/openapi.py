@@ -194,6 +194,10 @@ _COUNTS = {"type": "array", "items": _int(0), "description": "one value per seco
 _MS = {"type": "array", "items": {"type": ["number", "null"]}, "description": "milliseconds per second, null without samples"}
 _DURATIONS = _object(["count", "mean", "max"], count=_COUNTS, mean=_MS, max=_MS)
 
+_DIVISIONS = {"type": "object", "properties": {"divisions": {
+    "type": "object", "additionalProperties": {"type": ["string", "null"]},
+    "description": "a league board's global table only: each listed member's division in the window (null: none yet)"}}}
+
 SCHEMAS: Doc = {
     "Entry": ENTRY,
     "Table": TABLE_FIELDS,
@@ -202,7 +206,8 @@ SCHEMAS: Doc = {
     "MemberEntry": {"allOf": [_ref("TableEntry"), {"type": "object", "properties": {"division": {
         "type": ["string", "null"],
         "description": "a league board's global table only: the member's division in the window (null: none yet)"}}}]},
-    "TableMembers": _with("Table", entries=_ENTRIES, missing={"type": "array", "items": _STRING}),
+    "TableMembers": {"allOf": [_with("Table", entries=_ENTRIES, missing={"type": "array", "items": _STRING}), _DIVISIONS]},
+    "TableSearch": {"allOf": [_ref("TableEntries"), _DIVISIONS]},
     "Percentile": _with("Table", entry=_ref("Entry"), top_percent={"type": "number"}),
     "ScoreAtPercentile": _with("Table", p={"type": "number"}, entry={"oneOf": [_ref("Entry"), {"type": "null"}]}),
     "Digest": _with("Table", sha256={"type": "string", "pattern": "^[0-9a-f]{64}$"}),
@@ -338,7 +343,7 @@ _VIEW_FIELD_SCHEMAS: Doc = {
     "p": {"type": "number", "exclusiveMinimum": 0, "maximum": 100},
     "members": {"type": "array", "items": _STRING, "minItems": 1, "maxItems": MAX_MEMBERS},
 }
-_VIEW_ANSWERS = {"top": "TableEntries", "rank": "TableEntry", "around": "TableEntries", "percentile": "Percentile",
+_VIEW_ANSWERS = {"top": "TableEntries", "rank": "MemberEntry", "around": "TableEntries", "percentile": "Percentile",
                  "score_at_percentile": "ScoreAtPercentile", "members": "TableMembers"}
 """Each query op's answer: its HTTP route's body."""
 
@@ -483,7 +488,7 @@ PATHS: Doc = {
             _param("prefix", "query", {"type": "string", "minLength": 1, "maxLength": MAX_MEMBER_CODE_POINTS},
                    "case-sensitive, code points as sent (no normalisation)", required=True),
             _param("limit", "query", _int(1, MAX_SEARCH_LIMIT, 20), "members to return"),
-        ], "TableEntries", invalid=True)},
+        ], "TableSearch", invalid=True)},
     f"{TABLE}/digest": {"get": _table_query("sha256 of the canonical standings and the journal seq it reflects. O(n)", [],
                                             "Digest")},
     f"{TABLE}/settlement": {"get": _operation(

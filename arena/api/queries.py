@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import math
+from collections.abc import Iterable
 from fractions import Fraction
 
 import orjson
@@ -90,10 +91,19 @@ def member(arena: Arena, board: str, period: str, period_id: str | None, partiti
     if found is None:
         raise _member_missing(name, table)
     body["entry"] = wire.entry(found)
-    engine = arena.board(board).engine
-    if partition is None and engine is not None and engine.league is not None:
-        body["division"] = engine.division(table.window, name)
+    divisions = _divisions(arena, board, table, partition, [name])
+    if divisions is not None:
+        body["division"] = divisions[name]
     return body
+
+
+def _divisions(arena: Arena, board: str, table: RankedTable, partition: str | None, names: Iterable[str]) -> dict[str, str | None] | None:
+    """Each of ``names``' division in ``table``'s window (None: none yet) when ``table`` is a
+    league board's global table; else None (the answer has no divisions)."""
+    engine = arena.board(board).engine
+    if partition is not None or engine is None or engine.league is None:
+        return None
+    return {name: engine.division(table.window, name) for name in names}
 
 
 def around(
@@ -126,7 +136,15 @@ def members(arena: Arena, board: str, period: str, period_id: str | None, partit
     found, missing = table.entries_of(names)
     body["entries"] = [wire.entry(e) for e in found]
     body["missing"] = missing
+    _add_divisions(body, _divisions(arena, board, table, partition, (e.member for e in found)))
     return body
+
+
+def _add_divisions(body: Body, divisions: dict[str, str | None] | None) -> None:
+    """On a league board's global table, an answer listing entries carries ``divisions``: each
+    listed member's division (null: none yet)."""
+    if divisions is not None:
+        body["divisions"] = divisions
 
 
 def search(arena: Arena, board: str, period: str, period_id: str | None, partition: str | None, prefix: str | None, limit: int) -> Body:
@@ -136,7 +154,9 @@ def search(arena: Arena, board: str, period: str, period_id: str | None, partiti
         raise invalid_request(f"prefix must be 1 to {MAX_MEMBER_CODE_POINTS} code points")
     check_range("limit", limit, 1, MAX_SEARCH_LIMIT)
     table, body = view(arena, board, period, period_id, partition)
-    body["entries"] = [wire.entry(e) for e in table.search(prefix, limit)]
+    found = table.search(prefix, limit)
+    body["entries"] = [wire.entry(e) for e in found]
+    _add_divisions(body, _divisions(arena, board, table, partition, (e.member for e in found)))
     return body
 
 

@@ -216,6 +216,7 @@ async function showMember(member) {
     parts.push(el("dl", { class: "facts", id: "se-facts" },
       el("dt", {}, "Member"), el("dd", {}, memberLink(board, member)),
       el("dt", {}, "Rank"), el("dd", { id: "se-rank" }, `${entry.rank} of ${found.body.size}`),
+      ...divisionFacts(found.body.divisions, member),
       el("dt", {}, "Score"), el("dd", {}, String(entry.score)),
       el("dt", {}, "Percentile"), el("dd", { id: "se-better" },
         `better than ${better.toFixed(1)} % of the ${found.body.size} members`)));
@@ -228,6 +229,15 @@ async function showMember(member) {
   }
   parts.push(el("h3", {}, "In every table of ", board), await everyTable(board, member));
   replace(out, parts);
+}
+
+// A league board's global table answers each listed member's division (null: none yet).
+function divisionText(divisions, member) {
+  return divisions[member] ?? "no division yet";
+}
+
+function divisionFacts(divisions, member) {
+  return divisions ? [el("dt", {}, "Division"), el("dd", { id: "se-division" }, divisionText(divisions, member))] : [];
 }
 
 async function everyTable(board, member) {
@@ -279,7 +289,8 @@ async function listMatches() {
   replace(out, el("p", { class: "caption" }, title), el("ul", { class: "matches", id: "se-match-list" }, entries.map((e) => {
     const pick = el("button", { type: "button", "data-member": e.member }, e.member);
     pick.addEventListener("click", () => { $("se-member").value = e.member; showMember(e.member); });
-    return el("li", {}, pick, el("span", { class: "caption" }, `#${e.rank}`), memberLink(board, e.member, "audit"));
+    const division = answer.body.divisions ? [el("span", { class: "caption division" }, divisionText(answer.body.divisions, e.member))] : [];
+    return el("li", {}, pick, el("span", { class: "caption" }, `#${e.rank}`), ...division, memberLink(board, e.member, "audit"));
   })));
 }
 

@@ -102,6 +102,12 @@ async def check_season(http: httpx.AsyncClient, oracle: LeagueOracle, windows: i
             assert body["division"] == division
             ranked = await get(http, f"/v1/boards/l/season/members/{member}", period_id=period_id(index), partition=division)
             assert "division" not in ranked and ranked["partition"] == division
+        listed = await http.post("/v1/boards/l/season/members", params={"period_id": period_id(index)}, json={"members": MEMBERS})
+        assert_documented("/v1/boards/{board}/{period}/members", "POST", listed.json())
+        found = await get(http, "/v1/boards/l/season/search", period_id=period_id(index), prefix="m", limit=100)
+        assert_documented("/v1/boards/{board}/{period}/search", "GET", found)
+        for body in (listed.json(), found):  # each listed member's division, as `members/{member}` answers it
+            assert body["divisions"] == {e["member"]: divisions[index].get(e["member"]) for e in body["entries"]}, index
     return seen
 
 

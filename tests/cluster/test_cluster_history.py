@@ -19,6 +19,7 @@ import pytest
 
 from arena.cluster.placement import preference
 from arena.config import JournalSettings
+from arena.engine.league import LeagueSpec
 from support.cluster import NodeFactory, settled, start_cluster
 from support.faults import parse_metric
 from support.history import Recorder, Workload, check_journals, cup_workload, members, record, settle_void_and
@@ -27,10 +28,12 @@ from support.server import ChildServer, until
 
 NODES = ["node-a", "node-b", "node-c"]
 WORKLOAD = Workload(
-    {f"s{i}": OBoard(aggregation="sum", min_value=0, max_value=9) if i % 2 else OBoard(aggregation="best", max_value=1000)
-     for i in range(4)},
-    members(20),
+    {f"s{i}": OBoard(aggregation="sum", min_value=0, max_value=9, regions=("eu", "na") if i == 1 else ())
+     if i % 2 else OBoard(aggregation="best", max_value=1000) for i in range(4)},
+    members(20), leagues={"s2": LeagueSpec(size=6, tiers=("bronze", "silver"), promote=1, relegate=1)},
 )
+"""Board s1 has regions and s2 is a league: readers ask its regions' and divisions' tables too,
+through any node."""
 
 pytestmark = pytest.mark.slow
 

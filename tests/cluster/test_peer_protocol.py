@@ -54,7 +54,8 @@ bodies = st.binary(max_size=16) | text.map(str.encode)
 @st.composite
 def submits(draw: st.DrawFn) -> Submit:
     board = draw(text)
-    events = draw(st.lists(st.builds(Event, st.just(board), text, integers, integers, text, st.none() | text), max_size=4))
+    event = st.builds(Event, st.just(board), text, integers, integers, text, st.none() | text, st.none() | text)
+    events = draw(st.lists(event, max_size=4))
     return Submit(board, draw(text), draw(integers), tuple(events))
 
 
@@ -88,7 +89,8 @@ def test_every_answer_reads_back_as_itself(message: ToClient) -> None:
 
 def test_events_and_results_travel_exactly() -> None:
     event = Event("b", "m\u00e9", 10**30, 2**63 + 5, "k", '{"a":[1,2]}')
-    submit = Numbered(1, Submit("b", "gs", 5, (event,)))
+    regional = Event("b", "m", 1, 2, "r", None, "eu")  # a forwarded event keeps its region
+    submit = Numbered(1, Submit("b", "gs", 5, (event, regional)))
     assert parse_request(serialise(submit)) == submit
     for result in (Result("k", Status.ACCEPTED), Result(None, Status.REJECTED, Reason.UNAVAILABLE, "board: cannot take events now")):
         reply = Reply(2, Submitted((result,)))
@@ -100,6 +102,8 @@ def test_the_wire_format_is_the_documented_one() -> None:
     event = Event("b", "m", 1, 2, "k")
     assert orjson.loads(serialise(Numbered(7, Submit("b", "gs", 5, (event,))))) == {
         "op": "submit", "board": "b", "source": "gs", "received_at": 5, "events": [["m", 1, 2, "k", None]], "id": 7}
+    assert orjson.loads(serialise(Numbered(7, Submit("b", "gs", 5, (event._replace(region="eu"),)))))["events"] == [
+        ["m", 1, 2, "k", None, "eu"]]  # a region only when there is one: an event without reads as before
     assert orjson.loads(serialise(Reply(7, Submitted((Result("k", Status.ACCEPTED),), moved=True)))) == {
         "results": [["k", "accepted", None]], "moved": True, "id": 7}
     rejected = Result("r", Status.REJECTED, Reason.INVALID_EVENT, "value: missing")

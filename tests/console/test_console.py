@@ -153,7 +153,7 @@ async def test_paging_and_the_period_id_picker_show_the_right_rows(console: Cons
     await expect(page.locator("#st-page")).to_have_text("page 3 of 3")
 
 
-async def test_the_partition_picker_shows_a_divisions_standings(console: Console) -> None:
+async def test_the_partition_picker_shows_a_divisions_standings_and_search_a_members_division(console: Console) -> None:
     await console.client.submit([event("league", m, v, NOW, f"l-{m}") for m, v in (("ann", 5), ("bob", 9), ("cid", 7))])
     page = await console.open()
     await page.select_option("#st-board", "league")
@@ -164,6 +164,18 @@ async def test_the_partition_picker_shows_a_divisions_standings(console: Console
     await expect(standings(page).locator("td.member")).to_have_text(["bob", "ann"])
     await page.select_option("#st-partition", "")
     await expect(standings(page)).to_have_count(3)
+    await page.select_option("#se-board", "league")
+    await page.select_option("#se-period", "daily")
+    await page.fill("#se-member", "ci")  # as typed: the matches show each one's division
+    await expect(page.locator("#se-match-list li")).to_have_count(1)
+    await expect(page.locator("#se-match-list li .division")).to_have_text(["bronze-2"])
+    await page.fill("#se-member", "ann")
+    await page.get_by_role("button", name="Search").click()
+    await expect(page.locator("#se-division")).to_have_text("bronze-1")
+    await page.select_option("#se-board", "high_score")
+    await page.get_by_role("button", name="Search").click()
+    await expect(page.locator("#se-result")).to_contain_text("Not in high_score")
+    await expect(page.locator("#se-division")).to_have_count(0)  # a board without a league: no division
 
 
 async def test_search_finds_a_members_rank_neighbours_percentile_and_every_table(console: Console) -> None:

@@ -1,6 +1,7 @@
 """The history checker (`support.history`) on one `arena serve` node, on both journal backends:
 while writers stream and readers query (HTTP, WS query ops, a subscription), a fault strikes —
-SIGKILL and a restart, a graceful restart, a start from a snapshot with a long journal tail, a
+SIGKILL and a restart (also on boards with regions and a league, whose partitions are read too), a
+graceful restart, a start from a snapshot with a long journal tail, a
 supervisor restart, a PostgreSQL restart, boards unloaded between answers and activated again
 while an API board is retired, a tournament that closes and is settled, then revised by voids
 around a SIGKILL — and afterwards every answer must reflect every event acked before its query
@@ -21,6 +22,7 @@ import httpx
 import pytest
 
 from arena.config import JournalSettings
+from arena.engine.league import LeagueSpec
 from support.faults import parse_metric, write_config
 from support.history import Recorder, Workload, check_journals, cup_workload, members, record, settle_void_and
 from support.oracle import OBoard
@@ -68,6 +70,29 @@ async def test_answers_are_never_stale_across_a_restart(tmp_path: Path, served_j
     finally:
         server.kill()
     await _judge(server, history, served_journal, tmp_path)
+
+
+REGIONAL = Workload(
+    {"world": OBoard(aggregation="sum", min_value=0, max_value=9, regions=("eu", "na", "asia")),
+     "league": OBoard(aggregation="best", max_value=1000)},
+    members(30), leagues={"league": LeagueSpec(size=8, tiers=("bronze", "silver"), promote=1, relegate=1)},
+)
+"""A board with regions (its events carry one, or none) and a league whose season's divisions fill
+as members first play: readers ask the regions' and the divisions' tables too."""
+
+
+async def test_answers_of_regions_and_divisions_are_never_stale_across_a_sigkill(tmp_path: Path, served_journal: JournalSettings) -> None:
+    server = await _served(tmp_path, served_journal, REGIONAL)
+    try:
+        async def fault(recorder: Recorder) -> None:
+            await _restart(server, signal.SIGKILL)
+
+        history = await record(REGIONAL, lambda: [server.url], fault)
+    finally:
+        server.kill()
+    await _judge(server, history, served_journal, tmp_path, REGIONAL)
+    asked = {(a.query.board, a.query.partition) for a in history.answers if a.error is None}
+    assert {("world", r) for r in ("eu", "na", "asia")} | {("league", f"bronze-{k}") for k in (1, 2, 3, 4)} <= asked, asked
 
 
 async def test_answers_are_never_stale_across_a_supervisor_restart(tmp_path: Path, served_journal: JournalSettings) -> None:

@@ -17,7 +17,12 @@ lenient side.
 `record` runs the writers (`arena.client.ArenaClient`, which reconnects and resends unacked
 events with the same keys) and readers (HTTP, WS query ops on `/v1/live`, a subscription) around
 a fault; `journal_records` reads a journal on either backend; `check` judges. The checker knows
-the alltime table only: the scenarios' boards have no other period. A workload may write only some
+the alltime table only: the scenarios' boards have no other period. A board may have regions: its
+events carry one (or none) and readers ask its regions' tables too (`Query.partition`), each held to
+the oracle's table of that region at the answer's seq. A board may be a league (`Workload.leagues`)
+whose season is one window longer than any run: readers ask its divisions (the first tier's, filled
+in journal order of the members' first events), each held to those members' alltime standings at
+the answer's seq. A workload may write only some
 of its boards (the others are read only: activated on demand, they unload between answers), and
 create some through the admin API (`Workload.api_boards`), which a fault may retire
 (`Recorder.retire`): from then on their events are rejected, their table is closed, and their
@@ -47,6 +52,7 @@ import websockets
 
 from arena.client import ArenaClient, ArenaClientError, ScoreEvent
 from arena.config import JournalSettings
+from arena.engine.league import LeagueSpec
 from arena.engine.times import format_ms, parse_rfc3339_ms
 from support import postgres
 from support import settlement_history as settled
@@ -86,6 +92,9 @@ class Query:
     kind: str
     board: str
     args: Mapping[str, Any] = field(default_factory=dict)
+    partition: str | None = None
+    """A region or a league's division: the query asks that partition's table; None: the global table."""
+    period: str = "alltime"
 
 
 @dataclass(frozen=True)
@@ -113,7 +122,8 @@ class Answer:
         where = f"{self.via}#{self.connection}" if self.connection is not None else self.via
         sent = "" if self.sent is None else f" sent at +{self.sent - started:.3f}s"
         args = ",".join(f"{k}={v}" for k, v in self.query.args.items())
-        asked = f"{self.query.kind}({self.query.board}{',' if args else ''}{args})"
+        table = self.query.board if self.query.partition is None else f"{self.query.board}/{self.query.partition}"
+        asked = f"{self.query.kind}({table}{',' if args else ''}{args})"
         return f"{where} {asked}{sent}, answered at +{self.received - started:.3f}s"
 
 
@@ -124,6 +134,8 @@ class History:
     started: float = field(default_factory=time.monotonic)
     acks: list[Ack] = field(default_factory=list)
     sent: dict[str, tuple[str, Fingerprint]] = field(default_factory=dict)
+    regions: dict[str, str] = field(default_factory=dict)
+    """key -> the region of each event sent with one."""
     answers: list[Answer] = field(default_factory=list)
     no_answer: int = 0
     """Queries that got no answer at all (refused, reset, timed out): not a violation."""
@@ -146,9 +158,9 @@ class History:
 
 @dataclass(frozen=True)
 class Journaled:
-    """A journal record: a score event (``event`` set), a void (``target`` set), a close marker
-    (``closes``: its period and period_id) or a board record (a definition, a retirement, a
-    settlement revision: ``settlement``, its body; none changes the standings)."""
+    """A journal record: a score event (``event`` set, with its region), a void (``target``
+    set), a close marker (``closes``: its period and period_id) or a board record (a definition,
+    a retirement, a settlement revision: ``settlement``, its body; none changes the standings)."""
 
     seq: int
     event: OEvent | None = None
@@ -160,7 +172,7 @@ class Journaled:
 async def journal_records(journal: JournalSettings, data_dir: Path, board: str) -> list[Journaled]:
     """Every record of ``board``'s journal in seq order, read from its sqlite file in
     ``data_dir`` or from the tables of ``journal``'s schema."""
-    events = "SELECT seq, idempotency_key, member, value, occurred_at FROM {t}score_event"
+    events = "SELECT seq, idempotency_key, member, value, occurred_at, region FROM {t}score_event"
     voids = "SELECT seq, target_seq FROM {t}score_void"
     closes = "SELECT closed_seq, period, period_id FROM {t}board_period"
     others = "SELECT seq, kind, body FROM {t}board_record"
@@ -175,7 +187,8 @@ async def journal_records(journal: JournalSettings, data_dir: Path, board: str) 
         where = f"{journal.schema}."
         rows = [[tuple(r) for r in await postgres.fetch(journal.url, sql.format(t=where) + " WHERE board = $1", board)]
                 for sql in (events, voids, closes, others)]
-    found = [Journaled(seq, OEvent(member, value, occurred_at, _key(key))) for seq, key, member, value, occurred_at in rows[0]]
+    found = [Journaled(seq, OEvent(member, value, occurred_at, _key(key), region))
+             for seq, key, member, value, occurred_at, region in rows[0]]
     found += [Journaled(seq, target=target) for seq, target in rows[1]]
     found += [Journaled(seq, closes=(period, period_id)) for seq, period, period_id in rows[2]]
     found += [Journaled(seq, settlement=orjson.loads(body) if kind == "settlement" else None) for seq, kind, body in rows[3]]
@@ -190,13 +203,20 @@ def _key(key: str | bytes) -> str:
 
 
 class Standings:
-    """The oracle's alltime table of one board as of a seq, walked forward through its journal:
-    each member's standing is recomputed (`support.oracle.standing`) only when one of its events
-    is added or voided, and the table is ranked afresh at each seq asked (`ranked`)."""
+    """The oracle's alltime table of one board (or of one of its regions or, on a ``league``
+    board, of one of its season's divisions: ``partition``) as of a seq, walked forward through
+    its journal: each member's standing is recomputed (`support.oracle.standing`) only when one of
+    its events in the table is added or voided, and the table is ranked afresh at each seq asked
+    (`ranked`)."""
 
-    def __init__(self, board: OBoard, records: Sequence[Journaled]) -> None:
+    def __init__(self, board: OBoard, records: Sequence[Journaled], partition: str | None = None,
+                 league: LeagueSpec | None = None) -> None:
         self.board = board
         self.records = records
+        self.partition = partition
+        self.league = league
+        self._joined: dict[str, int] = {}
+        """A league's members in the order of their first events (voided or not)."""
         self.last = records[-1].seq if records else 0
         self._next = 0
         self._seq = 0
@@ -218,13 +238,21 @@ class Standings:
 
     def _apply(self, record: Journaled) -> None:
         if record.event is not None:
+            if self.partition is not None and self._partition_of(record.event) != self.partition:
+                return
             self._by_seq[record.seq] = record.event
             self._events.setdefault(record.event.member, []).append(record.event)
             self._restand(record.event.member)
-        elif record.target is not None:
+        elif record.target is not None and record.target in self._by_seq:
             gone = self._by_seq.pop(record.target)
             self._events[gone.member].remove(gone)
             self._restand(gone.member)
+
+    def _partition_of(self, event: OEvent) -> str | None:
+        if self.league is None:
+            return event.region
+        joined = self._joined.setdefault(event.member, len(self._joined))
+        return f"{self.league.tiers[0]}-{joined // self.league.size + 1}"
 
     def _restand(self, member: str) -> None:
         events = self._events[member]
@@ -343,11 +371,13 @@ class Report:
 
 
 def check(history: History, journals: Mapping[str, Sequence[Journaled]], boards: Mapping[str, OBoard],
-          cup: Cup | None = None) -> Report:
+          cup: Cup | None = None, leagues: Mapping[str, LeagueSpec] | None = None) -> Report:
     """Judge ``history`` against the journals (board -> its records in seq order) of ``boards``,
-    whose tournament ``cup`` (if any) is held to `support.settlement_history`."""
+    whose tournament ``cup`` (if any) is held to `support.settlement_history` (``leagues``: the
+    boards that are leagues, board -> its league)."""
     report = Report(answers=len(history.answers), no_answer=history.no_answer)
-    cups = {b: cup_oracle(boards[b], records, cup) for b, records in journals.items()} if cup is not None else {}
+    cups = {b: cup_oracle(boards[b], records, cup) for b, records in journals.items()
+            if cup is not None and b not in (leagues or {})}  # a league's prizes are its divisions'
     seq_of: dict[tuple[str, str], int] = {}
     for board, records in journals.items():
         keys = Counter(r.event.key for r in records if r.event is not None)
@@ -358,10 +388,11 @@ def check(history: History, journals: Mapping[str, Sequence[Journaled]], boards:
             if r.event is not None:
                 seq_of[(board, r.event.key)] = r.seq
                 sent = history.sent.get(r.event.key)
-                if sent != (board, r.event.fingerprint):
-                    report.flag("not as sent", f"board {board}: journaled event {r.event.key} {r.event.fingerprint} was sent as {sent}")
+                if sent != (board, r.event.fingerprint) or r.event.region != history.regions.get(r.event.key):
+                    report.flag("not as sent", f"board {board}: journaled event {r.event.key} {r.event.fingerprint} in region"
+                                               f" {r.event.region} was sent as {sent} in {history.regions.get(r.event.key)}")
     floors = _ack_floors(history, seq_of, report, _void_floors(history, journals, seq_of))
-    by_board: dict[str, list[Answer]] = {}
+    by_table: dict[tuple[str, str | None], list[Answer]] = {}
     last_on: dict[tuple[int, str], Answer] = {}
     for answer in history.answers:
         if answer.via == "update" and answer.error is not None:
@@ -393,9 +424,9 @@ def check(history: History, journals: Mapping[str, Sequence[Journaled]], boards:
                 report.flag("seq went back", f"{where}: seq {seq} went back from {before.seq} on the same connection"
                                              f" ({before.describe(history.started)})")
             last_on[(answer.connection, board)] = answer
-        by_board.setdefault(board, []).append(answer)
-    for board, answers in by_board.items():
-        oracle = Standings(boards[board], journals.get(board, []))
+        by_table.setdefault((board, answer.query.partition), []).append(answer)
+    for (board, partition), answers in by_table.items():
+        oracle = Standings(boards[board], journals.get(board, []), partition, (leagues or {}).get(board))
         for answer in sorted(answers, key=lambda a: a.seq or 0):
             seq, where = answer.seq or 0, answer.describe(history.started)
             if seq > oracle.last:
@@ -509,9 +540,16 @@ def _short(value: Any, limit: int = 300) -> str:
 # -- the workload ------------------------------------------------------------------------------------
 
 
+PARTITIONED = ("top", "members")
+"""The kinds of query the readers also ask of a partition's table."""
+SEASON = "season"
+"""A league board's season: one window of 366 days from this year's first, so every event of a run is in it."""
+
+
 @dataclass
 class Workload:
-    """Small boards (alltime only; `OBoard` says how each ranks) and their members."""
+    """Small boards (alltime only; `OBoard` says how each ranks, and which regions it has) and
+    their members."""
 
     boards: Mapping[str, OBoard]
     members: Sequence[str]
@@ -523,20 +561,35 @@ class Workload:
     api_boards: Sequence[str] = ()
     """The boards created through the admin API (`Recorder.seed`), not declared in the config."""
     cup: Cup | None = None
-    """A tournament on every board (custom period `support.settlement_history.CUP`, no close
-    grace) with prizes: readers also ask its settlement, and a poller reads the settlement feed."""
+    """A tournament on every board but the leagues (custom period `support.settlement_history.CUP`,
+    no close grace) with prizes: readers also ask its settlement, and a poller reads the feed."""
+    leagues: Mapping[str, LeagueSpec] = field(default_factory=dict)
+    """The boards that are leagues: their one season (`SEASON`) is split into divisions."""
 
     def board_config(self) -> dict[str, dict[str, Any]]:
         return {name: self.definition(name) for name in self.boards if name not in self.api_boards}
 
     def definition(self, name: str) -> dict[str, Any]:
         b = self.boards[name]
-        definition: dict[str, Any] = {"aggregation": b.aggregation, "order": b.order, "tie": b.tie, "periods": ["alltime"],
-                                      "min_value": b.min_value, "max_value": b.max_value}
-        if self.cup is not None:
-            definition.update(custom_periods={settled.CUP: {"start": format_ms(self.cup.start), "end": format_ms(self.cup.end)}},
-                              prizes={settled.CUP: list(self.cup.tiers)}, close_grace_seconds=0)
-        return definition
+        b = self.boards[name]
+        extra: dict[str, Any] = {"regions": list(b.regions)} if b.regions else {}
+        league = self.leagues.get(name)
+        if league is not None:
+            season = {"every_hours": 8784, "anchor": f"{time.gmtime().tm_year}-01-01T00:00:00Z"}
+            extra = {"league": league.document(), "custom_periods": {SEASON: season}}
+        elif self.cup is not None:
+            extra.update(custom_periods={settled.CUP: {"start": format_ms(self.cup.start), "end": format_ms(self.cup.end)}},
+                         prizes={settled.CUP: list(self.cup.tiers)}, close_grace_seconds=0)
+        return {"aggregation": b.aggregation, "order": b.order, "tie": b.tie, "periods": ["alltime"],
+                "min_value": b.min_value, "max_value": b.max_value, **extra}
+
+    def partitions(self, board: str) -> list[str]:
+        """The partitions readers ask of ``board``: its regions, or its divisions once every
+        member has joined one (the seed gives each member an event)."""
+        league = self.leagues.get(board)
+        if league is None:
+            return list(self.boards[board].regions)
+        return [f"{league.tiers[0]}-{k + 1}" for k in range(math.ceil(len(self.members) / league.size))]
 
     @property
     def writing(self) -> list[str]:
@@ -544,8 +597,9 @@ class Workload:
 
     def event(self, rng: random.Random, board: str, member: str, key: str) -> ScoreEvent:
         b = self.boards[board]
+        region = rng.choice([None, *b.regions]) if b.regions else None
         return ScoreEvent(board, member, rng.randint(b.min_value, b.max_value),
-                          now_ms() - rng.randrange(5000), key)
+                          now_ms() - rng.randrange(5000), key, region=region)
 
     def query(self, rng: random.Random, ws: bool) -> Query:
         board = rng.choice(list(self.boards))
@@ -555,7 +609,10 @@ class Workload:
         if self.cup is not None and not ws:
             kinds += [*settled.KINDS, *settled.KINDS]
         kind = rng.choice(kinds or ["top"])
-        return Query(kind, board, self._args(rng, kind, member))
+        partitions = self.partitions(board)
+        partition = rng.choice([None, *partitions]) if partitions and kind in PARTITIONED else None
+        period = SEASON if partition is not None and board in self.leagues else "alltime"
+        return Query(kind, board, self._args(rng, kind, member), partition, period)
 
     def _args(self, rng: random.Random, kind: str, member: str) -> dict[str, Any]:
         n = len(self.members)
@@ -576,27 +633,30 @@ class Workload:
 
 def http_request(q: Query) -> tuple[str, str, dict[str, Any], Any]:
     """(method, path, params, JSON body) of ``q``'s HTTP route."""
-    table = f"/v1/boards/{q.board}/alltime"
+    table = f"/v1/boards/{q.board}/{q.period}"
     a = dict(q.args)
+    where = {} if q.partition is None else {"partition": q.partition}
     if q.kind in settled.KINDS:
         path = f"/v1/boards/{q.board}/{settled.CUP}/settlement"
         if q.kind == "award":
             return "GET", f"{path}/members/{a['member']}", {}, None
         return "GET", path, {**a, "preview": "true"} if q.kind == "preview" else a, None
+    if q.kind == "members":
+        return "POST", f"{table}/members", where, a
+    a.update(where)
     if q.kind in ("member", "percentile"):
         return "GET", f"{table}/{'members' if q.kind == 'member' else 'percentile'}/{a['member']}", {}, None
     if q.kind == "around":
         return "GET", f"{table}/around/{a['member']}", {"radius": a["radius"]}, None
     if q.kind == "around_rank":
         return "GET", f"{table}/around", a, None
-    if q.kind == "members":
-        return "POST", f"{table}/members", {}, a
     return "GET", f"{table}/{q.kind}", a, None
 
 
 def ws_frame(q: Query) -> dict[str, Any]:
     op = {"member": "rank", "around_rank": "around"}.get(q.kind, q.kind)
-    return {"op": op, "board": q.board, "period": "alltime", **q.args}
+    where = {} if q.partition is None else {"partition": q.partition}
+    return {"op": op, "board": q.board, "period": q.period, **q.args, **where}
 
 
 # -- the recorder ----------------------------------------------------------------------------------
@@ -620,6 +680,8 @@ class Recorder:
         for e in events:
             assert e.idempotency_key is not None and isinstance(e.occurred_at, int)
             self.history.sent[e.idempotency_key] = (e.board, (e.member, e.value, e.occurred_at))
+            if e.region is not None:
+                self.history.regions[e.idempotency_key] = e.region
         sent = time.monotonic()
         while True:
             try:
@@ -908,7 +970,7 @@ async def settle_void_and(recorder: Recorder, fault: Callable[[], Awaitable[None
 async def check_journals(history: History, workload: Workload, journal: JournalSettings, data_dir: Path) -> Report:
     """`check` ``history`` against the boards' journals on ``journal``'s backend."""
     journals = {b: await journal_records(journal, data_dir, b) for b in workload.boards}
-    return check(history, journals, workload.boards, workload.cup)
+    return check(history, journals, workload.boards, workload.cup, workload.leagues)
 
 
 def members(n: int) -> list[str]:

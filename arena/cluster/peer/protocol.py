@@ -7,7 +7,7 @@ A node opens one WebSocket to each peer at `PATH`, with the cluster secret as a 
 travels with an ``id`` unique on its connection (`Numbered`), and the peer answers each with the
 same ``id`` (`Reply`), in any order, so that many requests share one connection at once:
 
-- `Submit` ``{"op":"submit","board","source","received_at","events":[[member,value,occurred_at,key,meta],…]}``
+- `Submit` ``{"op":"submit","board","source","received_at","events":[[member,value,occurred_at,key,meta(,region)],…]}``
   → `Submitted` ``{"results":[[key,status,reason|null],…]}``: one frame's events of one board,
   after their COMMIT on the owner; with ``"moved":true`` when the owner lost the board
   meanwhile: its events answered ``unavailable`` go on to the next owner.
@@ -247,7 +247,7 @@ def _request_fields(request: Request) -> JsonObject:
     match request:
         case Submit(board, source, received_at, events):
             return {"op": "submit", "board": board, "source": source, "received_at": received_at,
-                    "events": [[e.member, e.value, e.occurred_at, e.idempotency_key, e.meta] for e in events]}
+                    "events": [_event_fields(e) for e in events]}
         case Ask(board, frame):
             return {"op": "ask", "board": board, "frame": frame}
         case Http(board, method, path, query, headers, body):
@@ -372,14 +372,22 @@ def _watch(message: JsonObject, board: str) -> Watch:
 _REQUESTS: dict[str, Callable[[JsonObject, str], Request]] = {"submit": _submit, "ask": _ask, "http": _http, "watch": _watch}
 
 
+def _event_fields(e: Event) -> list[object]:
+    """An event on the wire; its region last, and only when it has one (so that an event
+    without one reads the same to a node from before regions)."""
+    fields: list[object] = [e.member, e.value, e.occurred_at, e.idempotency_key, e.meta]
+    return fields if e.region is None else [*fields, e.region]
+
+
 def _event(board: str, fields: object) -> Event:
-    if not isinstance(fields, list) or len(fields) != 5:
-        raise ProtocolError("an event must be [member, value, occurred_at, key, meta]")
-    member, value, occurred_at, key, meta = fields
+    if not isinstance(fields, list) or len(fields) not in (5, 6):
+        raise ProtocolError("an event must be [member, value, occurred_at, key, meta(, region)]")
+    member, value, occurred_at, key, meta, *rest = fields
+    region = rest[0] if rest else None
     if not (isinstance(member, str) and type(value) is int and type(occurred_at) is int and isinstance(key, str)
-            and (meta is None or isinstance(meta, str))):
-        raise ProtocolError("an event must be [member, value, occurred_at, key, meta]")
-    return Event(board, member, value, occurred_at, key, meta)
+            and (meta is None or isinstance(meta, str)) and (region is None or isinstance(region, str))):
+        raise ProtocolError("an event must be [member, value, occurred_at, key, meta(, region)]")
+    return Event(board, member, value, occurred_at, key, meta, region)
 
 
 def _result(fields: object) -> Result:

@@ -127,6 +127,9 @@ class Members(TableInfo):
 
     entries: tuple[Entry, ...]
     missing: tuple[str, ...]
+    divisions: Mapping[str, str | None] = field(default_factory=dict, kw_only=True)
+    """On a league board's global table, each entry's member's division (None: none yet);
+    empty elsewhere."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +138,9 @@ class Standing(TableInfo):
     table (no event of it counts there yet): a state, not an error."""
 
     entry: Entry | None
+    division: str | None = field(default=None, kw_only=True)
+    """On a league board's global table, the member's division in the window (such as
+    ``silver-2``); None while it has none, and on any other table."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -89,7 +89,7 @@ class RankView(View[Standing]):
                 "partition": self.partition}
 
     def parse(self, body: Mapping[str, Any]) -> Standing:
-        return Standing(**parse_info(body), entry=_entry_or_none(body))
+        return Standing(**parse_info(body), entry=_entry_or_none(body), division=body.get("division"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +107,8 @@ class RankQuery(View[Standing]):
 
     def parse(self, body: Mapping[str, Any]) -> Standing:
         entries = body["entries"]
-        return Standing(**parse_info(body), entry=parse_entry(entries[0]) if entries else None)
+        division = body.get("divisions", {}).get(self.view.member)
+        return Standing(**parse_info(body), entry=parse_entry(entries[0]) if entries else None, division=division)
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,4 +194,4 @@ class MembersView(View[Members]):
 
     def parse(self, body: Mapping[str, Any]) -> Members:
         return Members(**parse_info(body), entries=tuple(parse_entry(e) for e in body["entries"]),
-                       missing=tuple(body["missing"]))
+                       missing=tuple(body["missing"]), divisions=body.get("divisions", {}))
