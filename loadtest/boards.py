@@ -7,7 +7,7 @@ then runs ``arena serve`` with ``idle_unload_seconds`` = ``idle`` and measures:
 
 - the time from spawn to ``/readyz`` 200, and the server's RSS then (no board is loaded);
 - the first answer of the unloaded big board: a `top` query timed from send to answer, ``repeats``
-  times, each after the board was unloaded again (``arena_board_unloads_total`` moved);
+  times, each after the board was unloaded again (its log says so);
 - the RSS once every small board has been activated by a query and unloaded again (its
   activation left what an idle board keeps: its handle and what it recorded at the unload);
 - the same server with one small board: the baseline that the per-board cost is counted from.
