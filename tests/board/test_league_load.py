@@ -29,7 +29,7 @@ def league_state(engine: BoardEngine) -> dict[str, Any]:
     for key, at in league.windows.items():
         parts = engine.partitions.get(key, {})
         windows[key] = {
-            "names": at.names(league.spec),
+            "names": at.names(),
             "tables": {name: (t.digest(), len(t), t.closed_seq) for name, t in parts.items() if len(t)},
             "divisions": at.divisions,
             "firsts": at.firsts,
