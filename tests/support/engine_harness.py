@@ -8,7 +8,7 @@ from typing import Any
 
 from arena.engine.board import BoardEngine
 from arena.engine.events import Event, Fingerprint, Result, parse_event
-from arena.engine.records import Record, ScoreRecord
+from arena.engine.records import BoardKind, BoardRecord, Record, ScoreRecord
 from arena.engine.routing import Plan
 from arena.engine.spec import BoardSpec
 from arena.engine.table import RankedTable
@@ -78,9 +78,11 @@ class EngineHarness:
         the deadlines due then): journal a definition record, then serve the new spec."""
         self.tick(board, now)
         engine = self.engines[board]
-        engine.last_seq += 1  # the definition record's seq
+        record = BoardRecord(engine.last_seq + 1, BoardKind.DEFINITION, spec.document_text())
+        self.journals[board].append(record)
+        engine.last_seq = record.seq
         if engine.league is not None and spec.league is not None:
-            engine.league.define(engine.last_seq, spec.league)
+            engine.league.define(record.seq, spec.league)
         engine.redefine(spec)
         engine.rotate(now)
         self.specs[board] = spec
