@@ -365,7 +365,7 @@ class BoardActor:
         handle.move(BoardEvent.LOADED)
         handle.loaded.set()
         log.info("board %s ready: %d events replayed in %.3fs, last seq %d", board, report.events, report.seconds, engine.last_seq)
-        if handle.defined_by_api:
+        if handle.defined_by_api or engine.league is not None:  # a league's parameters may change at a restart
             await self._record_definition(engine, handle.spec)
         pipeline = self.pipeline = CommitPipeline(handle, engine, self.journal, self.clock)
         settler = self.settler = Settler(engine, handle.mailbox.poke)
@@ -580,6 +580,8 @@ class BoardActor:
         record = BoardRecord(engine.last_seq + 1, BoardKind.DEFINITION, text)
         await self.journal.append([record])
         engine.last_seq = record.seq
+        if engine.league is not None and spec.league is not None:
+            engine.league.define(record.seq, spec.league)
         log.info("board %s: definition journaled at seq %d", self.handle.name, record.seq)
 
     async def redefine(self, spec: BoardSpec) -> None:

@@ -36,7 +36,10 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+import orjson
+
 from arena.board.snapshots import record_at
+from arena.config import parse_board
 from arena.engine.board import SHORT_KINDS, BoardEngine, SeasonFirsts, retained_by
 from arena.engine.league import LEAGUE_RECORD, League, parse_moves
 from arena.engine.loader import Loader
@@ -119,6 +122,8 @@ async def load(
         if record.kind == BoardKind.SETTLEMENT and record.seq > held:  # a copy holds those up to its seq
             engine.settled(SettlementRecord.parse(record.seq, record.body))
     if engine.league is not None:
+        defined = [(r.seq, parse_board(board, orjson.loads(r.body)).league) for r in board_records if r.kind == BoardKind.DEFINITION]
+        engine.league.defined_by([(seq, league) for seq, league in defined if league is not None])
         spec = engine.league.spec
         recorded = dict(parse_moves(r.body, spec) for r in board_records if r.kind == LEAGUE_RECORD)
         engine.league_replay(firsts, recorded, held if copy else snapshot_seq or 0)

@@ -264,8 +264,9 @@ class BoardEngine:
             moves = None if recorded is None else recorded.get(key)
             if moves is None and key not in league.moved:
                 divisions = self.partitions.get(key, {}).items()
-                moves = self.unrecorded[key] = league.moves((name, [e.member for e in t.entries()]) for name, t in divisions)
-            for at, joined, _division in league.closed(key, moves or {}):
+                ranked = ((name, [e.member for e in t.entries()]) for name, t in divisions)
+                moves = self.unrecorded[key] = league.moves(league.windows.get(key), ranked)
+            for at, joined, _division in league.closed(key, moves or {}, seq):
                 self._division_entry(at, joined)
             self._settle_divisions(window)
 
@@ -394,7 +395,7 @@ class BoardEngine:
         if self.league is None:
             return self.spec.partitions()
         at = self.league.windows.get((window.kind, window.period_id))
-        return () if at is None else at.names(self.league.spec)
+        return () if at is None else at.names()
 
     def has_partition(self, window: Window, partition: str) -> bool:
         """Whether ``partition`` is one of `partition_names` (a league's: without listing its
@@ -402,7 +403,7 @@ class BoardEngine:
         if self.league is None:
             return partition in self.spec.partitions()
         at = self.league.windows.get((window.kind, window.period_id))
-        return at is not None and at.has(partition, self.league.spec)
+        return at is not None and at.has(partition)
 
     def partition_of(self, table: RankedTable, partition: str) -> RankedTable:
         """A partition of a global table: an empty table, closed as the global one, when no
@@ -464,9 +465,10 @@ class BoardEngine:
 
     def redefine(self, spec: BoardSpec) -> None:
         """Serve ``spec`` from the next decision on. Its mutable fields (bounds, skew, grace,
-        retention, metadata) may always change; its fixed fields (`BoardSpec.fixed_changes`)
-        only while the board holds no record: its empty tables are made again under them.
-        Call with no plan in flight. O(kinds)."""
+        retention, metadata, a league's parameters: `League.define` says from which seq) may
+        always change; its fixed fields (`BoardSpec.fixed_changes`) only while the board holds
+        no record: its empty tables are made again under them. Call with no plan in flight.
+        O(kinds)."""
         assert not self._in_flight, "a board is redefined between two batches"
         if self.spec.fixed_changes(spec):
             assert not self.markers and not any(len(t) for t in self.tables.values()), "fixed fields of a board with records"

@@ -8,10 +8,18 @@ that finished a window, its tier for the next window it plays, moved at that win
 event there, or, when the window before had no close marker yet at that event (its grace), at
 that marker, once the window before's moves are known. Divisions of a tier fill in the order
 members join: the j-th member (from 0) of tier t joins ``<t>-<j // size + 1>``.
+
+A league's ``size``, ``promote`` and ``relegate`` may change (its tiers may not); a window takes
+the parameters in force when its divisions begin, at the window before's close marker (the
+season's first window, or one after a gap: at its first event), and keeps them to its close:
+its divisions fill with that size and its moves use that promote and relegate. Which parameters
+held at a seq is the board's journal's definition records' to say (`League.define`), so a
+replay pins the same ones.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -58,9 +66,9 @@ class LeagueSpec:
 
 class LeagueWindow:
     """The divisions of one window of the season: who played (first accepted seq), who joined
-    which division, and how many joined each tier."""
+    which division, how many joined each tier, and the parameters they were made with."""
 
-    __slots__ = ("window", "previous", "firsts", "divisions", "joined")
+    __slots__ = ("window", "previous", "firsts", "divisions", "joined", "spec")
 
     def __init__(self, window: Window, previous: TableKey | None, tiers: int) -> None:
         self.window = window
@@ -71,16 +79,22 @@ class LeagueWindow:
         self.divisions: dict[str, str] = {}
         """Each member that joined: its division; a member of ``firsts`` not here waits."""
         self.joined = [0] * tiers
+        self.spec: LeagueSpec | None = None
+        """The parameters in force when its divisions began (at its first join); None before."""
 
-    def has(self, division: str, spec: LeagueSpec) -> bool:
+    def has(self, division: str) -> bool:
         """Whether ``division`` is one of `names`, without listing them. O(tiers)."""
+        spec = self.spec
         tier, _, k = division.rpartition("-")
-        if tier not in spec.tiers or not k.isdigit() or k != str(int(k)):
+        if spec is None or tier not in spec.tiers or not k.isdigit() or k != str(int(k)):
             return False
         return 1 <= int(k) <= (self.joined[spec.tiers.index(tier)] + spec.size - 1) // spec.size
 
-    def names(self, spec: LeagueSpec) -> tuple[str, ...]:
+    def names(self) -> tuple[str, ...]:
         """The divisions in the order they list: by tier, then k."""
+        spec = self.spec
+        if spec is None:
+            return ()
         return tuple(f"{tier}-{k}" for t, tier in enumerate(spec.tiers)
                      for k in range(1, (self.joined[t] + spec.size - 1) // spec.size + 1))
 
@@ -90,11 +104,34 @@ class League:
 
     def __init__(self, spec: LeagueSpec) -> None:
         self.spec = spec
+        """The parameters in force now (its tiers never change)."""
+        self.defined: list[tuple[int, LeagueSpec]] = [(0, spec)]
+        """The parameters in force from each seq on, in seq order (`define`)."""
         self.tiers: dict[str, int] = {}
         """Each member's tier for the next window it plays, once it finished one."""
         self.windows: dict[TableKey, LeagueWindow] = {}
         self.moved: set[TableKey] = set()
         """The windows whose moves are in ``tiers``."""
+
+    def define(self, seq: int, spec: LeagueSpec) -> None:
+        """``spec``'s parameters are in force from ``seq`` on (its definition record's seq)."""
+        if self.defined[-1][1] != spec:
+            self.defined.append((seq, spec))
+        self.spec = spec
+
+    def defined_by(self, definitions: Sequence[tuple[int, LeagueSpec]]) -> None:
+        """Take the parameters in force at each seq from a journal's definition records, in seq
+        order; the first holds before its seq too (a journal older than definition records).
+        None: the current ones held always."""
+        if definitions:
+            self.defined = [(0, definitions[0][1])]
+            for seq, spec in definitions[1:]:
+                self.define(seq, spec)
+            self.spec = self.defined[-1][1]
+
+    def spec_at(self, seq: int) -> LeagueSpec:
+        """The parameters in force at ``seq``. O(log changes)."""
+        return self.defined[max(bisect_right([s for s, _ in self.defined], seq) - 1, 0)][1]
 
     def window(self, window: Window, previous: Window | None) -> LeagueWindow:
         key = (window.kind, window.period_id)
@@ -112,31 +149,41 @@ class League:
         if member in at.firsts:
             return None
         at.firsts[member] = seq
-        if at.previous is None or (previous_marker is not None and previous_marker < seq):
-            return self._join(at, member)
+        if at.previous is None:
+            return self._join(at, member, seq)
+        if previous_marker is not None and previous_marker < seq:
+            return self._join(at, member, previous_marker)
         return None
 
-    def _join(self, at: LeagueWindow, member: str) -> str:
+    def _join(self, at: LeagueWindow, member: str, begun: int) -> str:
+        """``member`` joins a division of ``at``, whose divisions begin (if they have not) with
+        the parameters in force at seq ``begun``."""
+        spec = at.spec
+        if spec is None:
+            spec = at.spec = self.spec_at(begun)
         tier = self.tiers.get(member, 0)
-        k = at.joined[tier] // self.spec.size + 1
+        k = at.joined[tier] // spec.size + 1
         at.joined[tier] += 1
-        division = at.divisions[member] = f"{self.spec.tiers[tier]}-{k}"
+        division = at.divisions[member] = f"{spec.tiers[tier]}-{k}"
         return division
 
-    def moves(self, divisions: Iterable[tuple[str, Sequence[str]]]) -> dict[str, int]:
-        """Each ranked member's next tier, judged by a closed window's divisions: each one's
-        name and its members in rank order."""
+    def moves(self, at: LeagueWindow | None, divisions: Iterable[tuple[str, Sequence[str]]]) -> dict[str, int]:
+        """Each ranked member's next tier, judged by a closed window's divisions (each one's
+        name and its members in rank order) with the parameters the window began with."""
         moves: dict[str, int] = {}
+        spec = None if at is None else at.spec
+        if spec is None:
+            return moves
         for division, ranked in divisions:
-            tier = self.spec.tier_index(division)
+            tier = spec.tier_index(division)
             for rank, member in enumerate(ranked):
-                moves[member] = self.spec.moved(tier, rank, len(ranked))
+                moves[member] = spec.moved(tier, rank, len(ranked))
         return moves
 
-    def closed(self, key: TableKey, moves: Mapping[str, int]) -> list[tuple[LeagueWindow, str, str]]:
-        """Apply a window's ``moves`` (once), then let the members of the windows after it that
-        wait for its close join, in the order of their first events: (window, member, division)
-        each."""
+    def closed(self, key: TableKey, moves: Mapping[str, int], seq: int) -> list[tuple[LeagueWindow, str, str]]:
+        """Apply a window's ``moves`` (once; its close marker is at ``seq``), then let the
+        members of the windows after it that wait for its close join, in the order of their
+        first events: (window, member, division) each."""
         if key in self.moved:
             return []
         self.moved.add(key)
@@ -145,7 +192,7 @@ class League:
         for at in self.windows.values():
             if at.previous == key:
                 for member in sorted((m for m in at.firsts if m not in at.divisions), key=at.firsts.__getitem__):
-                    joined.append((at, member, self._join(at, member)))
+                    joined.append((at, member, self._join(at, member, seq)))
         return joined
 
     def image(self) -> dict[str, object]:
@@ -157,6 +204,7 @@ class League:
             "windows": [
                 {"kind": at.window.kind, "period_id": at.window.period_id,
                  "previous": None if at.previous is None else list(at.previous), "joined": list(at.joined),
+                 "league": None if at.spec is None else at.spec.document(),
                  "members": list(at.firsts), "firsts": list(at.firsts.values()),
                  "divisions": list(map(at.divisions.get, at.firsts))}
                 for at in self.windows.values()
@@ -178,6 +226,9 @@ class League:
             key = (str(w["kind"]), str(w["period_id"]))
             at = LeagueWindow(window_of(*key), None if w["previous"] is None else tuple(w["previous"]), len(self.spec.tiers))
             at.joined = [int(n) for n in w["joined"]]
+            begun = w["league"]
+            if begun is not None:
+                at.spec = LeagueSpec(int(begun["size"]), self.spec.tiers, int(begun["promote"]), int(begun["relegate"]))
             members, firsts, divisions = w["members"], w["firsts"], w["divisions"]
             if not len(members) == len(firsts) == len(divisions):
                 raise ValueError("a league window's lists differ in length")

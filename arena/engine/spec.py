@@ -39,8 +39,8 @@ class BoardSpec:
     regional_prizes: bool = False
     """Whether each region's table is settled too (the global table always is)."""
     league: LeagueSpec | None = None
-    """A league's divisions partition the season's tables (`arena.engine.league`); fixed (a
-    change of size, promote or relegate from the next window is not built yet)."""
+    """A league's divisions partition the season's tables (`arena.engine.league`): its tiers are
+    fixed; its size, promote and relegate may change and apply from the next window."""
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -77,8 +77,8 @@ class BoardSpec:
         }
         if self.custom_periods:  # absent otherwise: a board defined before custom periods keeps its definition
             definition["custom_periods"] = {c.name: c.definition() for c in self.custom_periods}
-        if self.league is not None:  # all of it for now: a change from the next window is not built
-            definition["league"] = self.league.document()
+        if self.league is not None:  # its tiers: size, promote and relegate apply from the next window
+            definition["league"] = {"tiers": list(self.league.tiers)}
         return definition
 
     @property

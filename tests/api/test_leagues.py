@@ -2,7 +2,10 @@
 journal order, members of a window's grace join at the close before, tiers move at each close
 and carry to the next window played, exactly as the oracle (`support.league_oracle`) says; the
 partitions route, `?partition=` and `members/{member}`'s `division` answer it; a start from a
-snapshot and a full replay give the same divisions."""
+snapshot and a full replay give the same divisions. A league's size, promote and relegate changed
+mid-season (a `PUT` of an API board's definition) apply from the next window: each window fills
+and moves with the parameters in force when its divisions began, also after a snapshot start, a
+full replay and `arena rebuild`; its tiers stay fixed (409)."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from arena.cli.rebuild import rebuild_board, table_name, table_rows
+from arena.cli.rebuild import every_board, rebuild_board, table_name, table_rows
 from arena.config import Config, JournalSettings
 from arena.engine.league import LeagueSpec
 from arena.engine.times import format_ms
@@ -23,7 +26,7 @@ from support.cluster import NodeFactory, owner_urls, start_cluster
 from support.documented import assert_documented
 from support.league_oracle import BASE, GRACE, HOUR, LeagueOracle
 from support.oracle import OEvent, digest
-from support.server import Client, InProcessServer, make_config, token_for, until
+from support.server import ADMIN_TOKEN, Client, InProcessServer, make_config, token_for, until
 
 LEAGUE = LeagueSpec(size=3, tiers=("bronze", "silver", "gold"), promote=1, relegate=1)
 PRIZES = [{"reward": "cup", "ranks": [1, 1], "tier": "gold"}, {"reward": "medal", "ranks": [1, 1]},
@@ -35,6 +38,7 @@ BOARDS: dict[str, dict[str, Any]] = {"l": {
     "prizes": {"season": PRIZES},
 }}
 MEMBERS = [f"m{i}" for i in range(9)]
+ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 
 
 def period_id(index: int) -> str:
@@ -202,3 +206,64 @@ async def test_in_a_cluster_either_node_answers_a_division(cluster_nodes: NodeFa
             top = await get(http, f"{node.url}/v1/boards/l/daily/top", partition="bronze-1")
             assert [e["member"] for e in top["entries"]] == ["bob", "ann"]
             assert (await get(http, f"{node.url}/v1/boards/l/daily/members/cid"))["division"] == "bronze-2"
+
+
+# A league's size, promote and relegate changed mid-season by a `PUT` of an API board's definition.
+
+BOARD = {key: value for key, value in BOARDS["l"].items() if key != "prizes"}
+WIDER = LeagueSpec(size=4, tiers=LEAGUE.tiers, promote=2, relegate=1)
+
+
+async def define(http: httpx.AsyncClient, league: LeagueSpec, status: int = 200) -> dict[str, Any]:
+    answer = await http.put("/v1/boards/l", json={**BOARD, "league": league.document()}, headers=ADMIN)
+    assert answer.status_code == status, answer.text
+    body: dict[str, Any] = answer.json()
+    return body
+
+
+async def test_a_change_of_size_and_promote_mid_season_applies_from_the_next_window(
+    tmp_path: Path, served_journal: JournalSettings
+) -> None:
+    config = make_config(tmp_path, {}, journal=served_journal, snapshot_every_events=1_000_000)
+    async with serving(config, BASE + 10 * 60_000) as season:
+        http = season.http
+        await define(http, LEAGUE, 201)
+        await season.play({m: 10 + i for i, m in enumerate(MEMBERS)}, BASE + 5 * 60_000)  # window 0: 3 bronze divisions of 3
+        await season.at(BASE + 20 * 60_000)
+        await define(http, WIDER)  # from window 1 on
+        season.oracle.define(WIDER, season.now)
+        retiered = await http.put("/v1/boards/l", json={**BOARD, "league": {**WIDER.document(), "tiers": ["a", "b", "c"]}},
+                                  headers=ADMIN)
+        assert retiered.status_code == 409 and retiered.json()["error"]["code"] == "definition_conflict"
+        await season.play({"n1": 5, "n2": 6, "n3": 7, "n4": 8}, BASE + 20 * 60_000)  # window 0 still fills by 3
+        await season.at(BASE + HOUR + GRACE + 60_000)  # window 0 moved by promote 1, relegate 1
+        await season.play({m: 30 - i for i, m in enumerate(MEMBERS)}, BASE + HOUR + GRACE + 30_000)  # by 4
+        await season.play({"n1": 50, "n2": 1}, BASE + HOUR + GRACE + 30_000)
+        for index in (2, 3):
+            await season.at(BASE + index * HOUR + GRACE + 60_000)
+            await season.play({m: (7 * i + 3 * index) % 11 for i, m in enumerate([*MEMBERS, "n1", "n2", "n3"])},
+                              BASE + index * HOUR + GRACE)
+            if index == 2:  # window 2 began under WIDER and keeps it; window 3 fills by 3 again
+                await define(http, LEAGUE)
+                season.oracle.define(LEAGUE, season.now)
+        await season.at(BASE + 4 * HOUR + GRACE + 60_000)  # window 3 closes: its moves by LEAGUE
+        _, divisions, tiers = season.oracle.season()
+        assert "bronze-4" in divisions[0].values() and "bronze-4" not in divisions[1].values()  # by 3, then by 4
+        assert set(tiers.values()) == {0, 1, 2}
+        seen = await check_season(http, season.oracle, 4)
+        oracle = season.oracle
+    async with serving(config, season.now) as again:  # from the snapshot written at the stop
+        assert await check_season(again.http, oracle, 4) == seen
+    off = make_config(tmp_path, {}, journal=served_journal, snapshot_every_events=0)
+    async with serving(off, season.now) as again:  # a full replay
+        assert await check_season(again.http, oracle, 4) == seen
+    # `arena rebuild` digests every division as the oracle ranks it
+    spec = next(spec for spec in await every_board(off) if spec.name == "l")
+    assert spec.league == LEAGUE
+    engine, report = await rebuild_board(off, spec, now=season.now)
+    listed = table_rows(spec, engine, report, season.now)
+    rebuilt = {table_name(key): table.digest() for key, (table, _, _) in listed.items()}
+    standings, _, _ = oracle.season()
+    for index in range(4):
+        for division, rows in standings[index].items():
+            assert rebuilt[("season", f"{period_id(index)}/{division}")] == digest(rows)

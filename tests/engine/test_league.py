@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from arena.config import parse_board
 from arena.engine.board import BoardEngine
@@ -12,8 +13,20 @@ from arena.engine.league import LeagueSpec, LeagueWindow
 from arena.engine.periods import Calendar, PeriodKind
 from arena.errors import ConfigError
 from support.engine_harness import EngineHarness
-from support.league_oracle import BASE, HOUR, WINDOWS, LeagueOracle, league_spec, leagues, season_frames, window_index
-from support.oracle import Frame, Row, engine_rows
+from support.league_oracle import (
+    BASE,
+    GRACE,
+    HOUR,
+    WINDOWS,
+    LeagueOracle,
+    league_changes,
+    league_spec,
+    leagues,
+    season_frames,
+    window_index,
+    window_starts,
+)
+from support.oracle import Frame, OEvent, Row, engine_rows
 
 LEAGUE = LeagueSpec(size=3, tiers=("bronze", "silver", "gold"), promote=1, relegate=1)
 
@@ -27,11 +40,13 @@ def test_a_move_is_one_tier_in_a_division_of_more_than_promote_plus_relegate_cla
 
 def test_a_window_knows_its_divisions_without_listing_them() -> None:
     at = LeagueWindow(Calendar("UTC").window_at(PeriodKind.DAILY, 0), None, 3)
+    assert at.names() == () and not at.has("bronze-1")  # no division begun yet
+    at.spec = LEAGUE
     at.joined = [7, 0, 3]  # size 3: bronze-1..3, gold-1
-    names = at.names(LEAGUE)
+    names = at.names()
     assert names == ("bronze-1", "bronze-2", "bronze-3", "gold-1")
     for name in [*names, "bronze-4", "silver-1", "gold-2", "gold-01", "gold-0", "gold", "-1", "platinum-1", "gold-x"]:
-        assert at.has(name, LEAGUE) == (name in names), name
+        assert at.has(name) == (name in names), name
 
 
 def test_the_config_names_a_league_on_a_board_of_one_season() -> None:
@@ -40,7 +55,9 @@ def test_the_config_names_a_league_on_a_board_of_one_season() -> None:
     assert spec.league == LeagueSpec(30, ("bronze", "silver"), 5, 5) and spec.season == "season"
     assert spec.document()["league"] == {"size": 30, "tiers": ["bronze", "silver"], "promote": 5, "relegate": 5}
     resized = parse_board("b", {**spec.document(), "league": {"size": 20, "tiers": ["bronze", "silver"]}})
-    assert spec.fixed_changes(resized) == ["league"]  # for now: a change from the next window is not built
+    assert spec.fixed_changes(resized) == []  # size, promote and relegate apply from the next window
+    retiered = parse_board("b", {**spec.document(), "league": {"size": 30, "tiers": ["bronze", "gold"], "promote": 5, "relegate": 5}})
+    assert spec.fixed_changes(retiered) == ["league"]  # its tiers are fixed
     bad = [
         ({"periods": ["alltime", "daily", "weekly"], "league": {"size": 3, "tiers": ["a"]}}, "exactly one period"),
         ({"periods": ["daily"], "regions": ["eu"], "league": {"size": 3, "tiers": ["a"]}}, "regions or a league"),
@@ -74,6 +91,27 @@ def played(league: LeagueSpec, frames: list[Frame]) -> tuple[EngineHarness, Leag
     return harness, oracle
 
 
+def played_with_changes(league: LeagueSpec, frames: list[Frame],
+                        changes: list[tuple[int, LeagueSpec]]) -> tuple[EngineHarness, LeagueOracle]:
+    """``frames``, a deadline at each window's start, and ``changes`` of the league's
+    parameters, in the order of their instants (a change after the frames of its instant)."""
+    harness = EngineHarness({"b": league_spec(league)})
+    oracle = LeagueOracle(league)
+    steps: list[tuple[int, int, Frame | LeagueSpec]] = [(f.now, 0, f) for f in sorted(window_starts() + frames, key=lambda f: f.now)]
+    steps += [(at, 1, change) for at, change in changes]
+    for now, _, step in sorted(steps, key=lambda s: (s[0], s[1])):
+        if isinstance(step, LeagueSpec):
+            harness.redefine("b", league_spec(step), now)
+            oracle.define(step, now)
+        elif step.tick:
+            harness.tick("b", now)
+            oracle.submit([], now)
+        else:
+            results = harness.submit("gs", [e.raw("b") for e in step.events], now)
+            assert [r.status == "accepted" for r in results] == oracle.submit(list(step.events), now)
+    return harness, oracle
+
+
 def divisions_of(engine: BoardEngine) -> tuple[dict[int, dict[str, list[Row]]], dict[int, dict[str, str]]]:
     """Each window's divisions as the engine ranks them, and each member's division."""
     standings: dict[int, dict[str, list[Row]]] = {}
@@ -83,7 +121,7 @@ def divisions_of(engine: BoardEngine) -> tuple[dict[int, dict[str, list[Row]]], 
         index = window_index(at.window.start_ms or 0)
         members[index] = dict(at.divisions)
         tables = engine.partitions.get(key, {})
-        standings[index] = {name: engine_rows(tables[name]) for name in at.names(engine.league.spec)
+        standings[index] = {name: engine_rows(tables[name]) for name in at.names()
                             if name in tables and len(tables[name])}
     return standings, members
 
@@ -107,3 +145,37 @@ def test_a_season_promotes_and_relegates_as_the_oracle_says(league: LeagueSpec, 
         window = engine.schedule.window_at("season", BASE + index * HOUR)
         for member, division in divisions.get(index, {}).items():
             assert engine.division(window, member) == division
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data(), leagues(), season_frames())
+def test_a_change_of_size_promote_or_relegate_applies_from_the_next_window(
+    data: st.DataObject, league: LeagueSpec, frames: list[Frame]
+) -> None:
+    """A window fills its divisions and moves its members with the parameters in force when its
+    divisions began (the close marker before it; the season's first window: its first event),
+    whatever changes during it."""
+    changes = data.draw(league_changes(league), label="changes")
+    harness, oracle = played_with_changes(league, frames, changes)
+    engine = harness.engines["b"]
+    standings, divisions, tiers = oracle.season()
+    got_standings, got_divisions = divisions_of(engine)
+    assert {i: d for i, d in got_divisions.items() if d} == {i: d for i, d in divisions.items() if d}
+    assert {i: s for i, s in got_standings.items() if s} == {i: s for i, s in standings.items() if s}
+    assert engine.league is not None and engine.league.tiers == tiers
+    assert not engine.unrecorded
+
+
+def test_a_change_just_after_a_close_leaves_the_next_window_its_parameters() -> None:
+    """Size 4 shrunk to 2 just after window 0's close marker, before anyone plays window 1:
+    window 1's divisions began at that marker, so they fill by 4; window 2's by 2."""
+    league = LeagueSpec(4, ("bronze", "silver", "gold"), 1, 1)
+    close = BASE + HOUR + GRACE
+    frames = [Frame(BASE + 10, tuple(OEvent(m, 1, BASE + 10, f"a{m}") for m in "ab")),
+              Frame(close + 100, tuple(OEvent(m, 1, close + 100, f"b{m}") for m in "abcdefg")),
+              Frame(close + HOUR + 100, tuple(OEvent(m, 1, close + HOUR + 100, f"c{m}") for m in "hijk"))]
+    harness, oracle = played_with_changes(league, frames, [(close + 1, LeagueSpec(2, league.tiers, 0, 0))])
+    _standings, divisions, _tiers = oracle.season()
+    assert divisions[1] == {**dict.fromkeys("abcd", "bronze-1"), **dict.fromkeys("efg", "bronze-2")}
+    assert divisions[2] == {"h": "bronze-1", "i": "bronze-1", "j": "bronze-2", "k": "bronze-2"}
+    assert divisions_of(harness.engines["b"])[1] == divisions

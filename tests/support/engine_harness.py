@@ -8,7 +8,7 @@ from typing import Any
 
 from arena.engine.board import BoardEngine
 from arena.engine.events import Event, Fingerprint, Result, parse_event
-from arena.engine.records import Record, ScoreRecord
+from arena.engine.records import BoardKind, BoardRecord, Record, ScoreRecord
 from arena.engine.routing import Plan
 from arena.engine.spec import BoardSpec
 from arena.engine.table import RankedTable
@@ -22,7 +22,7 @@ def accepted(plan: Plan) -> list[ScoreRecord]:
 
 class EngineHarness:
     def __init__(self, boards: Mapping[str, BoardSpec], servers: Mapping[str, Sequence[str]] | None = None) -> None:
-        self.specs = boards
+        self.specs = dict(boards)
         self.engines = {name: BoardEngine(spec) for name, spec in boards.items()}
         for engine in self.engines.values():
             engine.publish(0, engine.kinds)
@@ -72,6 +72,20 @@ class EngineHarness:
         engine.commit(plan)
         self._league_records(engine, board)
         engine.rotate(now)
+
+    def redefine(self, board: str, spec: BoardSpec, now: int) -> None:
+        """What the actor does for a change of a board's definition received at ``now`` (after
+        the deadlines due then): journal a definition record, then serve the new spec."""
+        self.tick(board, now)
+        engine = self.engines[board]
+        record = BoardRecord(engine.last_seq + 1, BoardKind.DEFINITION, spec.document_text())
+        self.journals[board].append(record)
+        engine.last_seq = record.seq
+        if engine.league is not None and spec.league is not None:
+            engine.league.define(record.seq, spec.league)
+        engine.redefine(spec)
+        engine.rotate(now)
+        self.specs[board] = spec
 
     def _league_records(self, engine: BoardEngine, board: str) -> None:
         """What the actor journals after a commit on a league board: its closed windows' moves."""

@@ -99,6 +99,11 @@ class Live:
         if part and not turns:
             await self.voids(part[-1].now, 2)
 
+    async def redefine(self, spec: BoardSpec, now: int) -> None:
+        """A change of the board's definition at ``now``, its definition record journaled."""
+        self.harness.redefine("b", spec, now)
+        await self.journal.append([r for r in self.harness.journals["b"] if r.seq > self.journal.last_seq])
+
     async def voids(self, now: int, most: int) -> None:
         scores = self.harness.score_records("b")
         if scores:

@@ -8,6 +8,11 @@ at or after its close moment, so a member whose first event of a window was rece
 window before closed (its grace) joins at that close, in the order of first events, and the
 others join at their first event after it. The tiers of a window are carried from the closes
 before it.
+
+The league's size, promote and relegate may change (`define`, a `PUT` of the definition): a window
+fills its divisions and moves its members with the parameters in force when its divisions begin,
+at the close marker of the window before (the season's first window: at its first event), so a
+change applies from the next window.
 """
 
 from __future__ import annotations
@@ -47,15 +52,37 @@ class LeagueOracle:
     """Each window's accepted events, in journal order, with the instant each was received."""
     last: int = 0
     """The latest instant a frame was received (every close due by then is journaled)."""
+    current: LeagueSpec | None = None
+    """The parameters in force now (None: `league`)."""
+    begun: dict[int, LeagueSpec] = field(default_factory=dict)
+    """Each window's parameters, taken when its divisions begin."""
+
+    def _close_due(self, now: int) -> None:
+        """The close markers due at ``now`` are journaled: the windows after them begin."""
+        self.last = now
+        for index in range(WINDOWS + 3):
+            if self.closed(index):
+                self.begun.setdefault(index + 1, self.params)
+
+    @property
+    def params(self) -> LeagueSpec:
+        return self.current or self.league
+
+    def define(self, league: LeagueSpec, now: int) -> None:
+        """A change of the league's parameters received at ``now``, after the closes due then."""
+        self._close_due(now)
+        self.current = league
 
     def submit(self, events: list[OEvent], now: int) -> list[bool]:
-        self.last = now
+        self._close_due(now)
         accepted = []
         for e in events:
             index = window_index(e.occurred_at)
             ok = 0 <= index and e.occurred_at <= now and now < BASE + (index + 1) * HOUR + GRACE
             if ok:
                 self.played.setdefault(index, []).append((e, now))
+                if index == 0:
+                    self.begun.setdefault(0, self.params)
             accepted.append(ok)
         return accepted
 
@@ -78,26 +105,27 @@ class LeagueOracle:
             grace = [m for m, received in firsts.items() if received < previous_close]
             after = [m for m, received in firsts.items() if received >= previous_close]
             joining = ([] if not self.closed(index - 1) else grace) + after
-            counts = [0] * len(self.league.tiers)
+            league = self.begun.get(index, self.params)
+            counts = [0] * len(league.tiers)
             mine: dict[str, str] = {}
             for m in joining:
                 tier = tiers.get(m, 0)
-                mine[m] = f"{self.league.tiers[tier]}-{counts[tier] // self.league.size + 1}"
+                mine[m] = f"{league.tiers[tier]}-{counts[tier] // league.size + 1}"
                 counts[tier] += 1
             divisions[index] = mine
             standings[index] = {
                 d: rank(BOARD, [e for e, _ in events if mine.get(e.member) == d]) for d in dict.fromkeys(mine.values())}
             if self.closed(index):
                 for d, rows in standings[index].items():
-                    tier, n = self.league.tiers.index(d.rsplit("-", 1)[0]), len(rows)
+                    tier, n = league.tiers.index(d.rsplit("-", 1)[0]), len(rows)
                     for position, (_rank, m, _score, _at) in enumerate(rows):
                         moved = tier
-                        if n > self.league.promote + self.league.relegate:
-                            if position < self.league.promote:
+                        if n > league.promote + league.relegate:
+                            if position < league.promote:
                                 moved = tier + 1
-                            elif position >= n - self.league.relegate:
+                            elif position >= n - league.relegate:
                                 moved = tier - 1
-                        tiers[m] = min(max(moved, 0), len(self.league.tiers) - 1)
+                        tiers[m] = min(max(moved, 0), len(league.tiers) - 1)
         return standings, divisions, tiers
 
 
@@ -123,3 +151,20 @@ def season_frames(draw: st.DrawFn) -> list[Frame]:
         frames.append(Frame(now, tuple(events), tick=not events))
     return frames
 
+
+
+@st.composite
+def league_changes(draw: st.DrawFn, league: LeagueSpec) -> list[tuple[int, LeagueSpec]]:
+    """Changes of a league's size, promote and relegate (its tiers stay) at instants of the
+    season, in order: often just at or after a close moment, before the next window's
+    divisions have members."""
+    closes = [index * HOUR + GRACE + d for index in range(1, WINDOWS) for d in (-1, 0, 1, 60_000)]
+    instants = sorted(draw(st.lists(st.one_of(st.sampled_from(closes), st.integers(0, WINDOWS * HOUR)), max_size=4)))
+    return [(BASE + at, LeagueSpec(draw(st.integers(2, 4)), league.tiers, draw(st.integers(0, 2)), draw(st.integers(0, 2))))
+            for at in instants]
+
+
+def window_starts() -> list[Frame]:
+    """A deadline at each window's start, as the actor's: it opens the window's table, which its
+    close marker then closes at its moment."""
+    return [Frame(BASE + index * HOUR, tick=True) for index in range(WINDOWS + 1)]
