@@ -1097,7 +1097,7 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["TableEntries"];
+                        "application/json": components["schemas"]["TableSearch"];
                     };
                 };
                 /** @description a bad parameter or body */
@@ -2895,9 +2895,20 @@ export interface components {
             /** @description a league board's global table only: the member's division in the window (null: none yet) */
             division?: string | null;
         };
-        TableMembers: components["schemas"]["Table"] & {
+        TableMembers: (components["schemas"]["Table"] & {
             entries: components["schemas"]["Entry"][];
             missing: string[];
+        }) & {
+            /** @description a league board's global table only: each listed member's division in the window (null: none yet) */
+            divisions?: {
+                [key: string]: string | null;
+            };
+        };
+        TableSearch: components["schemas"]["TableEntries"] & {
+            /** @description a league board's global table only: each listed member's division in the window (null: none yet) */
+            divisions?: {
+                [key: string]: string | null;
+            };
         };
         Percentile: components["schemas"]["Table"] & {
             entry: components["schemas"]["Entry"];
@@ -3304,7 +3315,7 @@ export interface components {
             op: "result";
             /** @description the frame's id; null when it had none or a bad one */
             id: string | number | null;
-        } & (components["schemas"]["Percentile"] | components["schemas"]["ScoreAtPercentile"] | components["schemas"]["TableEntries"] | components["schemas"]["TableEntry"] | components["schemas"]["TableMembers"]);
+        } & (components["schemas"]["MemberEntry"] | components["schemas"]["Percentile"] | components["schemas"]["ScoreAtPercentile"] | components["schemas"]["TableEntries"] | components["schemas"]["TableMembers"]);
         PongFrame: {
             /** @constant */
             op: "pong";
