@@ -488,17 +488,25 @@ class BoardActor:
         (`BoardEngine.league_records`), in one transaction; False when the journal refused them
         (they stay to be journaled). Call with no plan in flight."""
         records = engine.league_records()
+        if not await self._append_records(records, engine.last_seq, "league records not journaled; journaling them again"):
+            return False
+        engine.league_recorded(records)
+        log.info("board %s: %d league records journaled, last at seq %d", self.handle.name, len(records), engine.last_seq)
+        return True
+
+    async def _append_records(self, records: list[BoardRecord], last_seq: int, refused: str) -> bool:
+        """Append board ``records`` (their seqs following ``last_seq``) in one transaction: True
+        once they are durable, False when the journal refused them (nothing written; ``refused``
+        is logged). A write of unknown outcome is settled as `CommitPipeline._write` does."""
         try:
             await self.journal.append(records)
         except JournalWriteFailed as exc:
-            log.error("board %s: league records not journaled: %s; journaling them again", self.handle.name, exc)
+            log.error("board %s: %s: %s", self.handle.name, refused, exc)
             committed = await self.journal.committed_seq()
             if committed != records[-1].seq:
-                if committed != engine.last_seq:
-                    raise JournalError(f"{self.journal.path}: journal at seq {committed}, expected {engine.last_seq}") from exc
+                if committed != last_seq:
+                    raise JournalError(f"{self.journal.path}: journal at seq {committed}, expected {last_seq}") from exc
                 return False
-        engine.league_recorded(records)
-        log.info("board %s: %d league records journaled, last at seq %d", self.handle.name, len(records), engine.last_seq)
         return True
 
     async def _journal_settlements(self, made: list[Made]) -> bool:
@@ -511,15 +519,9 @@ class BoardActor:
         if not made or engine is None:
             return True
         settled = settlement_records(made, engine.last_seq)
-        try:
-            await self.journal.append([BoardRecord(r.seq, BoardKind.SETTLEMENT, text) for r, (*_, text) in zip(settled, made, strict=True)])
-        except JournalWriteFailed as exc:
-            log.error("board %s: settlements not journaled: %s; settling again", self.handle.name, exc)
-            committed = await self.journal.committed_seq()
-            if committed != settled[-1].seq:
-                if committed != engine.last_seq:
-                    raise JournalError(f"{self.journal.path}: journal at seq {committed}, expected {engine.last_seq}") from exc
-                return False
+        records = [BoardRecord(r.seq, BoardKind.SETTLEMENT, text) for r, (*_, text) in zip(settled, made, strict=True)]
+        if not await self._append_records(records, engine.last_seq, "settlements not journaled; settling again"):
+            return False
         for record in settled:
             engine.settled(record)
             self.metrics.settlements.inc()
