@@ -46,9 +46,12 @@ async def test_a_rolling_restart_under_ingest_hands_every_board_off_and_loses_no
 
 
 async def test_a_fourth_node_joining_takes_its_share(cluster_nodes: NodeFactory, pg_journal: Any) -> None:
-    servers = await start_cluster(cluster_nodes, NODES, BOARDS)
+    # every board loaded on its owner (idle_unload_seconds 0): a board its owner had not marked
+    # active yet when node-d joined would be taken inactive, not from a standby copy
+    loaded = {"idle_unload_seconds": 0}
+    servers = await start_cluster(cluster_nodes, NODES, BOARDS, settings=loaded)
     async with ingesting(servers, BOARDS) as writer:
-        fourth = cluster_nodes("node-d", BOARDS)
+        fourth = cluster_nodes("node-d", BOARDS, settings=loaded)
         await asyncio.to_thread(fourth.start)
         servers.append(fourth)
         await settled(servers, [*NODES, "node-d"], BOARDS)
