@@ -522,11 +522,7 @@ def _league(s: _Section) -> LeagueSpec | None:
     tiers = t.str_list("tiers", _REQUIRED)
     if not tiers:
         raise t.fail("tiers", "must name at least one tier")
-    for tier in tiers:
-        if not _TIER_NAME.match(tier):
-            raise t.fail("tiers", f"{tier!r}: a tier name is 1..32 of a-z, 0-9, '_'")
-    if len(set(tiers)) != len(tiers):
-        raise t.fail("tiers", "lists a tier twice")
+    _distinct_names(t, "tiers", tiers, _TIER_NAME, "tier", "a-z, 0-9, '_'")
     league = LeagueSpec(t.int("size", _REQUIRED, 2, 100_000), tuple(tiers), t.int("promote", 0, 0, 100_000),
                         t.int("relegate", 0, 0, 100_000))
     t.done()
@@ -542,12 +538,17 @@ def _regions(s: _Section) -> tuple[str, ...]:
     regions = s.str_list("regions", [])
     if len(regions) > 64:
         raise s.fail("regions", "names at most 64 regions")
-    for region in regions:
-        if not _REGION_NAME.match(region):
-            raise s.fail("regions", f"{region!r}: a region name is 1..32 of a-z, 0-9, '_', '-'")
-    if len(set(regions)) != len(regions):
-        raise s.fail("regions", "lists a region twice")
+    _distinct_names(s, "regions", regions, _REGION_NAME, "region", "a-z, 0-9, '_', '-'")
     return tuple(regions)
+
+
+def _distinct_names(s: _Section, key: str, names: list[str], pattern: re.Pattern[str], what: str, chars: str) -> None:
+    """``names`` (of ``key``) each of 1..32 of ``chars`` (``pattern``), none twice."""
+    for name in names:
+        if not pattern.match(name):
+            raise s.fail(key, f"{name!r}: a {what} name is 1..32 of {chars}")
+    if len(set(names)) != len(names):
+        raise s.fail(key, f"lists a {what} twice")
 
 
 _PERIOD_NAME = re.compile(r"^[a-z0-9_-]{1,32}$")
