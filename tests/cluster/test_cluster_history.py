@@ -76,9 +76,10 @@ QUIET = Workload(
     {**{f"q{i}": OBoard(aggregation="sum", min_value=0, max_value=9) for i in range(6)},
      "cup": OBoard(aggregation="best", max_value=1000)},
     members(12), written=("q0", "q1", "cup"), api_boards=("cup",),
+    resting=tuple(f"q{i}" for i in range(2, 6)),
 )
-"""Writers on two config boards and an API board; four boards read only (through any node), so
-that they unload on their owners between answers and activate again on the next one."""
+"""Writers on two config boards and an API board; four boards read only (through any node), left
+alone in turn so that they unload on their owners between answers and activate again on the next one."""
 
 
 async def test_answers_are_never_stale_while_boards_activate_unload_move_and_one_is_retired(

@@ -543,6 +543,7 @@ def _short(value: Any, limit: int = 300) -> str:
 PARTITIONED = ("top", "members")
 """The kinds of query the readers also ask of a partition's table."""
 SEASON = "season"
+REST_SECONDS = 1.0
 """A league board's season: one window of 366 days from this year's first, so every event of a run is in it."""
 
 
@@ -565,12 +566,14 @@ class Workload:
     no close grace) with prizes: readers also ask its settlement, and a poller reads the feed."""
     leagues: Mapping[str, LeagueSpec] = field(default_factory=dict)
     """The boards that are leagues: their one season (`SEASON`) is split into divisions."""
+    resting: Sequence[str] = ()
+    """Boards the readers leave alone in turn, one at a time for `REST_SECONDS`, so that each
+    goes idle (it unloads, then activates on the next answer) however fast the readers ask."""
 
     def board_config(self) -> dict[str, dict[str, Any]]:
         return {name: self.definition(name) for name in self.boards if name not in self.api_boards}
 
     def definition(self, name: str) -> dict[str, Any]:
-        b = self.boards[name]
         b = self.boards[name]
         extra: dict[str, Any] = {"regions": list(b.regions)} if b.regions else {}
         league = self.leagues.get(name)
@@ -602,7 +605,10 @@ class Workload:
                           now_ms() - rng.randrange(5000), key, region=region)
 
     def query(self, rng: random.Random, ws: bool) -> Query:
-        board = rng.choice(list(self.boards))
+        boards = list(self.boards)
+        if self.resting:
+            boards.remove(self.resting[int(time.monotonic() / REST_SECONDS) % len(self.resting)])
+        board = rng.choice(boards)
         member = rng.choice(self.members)
         kinds = ["top", "member", "around", "around_rank", "percentile", "score_at_percentile", "members"]
         kinds = [k for k in (kinds if ws else [*kinds, "digest", "digest", "periods"]) if k in self.kinds or not self.kinds]
