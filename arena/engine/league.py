@@ -20,8 +20,10 @@ replay pins the same ones.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass
+from itertools import islice
+from typing import TypeVar
 
 import orjson
 
@@ -33,6 +35,11 @@ the spec, which holds a `LeagueSpec`)."""
 
 LEAGUE_RECORD = "league"
 """The `BoardRecord` kind that journals a closed window's moves (`moves_text`)."""
+
+_T = TypeVar("_T")
+
+PIECE = 4096
+"""Members a piece of a league's image (`League.image`) turns into JSON between two pauses."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +75,7 @@ class LeagueWindow:
     """The divisions of one window of the season: who played (first accepted seq), who joined
     which division, how many joined each tier, and the parameters they were made with."""
 
-    __slots__ = ("window", "previous", "firsts", "divisions", "joined", "spec")
+    __slots__ = ("window", "previous", "firsts", "played", "divisions", "joined", "spec")
 
     def __init__(self, window: Window, previous: TableKey | None, tiers: int) -> None:
         self.window = window
@@ -76,6 +83,9 @@ class LeagueWindow:
         """The key of the window before (whose close marker ends the grace); None: none."""
         self.firsts: dict[str, int] = {}
         """Each member that played: the seq of its first accepted event (voided or not)."""
+        self.played: list[str] = []
+        """The members of ``firsts`` in its order: a list only grows, so an image (`League.image`)
+        reads the members as of its start a piece at a time while more play."""
         self.divisions: dict[str, str] = {}
         """Each member that joined: its division; a member of ``firsts`` not here waits."""
         self.joined = [0] * tiers
@@ -108,7 +118,8 @@ class League:
         self.defined: list[tuple[int, LeagueSpec]] = [(0, spec)]
         """The parameters in force from each seq on, in seq order (`define`)."""
         self.tiers: dict[str, int] = {}
-        """Each member's tier for the next window it plays, once it finished one."""
+        """Each member's tier for the next window it plays, once it finished one. Replaced at a
+        close, never changed, so that an image (`League.image`) reads it while the league goes on."""
         self.windows: dict[TableKey, LeagueWindow] = {}
         self.moved: set[TableKey] = set()
         """The windows whose moves are in ``tiers``."""
@@ -149,6 +160,7 @@ class League:
         if member in at.firsts:
             return None
         at.firsts[member] = seq
+        at.played.append(member)
         if at.previous is None:
             return self._join(at, member, seq)
         if previous_marker is not None and previous_marker < seq:
@@ -187,7 +199,7 @@ class League:
         if key in self.moved:
             return []
         self.moved.add(key)
-        self.tiers.update(moves)
+        self.tiers = {**self.tiers, **moves}
         joined = []
         for at in self.windows.values():
             if at.previous == key:
@@ -195,21 +207,42 @@ class League:
                     joined.append((at, member, self._join(at, member, seq)))
         return joined
 
-    def image(self) -> dict[str, object]:
-        """The league's state as JSON values (a snapshot's header holds it): each window's
-        members, first seqs and divisions as parallel lists, copied mostly in C. O(members)."""
-        return {
-            "tiers": dict(self.tiers),
-            "moved": sorted([list(key) for key in self.moved]),
-            "windows": [
-                {"kind": at.window.kind, "period_id": at.window.period_id,
-                 "previous": None if at.previous is None else list(at.previous), "joined": list(at.joined),
-                 "league": None if at.spec is None else at.spec.document(),
-                 "members": list(at.firsts), "firsts": list(at.firsts.values()),
-                 "divisions": list(map(at.divisions.get, at.firsts))}
-                for at in self.windows.values()
-            ],
-        }
+    def image(self, piece: int = PIECE) -> Generator[None, None, list[bytes]]:
+        """The league's state now as the JSON text of an object (a snapshot's header holds it),
+        in pieces: each window's members, first seqs and divisions as parallel lists. What it
+        reads is taken now, in O(windows); the text is made ``piece`` members at a time, pausing
+        (yielding) between pieces while the league goes on: a window's members and their first
+        seqs only grow (their count now is the cut), ``tiers`` is replaced at a close, never
+        changed, and a member waiting now joins at a close after it (its division is left out).
+        O(members) in all."""
+        tiers, moved = self.tiers, sorted([list(key) for key in self.moved])
+        cuts = [(at, len(at.played), list(at.joined), at.spec, _joined_now(at)) for at in self.windows.values()]
+        return self._image(tiers, moved, cuts, piece)
+
+    @staticmethod
+    def _image(tiers: dict[str, int], moved: list[list[str]],
+               cuts: list[tuple[LeagueWindow, int, list[int], LeagueSpec | None, list[str | None] | None]],
+               piece: int) -> Generator[None, None, list[bytes]]:
+        items = iter(tiers.items())
+        text = [b'{"tiers":', *(yield from _json(iter(lambda: dict(islice(items, piece)), {}), b"{}")),
+                b',"moved":', orjson.dumps(moved), b',"windows":[']
+        for n, (at, count, joined, spec, waiting) in enumerate(cuts):
+            text.append(orjson.dumps({
+                "kind": at.window.kind, "period_id": at.window.period_id,
+                "previous": None if at.previous is None else list(at.previous), "joined": joined,
+                "league": None if spec is None else spec.document()})[:-1])
+            text.append(b',"members":')
+            text += yield from _json(_slices(at.played, count, piece), b"[]")
+            text.append(b',"firsts":')
+            text += yield from _json((list(map(at.firsts.__getitem__, part)) for part in _slices(at.played, count, piece)), b"[]")
+            text.append(b',"divisions":')
+            if waiting is None:  # every member had joined: those who join later are past the cut
+                text += yield from _json((list(map(at.divisions.get, part)) for part in _slices(at.played, count, piece)), b"[]")
+            else:
+                text += yield from _json(_slices(waiting, count, piece), b"[]")
+            text.append(b"}," if n < len(cuts) - 1 else b"}")
+        text.append(b"]}")
+        return text
 
     def load(self, image: Mapping[str, object], window_of: Callable[[str, str], Window]) -> None:
         """Take the state of `image` back; ``window_of`` gives a window by its kind and period
@@ -233,8 +266,36 @@ class League:
             if not len(members) == len(firsts) == len(divisions):
                 raise ValueError("a league window's lists differ in length")
             at.firsts = dict(zip(members, firsts, strict=True))
+            at.played = list(at.firsts)
             at.divisions = {m: d for m, d in zip(members, divisions, strict=True) if d is not None}
             self.windows[key] = at
+
+
+def _joined_now(at: LeagueWindow) -> list[str | None] | None:
+    """A window's divisions now (None for a member waiting), if some of its members wait to join:
+    they join all at once, at the close before, which may come while an image is made. None when
+    every member has joined. A window waits whole or not at all, and only through a grace."""
+    if len(at.divisions) == len(at.firsts):
+        return None
+    return list(map(at.divisions.get, at.played))
+
+
+def _slices(items: Sequence[_T], count: int, piece: int) -> Iterator[Sequence[_T]]:
+    """The first ``count`` of ``items`` (which may grow meanwhile), ``piece`` at a time."""
+    for begin in range(0, count, piece):
+        yield items[begin:min(begin + piece, count)]
+
+
+def _json(pieces: Iterable[Sized], empty: bytes) -> Generator[None, None, list[bytes]]:
+    """The JSON text of one array or object (``empty`` says which) of the items of ``pieces``,
+    a piece of text for each, made between two pauses (yields)."""
+    text = [empty[:1]]
+    for made in pieces:
+        if made:
+            text += [b",", orjson.dumps(made)[1:-1]] if len(text) > 1 else [orjson.dumps(made)[1:-1]]
+        yield
+    text.append(empty[1:])
+    return text
 
 
 def moves_text(window: Window, moves: Mapping[str, int], spec: LeagueSpec) -> str:

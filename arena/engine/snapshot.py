@@ -45,6 +45,10 @@ from arena.engine.routing import TableKey
 
 Table = TypeVar("Table", covariant=True)
 """What a snapshot holds of each table: a `TableSource` to encode, a `TableImage` decoded."""
+League = TypeVar("League", covariant=True)
+"""What a snapshot holds of a league board's tiers and divisions (`arena.engine.league.League.image`):
+its JSON text in pieces to encode (the header holds it, and it is written a piece at a time),
+its values decoded."""
 FORMAT = 2
 """The snapshot format this Arena writes and reads; a snapshot of another format is ignored."""
 MAGIC = b"ARENA-SNAPSHOT\n\0"
@@ -98,7 +102,7 @@ class TableImage:
 
 
 @dataclass(frozen=True, slots=True)
-class Snapshot(Generic[Table]):
+class Snapshot(Generic[Table, League]):
     board: str
     definition: str
     """The board's definition text, as its journal stores it (`check_definition`)."""
@@ -109,8 +113,8 @@ class Snapshot(Generic[Table]):
     """Per period kind, the start of the oldest window whose table it holds (None: alltime)."""
     disputes: dict[TableKey, int]
     tables: Sequence[Table]
-    league: dict[str, object] | None = None
-    """A league board's tiers and divisions (`arena.engine.league.League.image`)."""
+    league: League | None = None
+    """A league board's tiers and divisions."""
 
 
 def record_identity(record: Record) -> str:
@@ -125,7 +129,7 @@ def record_identity(record: Record) -> str:
     return "void " + record.idempotency_key
 
 
-def encode(snapshot: Snapshot[TableSource], body: list[bytes]) -> Iterator[None]:
+def encode(snapshot: Snapshot[TableSource, Sequence[bytes]], body: list[bytes]) -> Iterator[None]:
     """Fill ``body`` (empty) with the snapshot's body as pieces of bytes, pausing (yielding) after
     each run a table source reads and each piece of a section, a few ms at most; `seal` then
     makes the whole. Both orders a section holds are read from the table's own sorted structures
@@ -170,12 +174,14 @@ def encode(snapshot: Snapshot[TableSource], body: list[bytes]) -> Iterator[None]
     for ranked, keys in taken:
         yield from _release(ranked)
         yield from _release(keys or [])
-    header = orjson.dumps({
+    header = [orjson.dumps({
         "board": snapshot.board, "definition": snapshot.definition, "seq": snapshot.seq, "record": snapshot.record,
         "floors": snapshot.floors, "disputes": [[str(k), p, n] for (k, p), n in snapshot.disputes.items()],
-        "tables": tables, "league": snapshot.league,
-    })
-    body += [struct.pack("<I", len(header)), header, *(piece for section in sections for piece in section)]
+        "tables": tables, "league": None,
+    })]
+    if snapshot.league is not None:  # in its pieces, not copied whole: 37 MB at 10**6 members
+        header = [header[0][: -len(b"null}")], *snapshot.league, b"}"]
+    body += [struct.pack("<I", sum(map(len, header))), *header, *(piece for section in sections for piece in section)]
 
 
 def _equal(a: Sequence[object] | None, b: Sequence[object] | None) -> Generator[None, None, bool]:
@@ -238,7 +244,7 @@ def seal(body: Sequence[bytes]) -> list[bytes]:
     return [MAGIC + struct.pack("<I", FORMAT) + checksum.digest(), *body]
 
 
-def decode(data: bytes) -> Snapshot[TableImage]:
+def decode(data: bytes) -> Snapshot[TableImage, dict[str, object]]:
     """Read a snapshot back. Raises SnapshotInvalid: not a snapshot, another format, a checksum
     that does not hold (corrupt or truncated). O(entries)."""
     head = len(MAGIC) + 4 + 32
@@ -335,7 +341,7 @@ def _blobs_at(section: memoryview, at: int, count: int) -> tuple[list[bytes], in
 
 
 def rejection(
-    snapshot: Snapshot[object], board: str, definition: str, record_at_seq: str | None, floors: Mapping[str, int | None]
+    snapshot: Snapshot[object, object], board: str, definition: str, record_at_seq: str | None, floors: Mapping[str, int | None]
 ) -> str | None:
     """Why a start may not use ``snapshot`` (None: it may), given the board, its definition text
     today, the identity of the journal's record at the snapshot's seq (None: the journal has no

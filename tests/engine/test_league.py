@@ -3,6 +3,10 @@ several windows played live exactly as the oracle (`support.league_oracle`) says
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Generator
+
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -164,6 +168,69 @@ def test_a_change_of_size_promote_or_relegate_applies_from_the_next_window(
     assert {i: s for i, s in got_standings.items() if s} == {i: s for i, s in standings.items() if s}
     assert engine.league is not None and engine.league.tiers == tiers
     assert not engine.unrecorded
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data(), leagues(), season_frames())
+def test_an_image_made_in_pieces_is_the_league_as_of_its_start(
+    data: st.DataObject, league: LeagueSpec, frames: list[Frame]
+) -> None:
+    """Frames played between the pieces of a league's image (members joining, waiting, closes
+    moving tiers) leave it what it was when it began: the image of a copy taken then."""
+    cut = data.draw(st.integers(0, len(frames)), label="image after frame")
+    harness, _ = played(league, frames[:cut])
+    playing = harness.engines["b"].league
+    assert playing is not None
+    want = made(copy.deepcopy(playing).image(piece=2))
+    steps = playing.image(piece=2)
+    got: list[bytes] | None = None
+    for frame in frames[cut:]:
+        if got is None and data.draw(st.booleans(), label="a piece before the frame"):
+            try:
+                next(steps)
+            except StopIteration as done:
+                got = done.value
+        if frame.tick:
+            harness.tick("b", frame.now)
+        else:
+            harness.submit("gs", [e.raw("b") for e in frame.events], frame.now)
+    assert same(made(steps) if got is None else got, want)
+
+
+def test_an_image_leaves_out_the_tiers_moved_and_the_members_joined_at_a_close_while_it_is_made() -> None:
+    """Window 0 closed (tiers moved), window 1 played, two members playing window 2 in window
+    1's grace wait: an image begins, and window 1's close (their join, new tiers) comes between
+    its pieces."""
+    harness = EngineHarness({"b": league_spec(LEAGUE)})
+    first = [OEvent(m, v, BASE + 1000, f"w0-{m}") for v, m in enumerate("abcdef")]
+    second = [OEvent(m, 6 - v, BASE + HOUR + GRACE + 2, f"w1-{m}") for v, m in enumerate("abcdef")]
+    harness.submit("gs", [e.raw("b") for e in first], BASE + 1000)
+    harness.tick("b", BASE + HOUR + GRACE + 1)
+    harness.submit("gs", [e.raw("b") for e in second], BASE + HOUR + GRACE + 2)
+    harness.submit("gs", [OEvent(m, 1, BASE + 2 * HOUR + 1, f"w2-{m}").raw("b") for m in "ab"], BASE + 2 * HOUR + 1)
+    playing = harness.engines["b"].league
+    assert playing is not None and playing.tiers and not playing.windows[("season", "2026-06-01T02Z")].divisions
+    want = made(copy.deepcopy(playing).image(piece=2))
+    steps = playing.image(piece=2)
+    next(steps)  # a third of the tiers read
+    harness.tick("b", BASE + 2 * HOUR + GRACE + 1)
+    assert playing.windows[("season", "2026-06-01T02Z")].divisions  # a and b joined
+    assert same(made(steps), want)
+
+
+def same(image: list[bytes], other: list[bytes]) -> bool:
+    """Whether two images' texts say the same (and are JSON)."""
+    return bool(orjson.loads(b"".join(image)) == orjson.loads(b"".join(other)))
+
+
+def made(steps: Generator[None, None, list[bytes]]) -> list[bytes]:
+    """What a league image's ``steps`` make, run to their end."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            image: list[bytes] = done.value
+            return image
 
 
 def test_a_change_just_after_a_close_leaves_the_next_window_its_parameters() -> None:

@@ -5,7 +5,7 @@ standings as of the moment a freeze began, however the table changes between its
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -78,14 +78,14 @@ def frozen(table: RankedTable, window: Window | None = None) -> Frozen:
     return replace(read(Freeze(table)), window=window or table.window)
 
 
-def encoded(snapshot: Snapshot[TableSource]) -> bytes:
+def encoded(snapshot: Snapshot[TableSource, Sequence[bytes]]) -> bytes:
     body: list[bytes] = []
     for _ in encode(snapshot, body):
         pass
     return b"".join(seal(body))
 
 
-def snapshot_of(*tables: RankedTable | Frozen) -> Snapshot[TableSource]:
+def snapshot_of(*tables: RankedTable | Frozen) -> Snapshot[TableSource, Sequence[bytes]]:
     return Snapshot("b", '{"x":1}', 42, "event k42", {"alltime": None, "daily": DAY.start_ms},
                     {(PeriodKind.DAILY, DAY.period_id): 3},
                     [t if isinstance(t, Frozen) else frozen(t) for t in tables])
