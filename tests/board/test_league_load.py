@@ -10,11 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from arena.board.load import load
-from arena.board.snapshots import Snapshotter
 from arena.engine.board import BoardEngine
 from arena.engine.league import LeagueSpec
 from arena.journal.snapshots import SnapshotStore
-from support.engines import Live, full_replay, on_a_journal, pinned, state
+from support.engines import Live, full_replay, on_a_journal, state
 from support.journals import BackendKind, stored_property
 from support.league_oracle import league_changes, league_spec, leagues, season_frames, window_starts
 from support.oracle import Frame
@@ -47,9 +46,7 @@ def test_a_replay_and_a_snapshot_start_give_the_live_divisions_and_tiers(
 
     async def body(live: Live, snapshots: SnapshotStore) -> None:
         journal = live.journal
-        await live.play(frames[:cut])
-        taken_at = frames[cut - 1].now if cut else frames[0].now
-        await Snapshotter(live.engine, journal, snapshots, 1, pinned(taken_at)).take()
+        taken_at = await live.snapshot_after(frames, cut, snapshots)
         follower = await full_replay(journal, spec, taken_at)  # a standby, which then follows the tail
         await live.play(frames[cut:])
         now = frames[-1].now
@@ -93,7 +90,7 @@ def test_parameters_changed_mid_season_give_the_live_divisions_after_a_replay_an
 
         await run(steps[:cut])
         taken_at = steps[cut - 1][0] if cut else steps[0][0]
-        await Snapshotter(live.engine, live.journal, snapshots, 1, pinned(taken_at)).take()
+        await live.snapshot(snapshots, taken_at)
         await run(steps[cut:])
         now = steps[-1][0]
         replayed = await full_replay(live.journal, last, now)

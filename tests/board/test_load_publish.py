@@ -16,7 +16,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from arena.board.load import load
-from arena.board.snapshots import Snapshotter
 from arena.engine.board import BoardEngine
 from arena.engine.events import Event
 from arena.engine.periods import PeriodKind, period_name
@@ -27,7 +26,7 @@ from arena.engine.times import parse_rfc3339_ms
 from arena.errors import QueryError
 from arena.journal.snapshots import SnapshotStore
 from support.engine_harness import EngineHarness
-from support.engines import Live, on_a_journal, pinned
+from support.engines import Live, on_a_journal
 from support.journals import BackendKind, stored_property
 from support.oracle import DAY, Frame, OBoard, Oracle, Row, boards_and_frames, engine_rows, spec_of
 
@@ -115,7 +114,7 @@ def test_a_load_answers_not_ready_or_the_oracle_at_its_seq_at_every_turn(
         first_now = frames[cut - 1].now if cut else frames[0].now
         engine = BoardEngine(spec)
         if source == "snapshot":
-            await Snapshotter(live.engine, journal, snapshots, 1, pinned(first_now)).take()
+            await live.snapshot(snapshots, first_now)
         elif source == "standby":
             await load(engine, journal, first_now)  # the copy a standby keeps
         await live.play(frames[cut:])

@@ -51,9 +51,7 @@ def test_a_start_from_a_snapshot_equals_a_full_replay(
 
     async def body(live: Live, snapshots: SnapshotStore) -> None:
         journal = live.journal
-        await live.play(frames[:cut])
-        taken_at = frames[cut - 1].now if cut else frames[0].now
-        await Snapshotter(live.engine, journal, snapshots, 1, pinned(taken_at)).take()
+        await live.snapshot_after(frames, cut, snapshots)
         await live.play(frames[cut:])
         now = frames[-1].now + data.draw(st.sampled_from([0, DAY, 40 * DAY]), label="start later by")
         started = BoardEngine(spec)

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from arena.board.clock import Clock
 from arena.board.load import load
+from arena.board.snapshots import Snapshotter
 from arena.engine.board import BoardEngine
 from arena.engine.records import ScoreRecord, VoidRecord
 from arena.engine.spec import BoardSpec
@@ -98,6 +99,18 @@ class Live:
                 await self.voids(frame.now, 1)
         if part and not turns:
             await self.voids(part[-1].now, 2)
+
+    async def snapshot(self, snapshots: SnapshotStore, now: int) -> None:
+        """Snapshot the engine as it is, at ``now``."""
+        await Snapshotter(self.engine, self.journal, snapshots, 1, pinned(now)).take()
+
+    async def snapshot_after(self, frames: list[Frame], cut: int, snapshots: SnapshotStore) -> int:
+        """Play ``frames[:cut]``, then snapshot the engine at the last one's instant (the first
+        frame's when ``cut`` is 0), which it returns."""
+        await self.play(frames[:cut])
+        taken_at = frames[cut - 1].now if cut else frames[0].now
+        await self.snapshot(snapshots, taken_at)
+        return taken_at
 
     async def redefine(self, spec: BoardSpec, now: int) -> None:
         """A change of the board's definition at ``now``, its definition record journaled."""
