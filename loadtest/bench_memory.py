@@ -204,6 +204,9 @@ async def from_journal(args: argparse.Namespace) -> None:
     for name, value in (("after the load", after - before), ("after gc.collect()", collected - before),
                         ("after malloc_trim(0)", trimmed - before)):
         print(f"  {name:<42} {value / 2**20:>9.1f} {value / cells:>15.1f}")
+    print("what holds it (each object once)")
+    for name, value in breakdown(list(engine.tables.values())).items():
+        print(f"  {name:<42} {value / 2**20:>9.1f} {value / cells:>15.1f}")
 
 
 def report(args: argparse.Namespace, engine: BoardEngine, cpu: float, before: int, after: int, collected: int,
