@@ -1,22 +1,25 @@
 """Memory of a board's tables per member, in-process: where the bytes go (issue 39).
 
-    python -m loadtest.bench_memory --members 1000000               # RSS and the breakdown, ~1 min
+    python -m loadtest.bench_memory --members 1000000 --replay      # RSS and the breakdown, ~3 min
     python -m loadtest.bench_memory --members 1000000 --tracemalloc # and the allocations by line (slower)
 
 A script, not a test. The board is `compare`'s ``bench`` (best, desc, tie earliest,
 alltime+weekly+daily). Every member gets one event, in frames of ``--frame`` events that go the
-server's way without the network and the journal: the frame's JSON text parsed by orjson, each
-event by `parse_event`, the batch decided (`BoardEngine.decide`) and committed
-(`BoardEngine.commit`), so the member strings, entries and tables are made as `arena serve` makes
-them. The process's RSS (``/proc/self/statm``) is read before the first frame and after the
-last, after a full collection, and after glibc's `malloc_trim` (what the server's heap would give
-back if asked). B/member/table = RSS growth / (members x tables).
+actor's way without the network: the frame's JSON text parsed by orjson, each event by
+`parse_event`, its keys looked up in the sqlite journal, the batch decided
+(`BoardEngine.decide`), journaled (`SqliteJournal.append`) and committed (`BoardEngine.commit`),
+so the member strings, entries, tables and sqlite's caches are made as `arena serve` makes them.
+The process's RSS (``/proc/self/statm``) is read before the first frame and after the last, after
+a full collection, and after glibc's `malloc_trim` (what the heaps would give back if asked).
+B/member/table = RSS growth / (members x tables). ``--replay`` then loads the board from that
+journal in a new process (`arena.board.load.load`: a start without a snapshot) and measures it
+the same way.
 
-The breakdown counts the tables' objects with `sys.getsizeof`, rounded up to pymalloc's 16-byte
-size classes for the small ones (what a block costs), each object once however many tables share
-it: the member dicts, the rank SortedLists' sublists, the names SortedLists' sublists, the packed
-entries, the member strings, the tie keys (latest aggregation only). What RSS holds beyond them is
-the allocator's: pools and arenas of freed blocks between live ones.
+The breakdown counts the tables' objects with `sys.getsizeof`, rounded up to the allocator's
+16-byte blocks, each object once however many tables share it: the member dicts, the rank and
+names SortedLists' sublists, the packed entries, the member strings, the tie keys (latest
+aggregation only); and sqlite's heap (`sqlite3_memory_used`). What RSS holds beyond them is the
+allocators': free blocks and pages between live ones.
 """
 
 from __future__ import annotations
