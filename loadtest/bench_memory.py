@@ -64,10 +64,14 @@ def rss() -> int:
 
 
 def malloc_trim() -> bool:
+    """glibc's `malloc_trim(0)`, its time on stderr; False where there is none."""
     try:
-        ctypes.CDLL(None).malloc_trim(0)
+        trim = ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):
         return False
+    started = time.perf_counter()
+    trim(0)
+    progress(f"malloc_trim(0) took {(time.perf_counter() - started) * 1000:.1f} ms")
     return True
 
 
