@@ -252,6 +252,13 @@ def test_the_engine_benchmark_runs_end_to_end_on_tiny_numbers() -> None:
     assert "peer: bare remove + add" in proc.stdout
 
 
+def test_the_memory_benchmark_runs_end_to_end_on_tiny_numbers() -> None:
+    cmd = [sys.executable, "-m", "loadtest.bench_memory", "--members", "2000", "--durability", "normal", "--replay"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "packed entries (bytes)" in proc.stdout and "loaded from its journal" in proc.stdout
+
+
 def test_the_rebuild_benchmark_replays_both_backends_folded_and_event_by_event_with_the_same_digests(postgres: str) -> None:
     cmd = [sys.executable, "-m", "loadtest", "rebuild", "--events", "3000", "--members", "500", "--journal-backend",
            "both", "--pg-url", postgres, "--rebuild-repeats", "1"]

@@ -128,7 +128,13 @@ _PACKED_BEST = (
 )
 _PACKED_OUTSIDE = "(k < 0 OR k >= 4611686018427387904)"
 _INSTANTS = "SELECT (SELECT min(occurred_at) FROM score_event), (SELECT max(occurred_at) FROM score_event)"
-_CACHE_KIB = 65536
+_CACHE_KIB = 8192
+"""sqlite's page cache of a journal's writer. Appends touch the right edge of the table and of its
+indexes (seqs, occurred_at near now, time-ordered keys such as UUIDv7): a few pages; a larger
+cache only kept pages read once, and counted in the process's memory (64 MB was 22 B a member a
+table at 10**6 members, 3 tables). Pages beyond it come from the OS's file cache: the CPU of a
+10**6-event ingest was the same with 64 and 8 MB, with time-ordered or random keys
+(`python -m loadtest.bench_memory`, issue 39)."""
 _FOLD_CACHE_KIB = 4096
 """sqlite's page cache while a fold's query runs: its GROUP BY sorts in runs of the cache's size,
 and runs of a few MB (that stay in the CPU's caches) then merged cost about 25 % less CPU than
