@@ -1,9 +1,10 @@
 """A GET of a board loaded here is answered by the HTTP protocol itself (`HttpProtocol`, issue 39),
 through a real server on both journal backends, over raw sockets: the answer is byte for byte the
 ASGI path's (apart from `date`), keep-alive and `Connection: close` are uvicorn's, pipelined
-requests are answered in order, CORS headers are there, and a board activated on demand is
-answered through the ASGI path first (its use counted), then at once. Which path answered is
-read from a count of the ASGI dispatcher's calls."""
+requests are answered in order, CORS headers are there, a board activated on demand is answered
+through the ASGI path first (its use counted), then at once, and a GET while the peer does not
+read (flow control) waits on the ASGI path. Which path answered is read from a count of the ASGI
+dispatcher's calls."""
 
 from __future__ import annotations
 
@@ -15,8 +16,11 @@ from pathlib import Path
 import httpx
 import pytest
 from starlette.types import Receive, Scope, Send
+from uvicorn.server import ServerState
 
 from arena.api.http import QueryRoutes, match
+from arena.api.transport import HttpProtocol
+from arena.cli.serve import uvicorn_config
 from arena.config import JournalSettings
 from support.faults import parse_metric
 from support.server import Client, InProcessServer, event, make_config, now_ms, token_for, until
@@ -207,3 +211,67 @@ async def test_an_unloaded_board_is_activated_through_the_asgi_path_then_answere
         assert (await http.get("/v1/boards/d/alltime/top")).status_code == 200 and dispatched.paths == [MEMBER]
         assert (await http.get("/v1/boards/c/alltime/top")).status_code == 200
         await until(lambda: active({"b": False, "c": True, "d": True}), "board b, used before d, to be unloaded")
+
+
+class Transport:
+    """What `HttpProtocol` needs of a socket's transport: what it was given to write, kept."""
+
+    def __init__(self) -> None:
+        self.written = bytearray()
+        self.closing = False
+
+    def write(self, data: bytes) -> None:
+        self.written += data
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def close(self) -> None:
+        self.closing = True
+
+    def abort(self) -> None:
+        self.closing = True
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def get_extra_info(self, name: str, default: object = None) -> object:
+        return {"sockname": ("127.0.0.1", 1), "peername": ("127.0.0.1", 2)}.get(name, default)
+
+
+async def test_while_the_peer_does_not_read_a_get_waits_on_the_asgi_path(served: tuple[InProcessServer, Dispatched]) -> None:
+    """Flow control paused writing (the peer reads nothing): the GET is left to the ASGI path,
+    whose answer waits until writing resumes; the same request then is answered at once, the
+    same bytes."""
+    server, dispatched = served
+    assert server.arena is not None
+    config = uvicorn_config(server.arena, "127.0.0.1", 0)
+    config.load()
+    state = ServerState()
+    state.default_headers = [(b"server", b"uvicorn")]
+    protocol = HttpProtocol(config=config, server_state=state, app_state={})
+    transport = Transport()
+    protocol.connection_made(transport)  # type: ignore[arg-type]
+    try:
+        protocol.pause_writing()
+        protocol.data_received(request(MEMBER))
+        await until(lambda: dispatched.paths == [MEMBER], "the request to reach the ASGI path")
+        assert transport.written == b""  # its answer waits for writing to resume
+        protocol.resume_writing()
+        await until(lambda: transport.written.endswith(b"}"), "the answer once writing resumed")
+        waited = bytes(transport.written)
+        transport.written.clear()
+        protocol.data_received(request(MEMBER))
+        await until(lambda: transport.written.endswith(b"}"), "the answer at once")
+        assert bytes(transport.written) == waited and dispatched.paths == [MEMBER]
+        assert waited.startswith(b"HTTP/1.1 200 OK\r\nserver: uvicorn\r\ncontent-type: application/json\r\n")
+    finally:
+        protocol.connection_lost(None)
+        assert isinstance(config.app, QueryRoutes)
+        await config.app.close()
