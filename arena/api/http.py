@@ -6,6 +6,10 @@ routes, which dominate traffic, starlette's router, middleware and Request/Respo
 more than the query itself (measured: about 2x the time of a bare ASGI app). It also gives them
 their CORS headers (`arena.api.cors`). Everything else (admin, health, metrics, WebSocket) is
 plain starlette, without CORS.
+
+`QueryRoutes.answer_here` is the part of a request that needs no wait (the route, the answer of
+a board loaded here, its headers): the dispatcher asks it first, and so does the HTTP protocol
+(`arena.api.transport.HttpProtocol`), which writes a GET's answer without an ASGI task.
 """
 
 from __future__ import annotations
@@ -27,10 +31,11 @@ from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
 from arena.api import live, openapi, queries, stats, wire
-from arena.api.cors import Cors, Refusals, refused_answer, refused_origin
+from arena.api.cors import Cors, Headers, Refusals, refused_answer, refused_origin
 from arena.api.forward import QUERY_SECONDS, Forwarding, forward_request, forwarded, refused
-from arena.api.routing import Local, Place, answering, where
+from arena.api.routing import Local, Place, answering, waits, where
 from arena.api.service import Arena
+from arena.api.transport import Reply
 from arena.api.wire import RETRY_AFTER, Body
 from arena.cluster.peer.protocol import HttpAnswer
 from arena.errors import QueryError, invalid_request, not_found
@@ -235,7 +240,8 @@ class QueryRoute:
     labels its latency metric. ``cors`` False: never a CORS header, a preflight included (the
     contract's list of routes a browser page of another origin may read leaves it out).
     ``in_cluster``: in a cluster, what makes this node's answer the cluster's (never for a
-    request a peer forwarded: that one asks about this node)."""
+    request a peer forwarded: that one asks about this node). ``at_once`` False: ``answer`` may
+    return an awaitable (`QueryRoutes.answer_here` leaves the route to the async path)."""
 
     path: str
     method: str
@@ -243,6 +249,7 @@ class QueryRoute:
     answer: Answer
     cors: bool = True
     in_cluster: InCluster | None = None
+    at_once: bool = True
 
 
 _TABLE = openapi.TABLE + "/"
@@ -250,7 +257,7 @@ _TABLE = openapi.TABLE + "/"
 QUERY_ROUTES = (
     QueryRoute("/v1/boards", "GET", "boards", _boards, in_cluster=lambda forwarding, body, p: forwarding.boards(body, _page(p))),
     QueryRoute(openapi.PATH, "GET", "openapi", _openapi),
-    QueryRoute("/v1/cluster", "GET", "cluster", _cluster, cors=False),
+    QueryRoute("/v1/cluster", "GET", "cluster", _cluster, cors=False, at_once=False),
     QueryRoute(stats.PATH, "GET", "stats", _stats,
                in_cluster=lambda forwarding, body, p: stats.cluster_stats(forwarding, body, p.get("node"))),
     QueryRoute(_TABLE + "top", "GET", "top", _top),
@@ -261,11 +268,11 @@ QUERY_ROUTES = (
     QueryRoute(_TABLE + "percentile/{member}", "GET", "percentile", _percentile),
     QueryRoute(_TABLE + "score_at_percentile", "GET", "score_at_percentile", _score_at_percentile),
     QueryRoute(_TABLE + "search", "GET", "search", _search),
-    QueryRoute(_TABLE + "digest", "GET", "digest", _digest),
+    QueryRoute(_TABLE + "digest", "GET", "digest", _digest, at_once=False),
     QueryRoute(_TABLE + "periods", "GET", "periods", _periods),
     QueryRoute(_TABLE + "partitions", "GET", "partitions", _partitions),
-    QueryRoute(_TABLE + "settlement", "GET", "settlement", _settlement),
-    QueryRoute(_TABLE + "settlement/members/{member}", "GET", "settlement_member", _settlement),
+    QueryRoute(_TABLE + "settlement", "GET", "settlement", _settlement, at_once=False),
+    QueryRoute(_TABLE + "settlement/members/{member}", "GET", "settlement_member", _settlement, at_once=False),
 )
 """The dispatcher's table: `match` reads it, and `QueryRoutes.routes` lists it."""
 
@@ -280,7 +287,7 @@ def _action(route: QueryRoute) -> tuple[str, bool]:
 _EXACT = {r.path: r for r in QUERY_ROUTES if not r.path.startswith(_TABLE)}
 _ACTIONS = {_action(r): r for r in QUERY_ROUTES if r.path.startswith(_TABLE)}
 
-_JSON_HEADERS = [(b"content-type", b"application/json")]
+_JSON_HEADERS: Headers = [(b"content-type", b"application/json")]
 _RETRY = (b"retry-after", RETRY_AFTER.encode())
 _NOT_ALLOWED = {
     method: (wire.dumps({"error": {"code": "method_not_allowed", "message": message}}), [*_JSON_HEADERS, (b"allow", allow)])
@@ -344,24 +351,16 @@ class QueryRoutes:
         if found is None:
             await self.app(scope, receive, send)
             return
-        route, board, period, member = found
         method = scope["method"]
+        reply = self._here(found, scope)
+        if reply is not None:
+            await _send(send, *reply, method)
+            return
+        route, board, period, member = found
         relayed = forwarded(scope)
         streams = route.name in _VIEWS and _wants_events(scope)
-        cors = self.cors if route.cors else None
-        allowed = [] if cors is None else cors.headers(scope)
-        if route.cors and not relayed:
-            refused = refused_origin(self.cors, scope)
-            if refused is not None:
-                self.refusals.note(refused, scope["path"], "event stream" if _wants_events(scope) else "request")
+        allowed = self._cors(route, scope, relayed)
         headers = [*_JSON_HEADERS, *allowed] if allowed else _JSON_HEADERS
-        if method != route.method and (method != "HEAD" or route.method != "GET"):
-            if method == "OPTIONS":
-                await _send(send, 204, b"", [] if cors is None else cors.preflight(scope), method)
-            else:
-                body, allow = _NOT_ALLOWED[route.method]
-                await _send(send, 405, body, [*allow, *allowed] if allowed else allow, method)
-            return
         place, refusal = await self._answering(board)
         if not relayed and not isinstance(place, Local) and not streams:
             here = await self._forward(board, scope, receive, send, allowed)
@@ -374,6 +373,7 @@ class QueryRoutes:
             await self._events(route, Params(board, period, member, scope["query_string"]), refusal, scope, receive,
                                send, allowed)
             return
+        answered: Body | QueryError
         try:
             sent = await _body(receive, self._max_body) if method == "POST" else b""
             if sent is None:  # the client left
@@ -381,18 +381,80 @@ class QueryRoutes:
             if refusal is not None:
                 raise refusal
             params = Params(board, period, member, scope["query_string"], sent)
-            answered = route.answer(self.arena, params)
-            if not isinstance(answered, dict):
-                answered = await answered
+            body = route.answer(self.arena, params)
+            if not isinstance(body, dict):
+                body = await body
             if route.in_cluster is not None and self.forwarding.clustered and not relayed:
-                answered = await route.in_cluster(self.forwarding, answered, params)
-            body, status = wire.dumps(answered), 200
+                body = await route.in_cluster(self.forwarding, body, params)
+            answered = body
         except QueryError as exc:
-            body, status = wire.dumps(wire.error(exc)), exc.status
+            answered = exc
+        await _send(send, *self._reply(route, answered, headers, started), method)
+
+    def answer_here(self, scope: Scope) -> Reply | None:
+        """The answer of an HTTP request (``scope``) that needs no wait, see `_here`; None for any
+        other request (not a query route included)."""
+        found = match(scope["path"])
+        return None if found is None else self._here(found, scope)
+
+    def _here(self, found: tuple[QueryRoute, str, str, str | None], scope: Scope) -> Reply | None:
+        """The answer of a request on a query route (``found``: `match`'s) that needs no wait: a
+        preflight, a 405, or a GET (HEAD) of a board served here and loaded, or of no board (a
+        use of the board, `Arena.used`). None when it takes the async path of `__call__`: a POST,
+        an event stream, a board elsewhere or to wait for (`waits`: loading, inactive, handed
+        over), an answer that awaits (not `QueryRoute.at_once`) or a cluster's (``in_cluster``)."""
+        route, board, period, member = found
+        method = scope["method"]
+        relayed = forwarded(scope)
+        if method != route.method and (method != "HEAD" or route.method != "GET"):
+            allowed = self._cors(route, scope, relayed)
+            if method == "OPTIONS":
+                return 204, b"", [] if self.cors is None or not route.cors else self.cors.preflight(scope)
+            body, allow = _NOT_ALLOWED[route.method]
+            return 405, body, [*allow, *allowed] if allowed else allow
+        if (route.method != "GET" or not route.at_once or (route.name in _VIEWS and _wants_events(scope))
+                or (route.in_cluster is not None and self.forwarding.clustered and not relayed)):
+            return None
+        place = where(self.arena, board)
+        if not isinstance(place, Local):
+            return None
+        if place.handle is not None:
+            if waits(self.arena, place.handle):
+                return None
+            self.arena.used(place.handle.name)
+        allowed = self._cors(route, scope, relayed)
+        started = time.perf_counter()
+        answered: Body | QueryError
+        try:
+            result = route.answer(self.arena, Params(board, period, member, scope["query_string"]))
+            assert isinstance(result, dict)  # an `at_once` route's
+            answered = result
+        except QueryError as exc:
+            answered = exc
+        return self._reply(route, answered, [*_JSON_HEADERS, *allowed] if allowed else _JSON_HEADERS, started)
+
+    def _cors(self, route: QueryRoute, scope: Scope, relayed: bool) -> Headers:
+        """The CORS headers of an answer on ``route`` (none for a route without CORS); a refused
+        origin is logged once (`Refusals`), but for a request a peer forwarded."""
+        if not route.cors:
+            return []
+        if not relayed:
+            refused = refused_origin(self.cors, scope)
+            if refused is not None:
+                self.refusals.note(refused, scope["path"], "event stream" if _wants_events(scope) else "request")
+        return [] if self.cors is None else self.cors.headers(scope)
+
+    def _reply(self, route: QueryRoute, answered: Body | QueryError, headers: Headers, started: float) -> Reply:
+        """The status, body and headers of ``answered`` (a 503 with `Retry-After`), its latency
+        observed since ``started``."""
+        if isinstance(answered, QueryError):
+            body, status = wire.dumps(wire.error(answered)), answered.status
             if status == 503:
                 headers = [*headers, _RETRY]
+        else:
+            body, status = wire.dumps(answered), 200
         self._latency[route.name](time.perf_counter() - started)
-        await _send(send, status, body, headers, method)
+        return status, body, headers
 
     async def _answering(self, board: str) -> tuple[Place, QueryError | None]:
         """Where a request about ``board`` is answered, once a board served here answers

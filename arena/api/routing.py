@@ -74,12 +74,11 @@ def where(arena: Arena, board: object) -> Place:
     return Remote(handle.name, owner)
 
 
-def waits(arena: Arena, board: str) -> bool:
-    """Whether `answering` a query about ``board`` waits: a hand-off of the board is under way,
-    or this node serves it on demand and it is not loaded (dormant or activating). O(1)."""
-    place = where(arena, board)
-    return arena.states.handed_over(board) or (isinstance(place, Local) and place.handle is not None
-                                               and place.handle.state in _ACTIVATED)
+def waits(arena: Arena, handle: BoardHandle) -> bool:
+    """Whether `answering` a query about a board `where` places here (``handle``) waits: a
+    hand-off of the board is under way, or this node serves it on demand and it is not loaded
+    (dormant or activating). O(1)."""
+    return arena.states.handed_over(handle.name) or handle.state in _ACTIVATED
 
 
 async def settled(arena: Arena, board: object, seconds: float) -> Place:

@@ -7,6 +7,18 @@ loopback. That pair was about half the CPU of an HTTP rank request (docs/perform
 and sends them as one; a WebSocket connection whose acks of several frames are answered in one
 turn gets one write for them too. `HttpProtocol` is uvicorn's httptools protocol on it.
 
+A GET its app can answer at once (`AnswersHere`: `arena.api.http.QueryRoutes.answer_here`, a
+query of a board loaded here) is answered by `HttpProtocol` itself, in one write, where the
+request is complete: no ASGI task, no `send` messages (uvicorn's Python around them was about a
+third of the server's CPU of an HTTP rank request, docs/performance.md). The answer's bytes are those uvicorn writes for
+the same status, body and headers (its `date` and `server` headers, `connection: close` when the
+connection is not kept alive), and the response's end is uvicorn's own (`on_response_complete`:
+the request counted, the keep-alive timer, the next pipelined request). Every other request is
+uvicorn's: a request while another is in flight on the connection (pipelining), with a body or
+`Expect`, an upgrade, past `limit_concurrency`, from a proxy (`X-Forwarded-For`) when there is an
+access log (which logs the client it names), or while the peer does not read (flow control
+paused writing: the ASGI path waits for it).
+
 Both protocols (`HttpProtocol`, `WebSocketProtocol`) put `abort` in their requests' scope: a
 connection whose peer reads nothing is dropped at once with what it still holds; a close would
 keep the socket, and the kernel's send queue, until the peer reads.
@@ -15,12 +27,17 @@ keep the socket, and the kernel's send queue, until the peer reads.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import logging
+from typing import Any, Protocol, runtime_checkable
 
 from starlette.types import Scope
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn._types import ASGI3Application
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol, RequestResponseCycle
+from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.http11 import Request
+
+log = logging.getLogger("arena.http")
 
 ABORT = "arena.abort"
 """The scope extension whose ``abort`` drops the request's connection."""
@@ -90,9 +107,32 @@ class CoalescingTransport:
         return getattr(self._transport, name)
 
 
+Reply = tuple[int, bytes, list[tuple[bytes, bytes]]]
+"""A response's status, body and headers but its content-length (the writer adds it)."""
+
+
+@runtime_checkable
+class AnswersHere(Protocol):
+    def answer_here(self, scope: Scope) -> Reply | None:
+        """The answer of the request ``scope`` if it needs no wait, else None (the ASGI path)."""
+
+
+_BODY = frozenset({b"content-length", b"transfer-encoding"})
+_BODY_OR_PROXIED = _BODY | {b"x-forwarded-for"}
+"""With an access log: a proxy's request is logged with the client its proxy headers name
+(uvicorn's middleware sets it on the ASGI path)."""
+
+
 class HttpProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol writing through a `CoalescingTransport` (a WebSocket upgraded
-    from it keeps that transport)."""
+    from it keeps that transport), which answers a GET its app answers at once itself."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        app = self.config.app
+        self._here = app if isinstance(app, AnswersHere) else None
+        self._heading = False  # in on_headers_complete: the request's ASGI task is started now
+        self._answered: tuple[RequestResponseCycle, Reply] | None = None  # written when the request is complete
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(CoalescingTransport(transport, self.loop))  # type: ignore[arg-type]
@@ -100,6 +140,61 @@ class HttpProtocol(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self.scope.setdefault("extensions", {})[ABORT] = {"abort": self.transport.abort}
+
+    def on_headers_complete(self) -> None:
+        self._heading = True
+        try:
+            super().on_headers_complete()
+        finally:
+            self._heading = False
+
+    def _start_asgi_task(self, cycle: RequestResponseCycle, app: ASGI3Application) -> None:
+        here = self._here
+        if here is not None and self._heading and app is self.app and self._at_once(cycle):
+            try:
+                reply = here.answer_here(cycle.scope)
+            except Exception:  # the ASGI path answers it again: a 500, and uvicorn logs why
+                log.exception("answering %s at once failed", cycle.scope["path"])
+                reply = None
+            if reply is not None:
+                self._answered = (cycle, reply)
+                return
+        super()._start_asgi_task(cycle, app)
+
+    def _at_once(self, cycle: RequestResponseCycle) -> bool:
+        """Whether the request of ``cycle`` (no other in flight) may be answered by the protocol:
+        a GET without a body, `Expect` or upgrade, the peer reading."""
+        if (cycle.scope["method"] != "GET" or cycle.waiting_for_100_continue or self.flow.write_paused
+                or self.parser.should_upgrade()):
+            return False
+        refused = _BODY_OR_PROXIED if self.access_log else _BODY
+        return not any(name in refused for name, _ in self.headers)
+
+    def on_message_complete(self) -> None:
+        answered = self._answered
+        if answered is None:
+            super().on_message_complete()
+            return
+        self._answered = None
+        cycle, (status, body, headers) = answered
+        content = [STATUS_LINE[status]]
+        for name, value in self.server_state.default_headers:
+            content += (name, b": ", value, b"\r\n")
+        for name, value in headers:
+            content += (name, b": ", value, b"\r\n")
+        content += (b"content-length: ", str(len(body)).encode(), b"\r\n")
+        if not cycle.keep_alive:
+            content.append(b"connection: close\r\n")
+        content += (b"\r\n", body)
+        cycle.response_started = cycle.response_complete = True
+        if self.access_log:  # uvicorn's line
+            scope = cycle.scope
+            self.access_logger.info('%s - "%s %s HTTP/%s" %d', get_client_addr(scope), scope["method"],
+                                    get_path_with_query_string(scope), scope["http_version"], status)
+        self.transport.write(b"".join(content))
+        if not cycle.keep_alive:
+            self.transport.close()
+        cycle.on_response()
 
 
 class WebSocketProtocol(WebSocketsSansIOProtocol):

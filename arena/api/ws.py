@@ -343,7 +343,7 @@ class Connection:
                 place = where(self.arena, view.get("board") if isinstance(view, dict) else None)
                 if not isinstance(place, Local):
                     self._spawn(self._subscribe_elsewhere(frame_id, frame, place.board))
-                elif place.handle is not None and waits(self.arena, place.handle.name):
+                elif place.handle is not None and waits(self.arena, place.handle):
                     self._spawn(self._subscribe_answering(frame_id, frame, place.handle.name))
                 else:
                     self._subscribe(frame_id, frame)
@@ -360,7 +360,7 @@ class Connection:
                 self._spawn(self._forwarded(frame_id, place.board, frame))
                 return
             if place.handle is not None:
-                if waits(self.arena, place.handle.name):
+                if waits(self.arena, place.handle):
                     self._spawn(self._answered_after(frame_id, place.handle.name, answer, frame))
                     return
                 self.arena.used(place.handle.name)
