@@ -140,3 +140,51 @@ async def test_a_retry_looked_up_before_the_batch_ahead_committed_is_still_a_dup
         await asyncio.wait_for(task, 5)
     assert [outcomes(a) for a in answers] == [["accepted"], ["duplicate"]]
     assert [r.event.idempotency_key for r in journal.journaled if isinstance(r, ScoreRecord)] == ["k1"]
+
+
+class CountingJournal(HeldJournal):
+    """As HeldJournal with nothing held but the first append; ``looked_up`` gets each lookup's
+    keys, ``appends`` each append's score keys."""
+
+    def __init__(self) -> None:
+        super().__init__(fail=False)
+        self.lookup_gate.set()
+        self.looked_up: asyncio.Queue[list[str]] = asyncio.Queue()
+        self.appends: list[list[str]] = []
+
+    async def lookup(self, keys: Sequence[str]) -> dict[str, Fingerprint]:
+        found = await super().lookup(keys)
+        self.looked_up.put_nowait(list(keys))
+        return found
+
+    async def append(self, records: Sequence[Record]) -> None:
+        self.appends.append([r.event.idempotency_key for r in records if isinstance(r, ScoreRecord)])
+        await super().append(records)
+
+
+async def test_frames_that_arrive_during_a_write_are_journaled_together_in_the_next() -> None:
+    # B is taken and decided while A's write is held; C arrives after that. Both go in the write
+    # right after A's: a frame waits for the write in flight and its own, never for a third.
+    handle = BoardHandle(BoardSpec("b"), 10_000, Metrics())
+    journal = CountingJournal()
+    actor = BoardActor(handle, journal, Clock())
+    task = asyncio.create_task(actor.run())
+    now = now_ms()
+    events = [Event("b", member, 5, now - 1_000, key) for member, key in (("alice", "k1"), ("bob", "k2"), ("carol", "k3"))]
+    try:
+        a = handle.submit(events[:1], now, "gs")
+        await asyncio.wait_for(journal.writing.wait(), 5)
+        b = handle.submit(events[1:2], now, "gs")
+        while await asyncio.wait_for(journal.looked_up.get(), 5) != ["k2"]:
+            pass
+        c = handle.submit(events[2:], now, "gs")
+        while await asyncio.wait_for(journal.looked_up.get(), 5) != ["k3"]:
+            pass
+        journal.write_gate.set()
+        answers = await asyncio.wait_for(asyncio.gather(a, b, c), 5)
+    finally:
+        actor.stop()
+        await asyncio.wait_for(task, 5)
+    assert [outcomes(x) for x in answers] == [["accepted"]] * 3
+    assert journal.appends == [["k1"], ["k2", "k3"]]
+    assert handle.engine is not None and handle.engine.last_seq == 3
