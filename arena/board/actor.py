@@ -28,7 +28,7 @@ from arena.board.state import BoardEvent, BoardState, BoardStates
 from arena.config import parse_board
 from arena.engine.board import BoardEngine
 from arena.engine.events import Event, Fingerprint, Reason, Result, Status, rejected
-from arena.engine.records import BoardKind, BoardRecord, Record, StoredEvent, VoidRecord
+from arena.engine.records import BoardKind, BoardRecord, StoredEvent, VoidRecord
 from arena.engine.routing import Plan, table_key
 from arena.engine.settlement import log_item
 from arena.engine.spec import BoardSpec
@@ -176,12 +176,12 @@ def _unavailable_if_accepted(results: list[Result]) -> list[Result]:
 
 @dataclass(slots=True)
 class Batch:
-    """Submissions drained together, the keys the journal knew of them, and their plan, on
-    their way through a `CommitPipeline`."""
+    """Submissions drained together, and their plan, on their way through a `CommitPipeline`."""
 
     submissions: list[Submission]
-    known: dict[str, Fingerprint]
     plan: Plan
+    write: asyncio.Task[bool] | None = None
+    """The journal write while the batch is in flight: True once landed, False when refused."""
 
 
 def _consume(task: asyncio.Task[bool]) -> None:
@@ -190,18 +190,15 @@ def _consume(task: asyncio.Task[bool]) -> None:
 
 
 class CommitPipeline:
-    """One board's batches from decided to answered, with one journal write in flight:
+    """One board's batches from decided to answered, with at most one journal write in flight:
 
-        decided (waiting) -> in flight -> landed | refused -> applied -> answered
+        decided -> in flight -> landed | refused -> applied -> answered
 
-    While a write is in flight every frame that arrives is looked up and decided at once (as if
-    the write were committed), and waits. The moment the write lands, every waiting batch goes
-    in the next write, one transaction, started by the landing itself (not by the actor's loop,
-    which may be awaiting a lookup): so a frame waits for the rest of the write in flight and
-    its own, never for a third, and the fsync overlaps the CPU work of the batches on both
-    sides. A landed batch is applied to the tables in steps, then answered: an ack means
-    journaled and visible. A refused write answers its accepted events `unavailable`, and the
-    batches waiting behind it are decided again. Every answer goes through `BoardHandle.answer`.
+    A batch is decided (validation, seqs, routes: `BoardEngine.decide`) while the batch ahead of
+    it is in flight, so the journal's fsync overlaps the CPU work of the batches on both sides.
+    A landed batch is applied to the tables in steps, then answered: an ack means journaled and
+    visible. A refused batch answers its accepted events `unavailable`, and the batch decided
+    behind it is decided again. Every answer goes through `BoardHandle.answer`.
     """
 
     def __init__(self, handle: BoardHandle, engine: BoardEngine, journal: Journal, clock: Clock) -> None:
@@ -211,32 +208,17 @@ class CommitPipeline:
         self.clock = clock
         self.unanswered: list[Submission] = []
         """Taken from the mailbox and not answered yet: the supervisor answers them after a crash."""
-        self._waiting: list[Batch] = []
-        self.waiting_events = 0
-        self._flight: list[Batch] = []
-        self._write: asyncio.Task[bool] | None = None
-        """The write of ``_flight``'s records: True once landed, False when refused."""
-        self._landed: list[Batch] = []
-        """Journaled, to be applied and answered."""
-        self._abandoned = False
+        self._flight: Batch | None = None
         self._visible = handle.metrics.visibility_of(handle.name)
 
     @property
     def in_flight(self) -> bool:
-        """Whether a batch is decided and not answered yet."""
-        return bool(self._waiting or self._flight or self._landed)
-
-    @property
-    def landed(self) -> bool:
-        """Whether `advance` has work that does not wait: batches landed, a write done, or
-        batches waiting with no write in flight."""
-        write = self._write
-        return bool(self._landed) or (write.done() if write is not None else bool(self._waiting))
+        return self._flight is not None
 
     async def push(self, submissions: list[Submission]) -> None:
-        """Look up and decide a drained batch (with no submissions: the close markers now due);
-        it waits for the write in flight, or is written now if there is none. Raises only on an
-        unexpected failure (a crash of the actor)."""
+        """Decide a drained batch (with no submissions: the close markers now due) and start
+        its write; land the batch ahead of it meanwhile. Raises only on an unexpected failure
+        (a crash of the actor)."""
         self.unanswered.extend(submissions)
         try:
             # Every key asks the journal's UNIQUE index, in one query on the lookup connection's
@@ -247,81 +229,59 @@ class CommitPipeline:
             log.error("board %s: %s", self.handle.name, exc)
             self._answer(submissions, [unavailable_results(s.events) for s in submissions])
             return
-        # No plan is applied between the lookup and the decide: a key the lookup missed because
-        # its write committed meanwhile is in a plan still in flight, which the decide counts.
-        self._waiting.append(Batch(submissions, known, self._decide(submissions, known)))
-        self.waiting_events += sum(len(s.events) for s in submissions)
-        if self._write is None:
-            self._start()
-
-    async def advance(self) -> bool:
-        """Apply and answer the landed batches, waiting for the write in flight if none has
-        landed; with no write in flight, start the write of the waiting batches. False when
-        the journal refused the write (its batches answered, the waiting ones decided again)."""
-        write = self._write
-        if write is not None and not self._landed:
-            if not await write:
-                self._write = None
-                self._refused()
-                return False
-            self._landing(write)  # done already, unless its callback has not run yet
-        if self._write is None and self._waiting:
-            self._start()
-        landed, self._landed = self._landed, []
-        for batch in landed:
+        ahead = self._flight
+        if ahead is not None and ahead.write is not None and ahead.write.done():
+            landed = await self.land()  # acked now, not after the decide
+            if landed:  # the lookup may have read the journal before that write: its keys count
+                known = {**ahead.plan.seen, **known}
+            ahead = None
+        plan = self._decide(submissions, known)
+        if ahead is not None:
+            self._flight = None
+            assert ahead.write is not None
+            if not await ahead.write:
+                self._refused(ahead)  # it was decided as if `ahead` were journaled
+                plan = self._decide(submissions, known)
+                ahead = None
+        batch = Batch(submissions, plan)
+        if plan.records:
+            batch.write = asyncio.create_task(self._write(plan))
+            self._flight = batch
+        if ahead is not None:
+            await self._apply(ahead)
+        if not plan.records:
             await self._apply(batch)
-        return True
 
     async def land(self) -> bool:
-        """Until every decided batch is journaled and answered (or refused and answered); False
-        when the journal refused a write."""
-        landed = True
-        while self.in_flight:
-            landed = await self.advance() and landed
-        return landed
+        """Wait for the write in flight and apply and answer its batch; False when the journal
+        refused it (then answered too). True when nothing is in flight."""
+        batch = self._flight
+        if batch is None:
+            return True
+        self._flight = None
+        assert batch.write is not None
+        if not await batch.write:
+            self._refused(batch)
+            return False
+        await self._apply(batch)
+        return True
 
     def abandon(self) -> None:
         """The actor crashed: the write in flight ends alone (its outcome is read back from the
-        journal at the next start) and starts no other; the supervisor answers `unanswered`."""
-        self._abandoned = True
-        if self._write is not None:
-            self._write.add_done_callback(_consume)
-
-    def _start(self) -> None:
-        """Write the waiting batches in one transaction (with no write in flight). Batches with
-        nothing to journal (duplicates, rejections) have landed: every batch ahead of them has."""
-        batches, self._waiting = self._waiting, []
-        self.waiting_events = 0
-        records = [record for batch in batches for record in batch.plan.records]
-        if not records:
-            self._landed.extend(batches)
-            return
-        self._flight = batches
-        self._write = asyncio.create_task(self._journal(records, batches[0].plan.base_seq, batches[-1].plan.last_seq))
-        self._write.add_done_callback(self._landing)
-
-    def _landing(self, write: asyncio.Task[bool]) -> None:
-        """A write ended: once journaled, its batches are to be applied and the waiting ones are
-        written at once. A refused or failed write is the actor's to handle (`advance`)."""
-        if write is self._write and not self._abandoned and not write.cancelled() and write.exception() is None and write.result():
-            self._landed.extend(self._flight)
-            self._flight = []
-            self._write = None
-            if self._waiting:
-                self._start()
-        self.handle.mailbox.poke()
+        journal at the next start); the supervisor answers `unanswered`."""
+        if self._flight is not None and self._flight.write is not None:
+            self._flight.write.add_done_callback(_consume)
 
     def _decide(self, submissions: list[Submission], known: dict[str, Fingerprint]) -> Plan:
         mailbox_next = self.handle.mailbox.first_received_at()
         close_until = self.clock.now() if mailbox_next is None else mailbox_next
         return self.engine.decide([(s.events, s.received_at, s.source) for s in submissions], known, close_until)
 
-    async def _journal(self, records: list[Record], base_seq: int, last_seq: int) -> bool:
-        """Journal records in one transaction; False when it is certain nothing was written. A
-        write whose outcome is unknown is settled by reading the committed seq back (the
-        `Journal.append` rule)."""
+    async def _write(self, plan: Plan) -> bool:
+        """Journal a plan; False when it is certain nothing was written. A write whose outcome
+        is unknown is settled by reading the committed seq back (the `Journal.append` rule)."""
         try:
-            await self.journal.append(records)
+            await self.journal.append(plan.records)
             return True
         except OwnershipLost as exc:  # certain: nothing written (and another node may write now)
             log.error("board %s: %s; batch answered unavailable", self.handle.name, exc)
@@ -330,23 +290,17 @@ class CommitPipeline:
             self.handle.metrics.journal_failures.labels(self.handle.name).inc()
             log.error("board %s: %s; batch answered unavailable", self.handle.name, exc)
             committed = await self.journal.committed_seq()
-            if committed == last_seq:
+            if committed == plan.last_seq:
                 return True
-            if committed == base_seq:
+            if committed == plan.base_seq:
                 return False
-            raise JournalError(f"{self.journal.path}: journal at seq {committed}, expected {base_seq}") from exc
+            raise JournalError(f"{self.journal.path}: journal at seq {committed}, expected {plan.base_seq}") from exc
 
-    def _refused(self) -> None:
-        """Answer the batches of a write the journal refused (what they accepted is
-        unavailable), and decide the waiting ones again: they were decided as if it were
-        journaled. Called with nothing landed and unapplied ahead of it."""
-        refused, self._flight = self._flight, []
-        again = self.engine.refuse(refused[0].plan)
-        assert len(again) == len(refused) - 1 + len(self._waiting)
-        for batch in refused:
-            self._answer(batch.submissions, [_unavailable_if_accepted(results) for results in batch.plan.results])
-        for batch in self._waiting:
-            batch.plan = self._decide(batch.submissions, batch.known)
+    def _refused(self, batch: Batch) -> None:
+        """Answer a batch the journal refused: what it accepted is unavailable."""
+        again = self.engine.refuse(batch.plan)
+        assert len(again) <= 1  # at most the batch being decided behind it, which is decided again
+        self._answer(batch.submissions, [_unavailable_if_accepted(results) for results in batch.plan.results])
 
     async def _apply(self, batch: Batch) -> None:
         # in steps, so that queries are answered while a large batch is applied
@@ -471,16 +425,10 @@ class BoardActor:
                     continue
                 engine.rotate(self.clock.now())
                 continue
-            if pipeline.landed:
-                await pipeline.advance()  # apply and answer what landed (the next write is under way)
-                continue
-            room = MAX_DRAIN_EVENTS - pipeline.waiting_events
-            item = mailbox.take(room) if room > 0 else None
+            item = mailbox.take(MAX_DRAIN_EVENTS)
             if item is None:
-                if pipeline.in_flight and room <= 0:
-                    await pipeline.advance()  # as many events wait as one write may take
-                elif pipeline.in_flight:  # until a frame arrives or the write lands
-                    await mailbox.wait(None if deadline is None else (deadline - now) / 1000)
+                if pipeline.in_flight:
+                    await pipeline.land()
                 elif self.stopping:
                     made = await settler.finish()
                     if not await self._journal_settlements(made):
