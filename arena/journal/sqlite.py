@@ -515,7 +515,7 @@ class SqliteJournal:
                 mark = _clean_mark(Path(self.path), await self.committed_seq())
                 if mark != self._mark:
                     await self._db.execute("INSERT OR REPLACE INTO board_meta VALUES (?, ?)", (_CLEAN_KEY, mark))
-            except (JournalError, sqlite3.Error, OSError) as exc:
+            except (JournalError, sqlite3.Error, OSError, ValueError) as exc:  # ValueError: aiosqlite's connection is gone
                 log.warning("journal %s: not marked as closed cleanly (%s): its next open checks it", self.path, exc)
             self._clean = False  # closed: a second close writes nothing
         # The writer last: only the last connection to close checkpoints the WAL and deletes it
