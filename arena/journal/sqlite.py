@@ -227,12 +227,13 @@ class SqliteJournal:
 
     async def _distrust(self) -> None:
         """After a failed statement: no clean-close mark now nor at `close`, so that the next
-        open checks the file (unless it cannot even delete the mark: a full disk, say)."""
+        open checks the file (unless it cannot even delete the mark: a full disk, say). Each
+        failure deletes it again until a write commits: a delete that landed inside a write's
+        transaction is rolled back with it."""
         self._clean = False
         if self._mark is not None and self._db is not self._lookups:
             try:
                 await self._db.execute(f"DELETE FROM board_meta WHERE key = '{_CLEAN_KEY}'")
-                self._mark = None
             except sqlite3.Error:
                 pass
 
