@@ -3,8 +3,9 @@ Python start-up), on the scenario of ``python -m loadtest start``: the bench boa
 alltime+weekly+daily) with ``--members`` members and ``--events`` events journaled on sqlite.
 
 ``prepare DIR`` journals the events, loads them and writes a snapshot at the last seq
-(``DIR/graceful``), then a copy of both gets ``--tail`` more events (``DIR/kill``: a SIGKILL
-after the snapshot). ``measure DIR MODE`` opens the journal and loads the board once, and prints
+(``DIR/graceful``, its journal closed cleanly), then a copy of both gets ``--tail`` more events
+(``DIR/kill``: a SIGKILL after the snapshot; each ``kill`` or ``replay`` run first makes its
+journal open as a SIGKILL left it, `as_after_sigkill`). ``measure DIR MODE`` opens the journal and loads the board once, and prints
 the CPU seconds of the whole process (the journal's thread included) of the open and of the
 load: ``graceful`` (the snapshot, no tail), ``kill`` (the snapshot and the tail) or ``replay`` (a
 full replay of the journal with the tail). ``--profile N`` prints the N costliest functions
@@ -28,7 +29,7 @@ from arena.engine.board import BoardEngine
 from arena.journal import journal_backend
 from arena.journal.snapshots import snapshot_store
 from loadtest.arena_client import bench_config
-from loadtest.start import BOARD, journal_events
+from loadtest.start import BOARD, as_after_sigkill, journal_events
 
 
 async def prepare(root: Path, members: int, events: int, tail: int) -> None:
@@ -45,10 +46,16 @@ async def prepare(root: Path, members: int, events: int, tail: int) -> None:
     await backend.close()
     shutil.copytree(data, root / "graceful")
     await journal_events(config, members, tail, 2, first=events)
+    graceful = bench_config(root / "graceful", "-")
+    backend = journal_backend(graceful)
+    await (await backend.open(graceful.boards[BOARD])).close()  # closed cleanly where it is now (a copy)
+    await backend.close()
 
 
 async def measure(root: Path, mode: str, profile: int) -> None:
     config = bench_config(root / ("graceful" if mode == "graceful" else "kill"), "-")
+    if mode != "graceful":
+        as_after_sigkill(config)  # each run's open finds the journal as a SIGKILL left it
     backend = journal_backend(config)
     spec = config.boards[BOARD]
     profiler = cProfile.Profile() if profile else None

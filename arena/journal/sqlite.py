@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import sqlite3
+import time
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +39,8 @@ from arena.journal.interface import (
 )
 
 SCHEMA_VERSION = "1"
+
+log = logging.getLogger("arena.journal")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS board_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -140,6 +145,9 @@ _FOLD_CACHE_KIB = 4096
 and runs of a few MB (that stay in the CPU's caches) then merged cost about 25 % less CPU than
 runs of 64 MB at 10M events."""
 _WAL_HEADER_BYTES = 32
+_CLEAN_KEY = "closed_cleanly"
+"""The board_meta row of the clean-close mark (`_clean_mark`): an open that finds it, matching,
+skips the integrity check (`_check_integrity`)."""
 _LOOKUP_CHUNK = 500
 _SCAN_CHUNK = 2_000
 """Rows per read of a replay, each folded in one turn of the event loop: a few ms, so that one
@@ -158,6 +166,10 @@ class SqliteJournal:
         self.path = path
         self._spec = spec
         self.last_seq = last_seq
+        self._clean = True
+        """False once any statement failed: then `close` leaves no clean-close mark."""
+        self._mark: str | None = None
+        """The clean-close mark (`_clean_mark`) the file holds, as this open found it."""
         self._board_records = True
         """Whether the file has the board_record table: a journal of an older Arena opened
         read-only has none (a writable open creates it)."""
@@ -189,16 +201,17 @@ class SqliteJournal:
                 await db.executescript(_SCHEMA)
                 await _add_region_column(db)
             await db.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
-            # Every page's structure, in C: about 5% of a replay's time, and it catches a torn or
-            # overwritten page (an index one included) before a replay or a lookup trusts it.
-            problems = [row[0] for row in await db.execute_fetchall("PRAGMA quick_check")]
-            if problems != ["ok"]:
-                detail = " ".join(problems[0].split())[:200]
-                raise JournalCorrupt(f"{name}: journal is corrupt (quick_check: {detail})")
             journal = cls(db, name, spec, 0)
             if readonly:
                 found = await db.execute_fetchall("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'board_record'")
                 journal._board_records = bool(list(found))
+            if not readonly:
+                marks = await db.execute_fetchall(f"SELECT value FROM board_meta WHERE key = '{_CLEAN_KEY}'")
+                journal._mark = next((row[0] for row in marks), None)
+            if journal._mark is not None and journal._mark == _clean_mark(path, await journal.committed_seq()):
+                log.info("journal %s: closed cleanly at seq %s, integrity check skipped", name, journal._mark.split()[0])
+            else:
+                await _check_integrity(db, name)
             await journal._check_definition(readonly)
             journal.last_seq = await journal.committed_seq()
             if not readonly:
@@ -211,6 +224,25 @@ class SqliteJournal:
             await db.close()
             raise JournalCorrupt(f"{name}: not a readable Arena journal: {exc}") from exc
 
+    async def _unmark(self) -> None:
+        """Inside the caller's transaction: the clean-close mark deleted with the first write, so
+        that they commit together (the caller forgets ``_mark`` once committed). A journal opened
+        and closed without a write, or killed before its first, stays as it was closed."""
+        if self._mark is not None:
+            await self._db.execute(f"DELETE FROM board_meta WHERE key = '{_CLEAN_KEY}'")
+
+    async def _distrust(self) -> None:
+        """After a failed statement: no clean-close mark now nor at `close`, so that the next
+        open checks the file (unless it cannot even delete the mark: a full disk, say). Each
+        failure deletes it again until a write commits: a delete that landed inside a write's
+        transaction is rolled back with it."""
+        self._clean = False
+        if self._mark is not None and self._db is not self._lookups:
+            try:
+                await self._db.execute(f"DELETE FROM board_meta WHERE key = '{_CLEAN_KEY}'")
+            except sqlite3.Error:
+                pass
+
     async def _check_definition(self, readonly: bool) -> None:
         rows = await self._db.execute_fetchall("SELECT value FROM board_meta WHERE key = 'definition'")
         stored = [row[0] for row in rows]
@@ -219,9 +251,11 @@ class SqliteJournal:
         if wanted is None or readonly:
             return
         await self._db.execute("BEGIN IMMEDIATE")
+        await self._unmark()
         await self._db.execute("INSERT OR REPLACE INTO board_meta VALUES ('definition', ?)", (wanted,))
         await self._db.execute("INSERT OR REPLACE INTO board_meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
         await self._db.execute("COMMIT")
+        self._mark = None
 
     async def lookup(self, keys: Sequence[str]) -> dict[str, Fingerprint]:
         found: dict[str, Fingerprint] = {}
@@ -242,6 +276,7 @@ class SqliteJournal:
                 for key, member, value, occurred_at, region in rows:
                     found[key] = (member, value, occurred_at, region)
         except (sqlite3.Error, UnicodeEncodeError) as exc:
+            await self._distrust()
             raise JournalError(f"{self.path}: key lookup failed: {exc}") from exc
         return found
 
@@ -252,15 +287,18 @@ class SqliteJournal:
         db = self._db
         payload = _json_rows(events) if events else None
         try:
-            if payload is not None and not markers and not voids and not others:
+            if payload is not None and not markers and not voids and not others and self._mark is None:
                 # the common batch: one statement is one transaction (autocommit), in one step
                 await db.execute(_INSERT_EVENTS_JSON, (payload,))
             else:
                 await db.execute("BEGIN IMMEDIATE")
+                await self._unmark()
                 await self._insert(events, markers, voids, others)
                 await db.execute("COMMIT")
+                self._mark = None
         except (sqlite3.Error, UnicodeEncodeError) as exc:  # a string without a UTF-8 form is refused too
             await self._rollback()
+            await self._distrust()
             raise JournalWriteFailed(f"{self.path}: write failed: {exc}") from exc
         self.last_seq = records[-1].seq
 
@@ -268,13 +306,16 @@ class SqliteJournal:
         last_seq = self.last_seq
         try:
             await self._db.execute("BEGIN IMMEDIATE")
+            await self._unmark()
             async for records in chunks:
                 if records:
                     await self._insert(*self._rows(records))
                     last_seq = records[-1].seq
             await self._db.execute("COMMIT")
+            self._mark = None
         except (sqlite3.Error, UnicodeEncodeError) as exc:
             await self._rollback()
+            await self._distrust()
             raise JournalWriteFailed(f"{self.path}: write failed: {exc}") from exc
         except BaseException:
             await self._rollback()
@@ -336,6 +377,7 @@ class SqliteJournal:
                 " UNION ALL SELECT max(closed_seq) FROM board_period UNION ALL SELECT max(seq) FROM score_void" + others + ")"
             )
         except sqlite3.Error as exc:
+            await self._distrust()
             raise JournalError(f"{self.path}: cannot read: {exc}") from exc
         value = list(rows)[0][0]
         return int(value) if value is not None else 0
@@ -366,6 +408,7 @@ class SqliteJournal:
                         break
                     yield rows  # type: ignore[misc]
         except sqlite3.Error as exc:
+            await self._distrust()
             raise JournalCorrupt(f"{self.path}: journal unreadable: {exc}") from exc
 
     async def records(self, upto_seq: int | None = None) -> AsyncIterator[list[Record]]:
@@ -381,6 +424,7 @@ class SqliteJournal:
                 while rows := await cursor.fetchmany(_SCAN_CHUNK):
                     yield rows  # type: ignore[misc]
         except sqlite3.Error as exc:
+            await self._distrust()
             raise JournalCorrupt(f"{self.path}: journal unreadable: {exc}") from exc
 
     async def next_instant(self, at: int, before: int | None) -> int | None:
@@ -430,6 +474,7 @@ class SqliteJournal:
             finally:
                 await self._db.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
         except sqlite3.Error as exc:
+            await self._distrust()
             raise JournalCorrupt(f"{self.path}: journal unreadable: {exc}") from exc
 
     async def close_markers(self, upto_seq: int | None = None) -> list[CloseRecord]:
@@ -471,6 +516,15 @@ class SqliteJournal:
         return [stored_event(row) for row in await self._read(sql, params)]
 
     async def close(self) -> None:
+        if self._db is not self._lookups and self._clean:
+            # the last write: a journal closed after no failure is marked for the next open
+            try:
+                mark = _clean_mark(Path(self.path), await self.committed_seq())
+                if mark != self._mark:
+                    await self._db.execute("INSERT OR REPLACE INTO board_meta VALUES (?, ?)", (_CLEAN_KEY, mark))
+            except (JournalError, sqlite3.Error, OSError, ValueError) as exc:  # ValueError: aiosqlite's connection is gone
+                log.warning("journal %s: not marked as closed cleanly (%s): its next open checks it", self.path, exc)
+            self._clean = False  # closed: a second close writes nothing
         # The writer last: only the last connection to close checkpoints the WAL and deletes it
         # (a read-only one cannot). A read-only journal has one connection for both.
         for db in dict.fromkeys([self._lookups, self._db]):
@@ -486,6 +540,7 @@ class SqliteJournal:
         try:
             return list(await self._db.execute_fetchall(sql, tuple(params)))  # type: ignore[arg-type]
         except sqlite3.Error as exc:
+            await self._distrust()
             raise JournalCorrupt(f"{self.path}: journal unreadable: {exc}") from exc
 
 
@@ -525,6 +580,26 @@ async def _connect_readonly(path: Path) -> aiosqlite.Connection:
     # as_uri percent-encodes the path: a "#", "?" or "%" in it would otherwise end or change the
     # URI (and open, even create, another file read-write)
     return await aiosqlite.connect(f"{Path(path).absolute().as_uri()}?mode=ro", uri=True)
+
+
+async def _check_integrity(db: aiosqlite.Connection, name: str) -> None:
+    """Every page's structure, in C: about 5% of a replay's time, and it catches a torn or
+    overwritten page (an index one included) before a replay or a lookup trusts it. Raises
+    JournalCorrupt."""
+    started = time.perf_counter()
+    problems = [row[0] for row in await db.execute_fetchall("PRAGMA quick_check")]
+    if problems != ["ok"]:
+        detail = " ".join(problems[0].split())[:200]
+        raise JournalCorrupt(f"{name}: journal is corrupt (quick_check: {detail})")
+    log.info("journal %s: integrity check passed in %.2fs", name, time.perf_counter() - started)
+
+
+def _clean_mark(path: Path, seq: int) -> str:
+    """What `SqliteJournal.close` records of a journal it closed cleanly, and an open compares
+    with the file it opened: its last seq (an older Arena, which leaves the mark, writing after it
+    changes that) and the file's identity (a copy from elsewhere is another file)."""
+    found = os.stat(path)
+    return f"{seq} {found.st_dev} {found.st_ino}"
 
 
 def wal_path(journal: Path) -> Path:

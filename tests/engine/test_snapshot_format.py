@@ -17,6 +17,7 @@ from arena.engine.periods import ALLTIME_WINDOW, Calendar, PeriodKind, Window
 from arena.engine.scoring import Aggregation, Order, ScoringRule, Standing, Tie
 from arena.engine.snapshot import FORMAT, MAGIC, Snapshot, SnapshotInvalid, TableImage, TableSource, decode, encode, rejection, seal
 from arena.engine.table import Freeze, RankedTable
+from support.oracle import OBoard, engine_rows, ranked
 
 BEST = ScoringRule.for_board(Aggregation.BEST, Order.DESC, Tie.EARLIEST)
 LATEST = ScoringRule.for_board(Aggregation.LATEST, Order.DESC, Tie.EARLIEST)
@@ -144,6 +145,44 @@ def test_tables_read_back_with_their_search_index_and_a_repeated_table_is_writte
     copy.set_standing("joins the copy", (1, 1, "k"))
     copy.set_standing(next(iter(copy._items), "joins the copy"), None)
     assert rows(built[0]) == rows(sources[picks[0]])
+
+
+POPULATION: dict[str, Standing] = {f"p{i:04d}": ((i * 7919) % 3000, i % 97, f"k{i}") for i in range(2500)}
+"""Members enough for a table's lists to hold several sublists (of about 1,000)."""
+changes = st.lists(st.tuples(st.integers(0, 2), st.sampled_from(sorted(POPULATION)[::97]) | members,
+                             st.none() | st.tuples(st.integers(-5, 3005), st.integers(0, 100), st.text(max_size=2))),
+                   max_size=40)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(RULES), changes)
+def test_tables_loaded_as_repeats_change_apart_from_the_table_they_repeat_and_each_other(
+    rule: ScoringRule, given_changes: list[tuple[int, str, Standing | None]]
+) -> None:
+    """A start's tables (`arena.board.load`): the first loaded from its section, the two that
+    repeat it as its copies, which share its lists' sublists (`arena.engine.sublists`). Members
+    joining, moving and leaving any of the three, in any order, show in that one alone: each
+    stays the oracle's ranking of its own standings."""
+    week = Calendar("UTC").window_at(PeriodKind.WEEKLY, 86_400_000 * 20_000)
+    source = table_with(rule, POPULATION)
+    back = decode(encoded(snapshot_of(source, frozen(source, week), frozen(source, DAY))))
+    assert [image.same_as for image in back.tables] == [None, 0, 0]
+    first = loaded(rule, back.tables[0])
+    tables = [first, first.copy(week), first.copy(DAY)]
+    models = [dict(POPULATION) for _ in tables]
+    for which, member, standing in given_changes:
+        tables[which].set_standing(member, standing)
+        if standing is None:
+            models[which].pop(member, None)
+        else:
+            models[which][member] = standing
+    for table, model in zip(tables, models, strict=True):
+        assert engine_rows(table) == ranked(OBoard(), [(m, score, reached) for m, (score, reached, _key) in model.items()])
+        assert [e.member for e in table.search("", len(model) + 1)] == sorted(model)
+        if rule.aggregation is Aggregation.LATEST:
+            assert {m: table.standing(m) for m in model} == model
+        table._sorted._check()
+        table._names._check()
 
 
 def test_a_partition_table_reads_back_with_its_partition_and_may_repeat_the_global_one() -> None:

@@ -10,12 +10,14 @@ import random
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sortedcontainers import SortedList
 
 from arena.engine.events import Status
 from arena.engine.periods import ALLTIME_WINDOW, PeriodKind
 from arena.engine.rankkey import unpack
 from arena.engine.scoring import Aggregation, Order, ScoringRule, Standing, Tie
 from arena.engine.spec import BoardSpec
+from arena.engine.sublists import share
 from arena.engine.table import Entry, RankedTable
 from arena.engine.times import MAX_MS, parse_rfc3339_ms
 from support.engine_harness import EngineHarness
@@ -402,3 +404,59 @@ def test_an_event_in_several_tables_is_packed_once_and_they_share_its_entry() ->
     tables = list(harness.engines["b"].tables.values())
     assert len(tables) == 3
     assert tables[0]._items["alice"] is tables[1]._items["alice"] is tables[2]._items["alice"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 60), max_size=60), st.integers(1, 3),
+       st.lists(st.tuples(st.integers(0, 2), st.booleans(), st.integers(0, 60)), max_size=150))
+def test_sorted_lists_that_share_their_sublists_change_apart(
+    values: list[int], copies: int, changes: list[tuple[int, bool, int]]
+) -> None:
+    """`share` against plain lists: a list and its copies (copies of copies too) share sublists,
+    and an add or a removal on any of them (splits and merges included: a load of 4) shows in that
+    one alone."""
+    first = SortedList(values)
+    first._reset(4)
+    lists = [first]
+    for n in range(copies):
+        lists.append(share(lists[n // 2]))
+    models = [sorted(values) for _ in lists]
+    for which, add, value in changes:
+        which %= len(lists)
+        if add:
+            lists[which].add(value)
+            models[which] = sorted([*models[which], value])
+        elif value in models[which]:
+            lists[which].remove(value)
+            models[which].remove(value)
+        for sorted_list, model in zip(lists, models, strict=True):
+            assert list(sorted_list) == model
+            sorted_list._check()
+    for sorted_list in lists:  # a plain SortedList again once it shares nothing
+        assert (type(sorted_list) is SortedList) == (not getattr(sorted_list, "_shared", {}))
+
+
+def test_a_copy_of_a_table_shares_its_sublists_until_either_changes_one() -> None:
+    table = table_of({f"m{i:05d}": i for i in range(5000)})
+    copy = table.copy(ALLTIME_WINDOW)
+    assert [id(s) for s in copy._sorted._lists] == [id(s) for s in table._sorted._lists]
+    table.set_standing("m00000", (10**6, 1000, ""))  # the last sublist (rank order) and the first (names)
+    assert copy.entry("m00000") == Entry(5000, "m00000", 0, 1000)
+    assert table.entry("m00000") == Entry(1, "m00000", 10**6, 1000)
+    shared = [a is b for a, b in zip(table._sorted._lists, copy._sorted._lists, strict=False)]
+    assert True in shared and False in shared  # the sublists the move touched are copied, the others still shared
+    copy.set_standing("m04999", None)
+    assert "m04999" in table._items and table.search("m0499", 20)[-1].member == "m04999"
+    assert [e.member for e in copy.search("m0499", 20)][-1] == "m04998"
+
+
+def test_a_sublist_is_copied_by_each_list_that_changes_it_but_the_last_that_holds_it() -> None:
+    first = SortedList(range(100))
+    first._reset(10)
+    copy = share(first)
+    held = id(first._lists[0])  # by id: a reference here would be one more holder
+    copy.add(0)
+    assert id(copy._lists[0]) != held and id(first._lists[0]) == held
+    first.add(0)  # no other list holds it now (a copy would have been made while it lived: another id)
+    assert id(first._lists[0]) == held
+    assert list(first) == list(copy) == sorted([0, *range(100)])

@@ -174,3 +174,34 @@ def test_torn_wal_after_sigkill_starts_with_a_consistent_prefix(tmp_path: Path) 
             assert set(submit(server.ws_url, events)) == {expected}
     finally:
         server.kill()
+
+
+def test_a_start_after_a_graceful_stop_skips_the_integrity_check_and_one_after_sigkill_runs_it(tmp_path: Path) -> None:
+    """sqlite only (PostgreSQL has no such check). The check of a journal reads every page: a
+    journal closed cleanly is trusted to sqlite's own guarantees instead; one a SIGKILL left after
+    a write is checked; one killed before its first write since the last clean close is as it was
+    closed, and is not."""
+    data = tmp_path / "data"
+    config = write_config(tmp_path, BOARDS, idle_unload_seconds=0)  # both boards load at start
+    server = ChildServer(config)
+    server.start()
+    try:
+        for board in BOARDS:
+            assert set(submit(server.ws_url, _events(board, 100, f"{board}-a"))) == {"accepted"}
+        server.signal(signal.SIGTERM)
+        assert server.wait() == 0
+        server.start()
+        log = server.log()
+        for board in BOARDS:
+            assert f"journal {journal_file(data, board)}: closed cleanly at seq 100, integrity check skipped" in log, log
+        assert "integrity check passed" not in log, log
+
+        assert set(submit(server.ws_url, _events("good", 100, "good-b"))) == {"accepted"}
+        server.kill()  # SIGKILL: good wrote since its open, bad did not
+        server.start()
+        log = server.log()
+        assert f"journal {journal_file(data, 'good')}: integrity check passed" in log, log
+        assert f"journal {journal_file(data, 'bad')}: closed cleanly at seq 100, integrity check skipped" in log, log
+        assert_standings_match_rebuild(server.url, config, PERIODS)
+    finally:
+        server.kill()

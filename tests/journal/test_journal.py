@@ -6,6 +6,7 @@ disk, corrupt files. PostgreSQL's own: tests/journal/test_journal_postgresql.py.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import sqlite3
 from collections.abc import AsyncIterator
@@ -503,3 +504,124 @@ async def test_a_read_only_open_takes_any_directory_name(tmp_path: Path, directo
     finally:
         await ro.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+# -- the integrity check at an open, skipped after a clean close -----------------------------------
+
+SKIPPED = "integrity check skipped"
+CHECKED = "integrity check passed"
+
+
+async def checks_at_open(path: Path, caplog: pytest.LogCaptureFixture, *, readonly: bool = False) -> str:
+    """Open and close the journal at ``path``: whether its open ran the check ("checked") or
+    skipped it ("skipped"), by its log line."""
+    caplog.clear()
+    with caplog.at_level(logging.INFO, "arena.journal"):
+        journal = await SqliteJournal.open(path, SPEC, readonly=readonly)
+        await journal.close()
+    said = {"skipped": SKIPPED in caplog.text, "checked": CHECKED in caplog.text}
+    assert list(said.values()).count(True) == 1, caplog.text
+    return next(what for what, yes in said.items() if yes)
+
+
+async def test_a_journal_closed_cleanly_is_opened_without_the_check_and_a_read_only_open_always_checks(
+    path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    assert await checks_at_open(path, caplog) == "checked"  # a new file: nothing marked it
+    journal = await SqliteJournal.open(path, SPEC)
+    await journal.append([score(1), score(2)])
+    await journal.close()
+    assert await checks_at_open(path, caplog) == "skipped"
+    assert await checks_at_open(path, caplog) == "skipped"  # an open without a write keeps the mark
+    assert await checks_at_open(path, caplog, readonly=True) == "checked"  # `arena rebuild`, `verify`, `migrate`
+    assert await checks_at_open(path, caplog) == "skipped"
+
+
+async def test_a_journal_not_closed_after_a_write_is_checked_at_its_next_open(path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A write clears the mark in its own transaction: a process killed after it leaves none."""
+    first = await SqliteJournal.open(path, SPEC)
+    await first.close()
+    killed = await SqliteJournal.open(path, SPEC)  # never closed before the next open: a SIGKILL
+    try:
+        await killed.append([score(1)])
+        assert await checks_at_open(path, caplog) == "checked"
+    finally:
+        await killed.close()
+    assert await checks_at_open(path, caplog) == "skipped"
+    killed = await SqliteJournal.open(path, SPEC)
+    try:
+        async def chunks() -> AsyncIterator[list[Record]]:
+            yield [score(2)]
+
+        await killed.append_all(chunks())  # the bulk write of `arena migrate` clears it too
+        assert await checks_at_open(path, caplog) == "checked"
+    finally:
+        await killed.close()
+
+
+async def test_a_journal_killed_before_any_write_is_still_as_it_was_closed(path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    journal = await SqliteJournal.open(path, SPEC)
+    await journal.append([score(1)])
+    await journal.close()
+    killed = await SqliteJournal.open(path, SPEC)
+    try:
+        assert [r[0] for r in await rows(killed)] == [1]  # reads leave the file as it was
+        assert await checks_at_open(path, caplog) == "skipped"
+    finally:
+        await killed.close()
+
+
+async def test_a_copy_of_a_clean_journal_or_one_written_past_its_mark_is_checked(
+    path: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    journal = await SqliteJournal.open(path, SPEC)
+    await journal.append([score(1)])
+    await journal.close()
+    copy = tmp_path / "copy" / "b.journal.sqlite"
+    copy.parent.mkdir()
+    copy.write_bytes(path.read_bytes())  # another file: from a backup, another machine
+    assert await checks_at_open(copy, caplog) == "checked"
+    assert await checks_at_open(copy, caplog) == "skipped"  # its own mark now
+    with sqlite3.connect(path) as db:  # a writer that does not know the mark (an older Arena)
+        db.execute("INSERT INTO score_event VALUES (2, 'b', 'a', 1, ?, ?, 'gs', 'k2', NULL, NULL)", (T, T))
+    assert await checks_at_open(path, caplog) == "checked"
+
+
+async def test_a_journal_whose_statement_failed_is_checked_at_its_next_open(path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    journal = await SqliteJournal.open(path, SPEC)
+    await journal.append([score(1)])
+    await journal.close()
+    journal = await SqliteJournal.open(path, SPEC)
+    with pytest.raises(JournalWriteFailed):
+        await journal.append([score(2, key="k1")])  # k1 again
+    await journal.close()
+    assert await checks_at_open(path, caplog) == "checked"
+
+
+async def test_a_page_overwritten_after_a_clean_close_is_found_by_the_first_read_of_it_not_at_the_open(
+    path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The decided trade: after a clean close an open trusts sqlite's own guarantees, so damage
+    done to the file at rest (the same file, written by no Arena) is not looked for at the open;
+    a read that reaches the page fails with JournalCorrupt naming the file, and a read-only open
+    (`arena rebuild`, `verify`, `migrate`) finds it at once."""
+    journal = await SqliteJournal.open(path, SPEC)
+    await journal.append([score(i, member=f"m{i}", meta='{"pad":"' + "x" * 200 + '"}') for i in range(1, 2001)])
+    await journal.close()
+    size = path.stat().st_size
+    with open(path, "r+b") as f:  # a page in the middle of the events, in place
+        f.seek(size // 2 // 4096 * 4096)
+        f.write(bytes(range(256)) * 16)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, "arena.journal"):
+        opened = await SqliteJournal.open(path, SPEC)
+    try:
+        assert SKIPPED in caplog.text
+        with pytest.raises(JournalCorrupt, match=re.escape(str(path))):
+            await rows(opened)
+    finally:
+        await opened.close()
+    with pytest.raises(JournalCorrupt, match=re.escape(str(path))):  # the failed read took the mark away
+        await SqliteJournal.open(path, SPEC)
+    with pytest.raises(JournalCorrupt, match=re.escape(str(path))):
+        await SqliteJournal.open(path, SPEC, readonly=True)
