@@ -22,6 +22,7 @@ from arena.api.http import QueryRoutes, match
 from arena.api.transport import HttpProtocol
 from arena.cli.serve import uvicorn_config
 from arena.config import JournalSettings
+from loadtest.protocol import Transport
 from support.faults import parse_metric
 from support.server import Client, InProcessServer, event, make_config, now_ms, token_for, until
 
@@ -211,38 +212,6 @@ async def test_an_unloaded_board_is_activated_through_the_asgi_path_then_answere
         assert (await http.get("/v1/boards/d/alltime/top")).status_code == 200 and dispatched.paths == [MEMBER]
         assert (await http.get("/v1/boards/c/alltime/top")).status_code == 200
         await until(lambda: active({"b": False, "c": True, "d": True}), "board b, used before d, to be unloaded")
-
-
-class Transport:
-    """What `HttpProtocol` needs of a socket's transport: what it was given to write, kept."""
-
-    def __init__(self) -> None:
-        self.written = bytearray()
-        self.closing = False
-
-    def write(self, data: bytes) -> None:
-        self.written += data
-
-    def is_closing(self) -> bool:
-        return self.closing
-
-    def close(self) -> None:
-        self.closing = True
-
-    def abort(self) -> None:
-        self.closing = True
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
-
-    def get_write_buffer_size(self) -> int:
-        return 0
-
-    def get_extra_info(self, name: str, default: object = None) -> object:
-        return {"sockname": ("127.0.0.1", 1), "peername": ("127.0.0.1", 2)}.get(name, default)
 
 
 async def test_while_the_peer_does_not_read_a_get_waits_on_the_asgi_path(served: tuple[InProcessServer, Dispatched]) -> None:
