@@ -13,6 +13,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -22,7 +23,17 @@ from arena.config import JournalSettings
 from arena.engine.league import LeagueSpec
 from support.cluster import NodeFactory, settled, start_cluster
 from support.faults import parse_metric
-from support.history import Recorder, Workload, check_journals, cup_workload, members, record, settle_void_and
+from support.history import (
+    History,
+    Recorder,
+    Report,
+    Workload,
+    check_journals,
+    cup_workload,
+    members,
+    record,
+    settle_void_and,
+)
 from support.oracle import OBoard
 from support.server import ChildServer, until
 
@@ -61,14 +72,7 @@ async def _run(cluster_nodes: NodeFactory, pg_journal: JournalSettings, tmp_path
             await asyncio.to_thread(victim.start, port=victim.port)  # and back to it, by a hand-off
             await settled(servers, NODES, dict(WORKLOAD.boards))
 
-    try:
-        history = await record(WORKLOAD, lambda: [s.url for s in servers if s.alive()], fault)
-    finally:
-        for server in servers:
-            server.kill()
-    report = await check_journals(history, WORKLOAD, pg_journal, tmp_path)
-    print(f"\n{report}")
-    assert report.ok, str(report)
+    _, report = await _recorded(WORKLOAD, servers, fault, pg_journal, tmp_path)
     assert report.checked > 0 and report.acked > 0
 
 
@@ -106,14 +110,7 @@ async def test_answers_are_never_stale_while_boards_activate_unload_move_and_one
         activations = await counted("arena_board_activations_total")
         await until(partial(_at_least, counted, "arena_board_activations_total", activations + 10), "boards activated again", 90)
 
-    try:
-        history = await record(QUIET, lambda: [s.url for s in servers if s.alive()], fault, after=50)
-    finally:
-        for server in servers:
-            server.kill()
-    report = await check_journals(history, QUIET, pg_journal, tmp_path)
-    print(f"\n{report}")
-    assert report.ok, str(report)
+    history, report = await _recorded(QUIET, servers, fault, pg_journal, tmp_path, after=50)
     assert report.checked > 0 and report.acked > 0
     assert any(a.board == "cup" and a.status == "rejected:board_retired" for a in history.acks)
 
@@ -148,13 +145,20 @@ async def test_settlements_are_never_stale_across_a_close_voids_and_a_takeover_a
         victim.kill()
         await settled([s for _, s in rest], [n for n, _ in rest], dict(workload.boards))
 
+    history, _ = await _recorded(workload, servers, lambda recorder: settle_void_and(recorder, takeover), pg_journal, tmp_path)
+    assert history.voids and len({(i["board"], i["revision"]) for i in history.feed}) >= 3 * len(workload.boards)
+
+
+async def _recorded(workload: Workload, servers: list[ChildServer], fault: Callable[[Recorder], Awaitable[None]],
+                    pg_journal: JournalSettings, tmp_path: Path, **options: Any) -> tuple[History, Report]:
+    """The history of ``workload`` through every live node of ``servers`` while ``fault`` runs
+    (`record`), every node killed after it, and its report against the journals, which holds."""
     try:
-        history = await record(workload, lambda: [s.url for s in servers if s.alive()],
-                               lambda recorder: settle_void_and(recorder, takeover))
+        history = await record(workload, lambda: [s.url for s in servers if s.alive()], fault, **options)
     finally:
         for server in servers:
             server.kill()
     report = await check_journals(history, workload, pg_journal, tmp_path)
     print(f"\n{report}")
     assert report.ok, str(report)
-    assert history.voids and len({(i["board"], i["revision"]) for i in history.feed}) >= 3 * len(workload.boards)
+    return history, report
