@@ -237,9 +237,9 @@ class SqliteJournal:
         failure deletes it again until a write commits: a delete that landed inside a write's
         transaction is rolled back with it."""
         self._clean = False
-        if self._mark is not None and self._db is not self._lookups:
+        if self._db is not self._lookups:
             try:
-                await self._db.execute(f"DELETE FROM board_meta WHERE key = '{_CLEAN_KEY}'")
+                await self._unmark()
             except sqlite3.Error:
                 pass
 
