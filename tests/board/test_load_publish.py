@@ -48,6 +48,7 @@ class Reader:
         records = [r for r in live.harness.journals["b"] if isinstance(r, ScoreRecord)]
         self.seq_of = {r.event.idempotency_key: r.seq for r in records}
         self.voids: list[tuple[int, str]] = []
+        self.standings: dict[int, dict[tuple[str, str], list[Row]]] = {}
         self.answers = 0
         self.not_ready = 0
 
@@ -55,10 +56,13 @@ class Reader:
         self.voids = [(v.seq, v.idempotency_key) for v, _ in await live.journal.voids(live.journal.last_seq)]
 
     def at(self, seq: int) -> dict[tuple[str, str], list[Row]]:
-        """The oracle's tables as the journal up to ``seq`` makes them."""
-        later = {key for key, at in self.seq_of.items() if at > seq}
-        voided = {key for at, key in self.voids if at <= seq}
-        return self.oracle.tables(frozenset(later | voided))
+        """The oracle's tables as the journal up to ``seq`` makes them (computed once a seq: a
+        load's turns are many, its seqs few)."""
+        if seq not in self.standings:
+            later = {key for key, at in self.seq_of.items() if at > seq}
+            voided = {key for at, key in self.voids if at <= seq}
+            self.standings[seq] = self.oracle.tables(frozenset(later | voided))
+        return self.standings[seq]
 
     def ask_all(self) -> None:
         engine = self.engine
