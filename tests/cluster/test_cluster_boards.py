@@ -100,10 +100,15 @@ async def test_every_page_of_the_boards_lists_the_tables_of_boards_served_elsewh
         first = (await http.get(f"{asked.url}/v1/boards")).json()
         assert len(first["boards"]) == MAX_BOARDS_LIMIT and first["next"] == list(boards)[MAX_BOARDS_LIMIT - 1]
         assert all(row["periods"] for row in first["boards"])  # each with its alltime table, wherever it is served
-        second = (await http.get(f"{asked.url}/v1/boards", params={"after": first["next"]})).json()
+        second: dict[str, Any] = {}
+
+        async def owners_rows() -> bool:  # an owner that misses the forwarded page's bound (a busy machine) leaves its rows as listed here
+            second.update((await http.get(f"{asked.url}/v1/boards", params={"after": first["next"]})).json())
+            return bool(second["boards"][-1]["state"] == "ready")
+
+        await until(owners_rows, "the second page with its last board as its owner lists it")
         assert [row["board"] for row in second["boards"]] == list(boards)[MAX_BOARDS_LIMIT:] and second["next"] is None
-        row = second["boards"][-1]
-        assert row["state"] == "ready" and [(t["period"], t["size"]) for t in row["periods"]] == [("alltime", 0)]
+        assert [(t["period"], t["size"]) for t in second["boards"][-1]["periods"]] == [("alltime", 0)]
         small = (await http.get(f"{asked.url}/v1/boards", params={"after": list(boards)[-4], "limit": 2})).json()
         assert [row["board"] for row in small["boards"]] == list(boards)[-3:-1] and small["next"] == list(boards)[-2]
         assert all(row["state"] == "ready" and row["periods"] for row in small["boards"])
