@@ -119,11 +119,19 @@ class Journal:
     def __init__(self, events: Sequence[dict[str, Any]]) -> None:
         self.events = sorted(events, key=lambda e: e["seq"])
         self.seq_of = {e["idempotency_key"]: e["seq"] for e in self.events}
+        self._rows: dict[tuple[int, str, str], list[Row]] = {}
+        self._windows: dict[str, list[str]] = {}
 
     def rows(self, seq: int, period: str, period_id: str) -> list[Row]:
-        applied = [OEvent(e["member"], e["value"], e["occurred_at"], e["idempotency_key"]) for e in self.events
-                   if e["seq"] <= seq and window_of(period, e["occurred_at"], 0).period_id == period_id]
-        return rank(ORACLE_BOARD, applied)
+        """The table at ``seq`` (computed once: many answers share a seq)."""
+        if (seq, period, period_id) not in self._rows:
+            if period not in self._windows:
+                self._windows[period] = [window_of(period, e["occurred_at"], 0).period_id for e in self.events]
+            applied = [OEvent(e["member"], e["value"], e["occurred_at"], e["idempotency_key"])
+                       for e, window in zip(self.events, self._windows[period], strict=True)
+                       if e["seq"] <= seq and window == period_id]
+            self._rows[(seq, period, period_id)] = rank(ORACLE_BOARD, applied)
+        return self._rows[(seq, period, period_id)]
 
 
 def _check(polls: Polls, journal: Journal, acked_floor: int) -> None:
