@@ -9,8 +9,9 @@ turn gets one write for them too. `HttpProtocol` is uvicorn's httptools protocol
 
 A GET its app can answer at once (`AnswersHere`: `arena.api.http.QueryRoutes.answer_here`, a
 query of a board loaded here) is answered by `HttpProtocol` itself, in one write, where the
-request is complete: no ASGI task, no `send` messages (uvicorn's Python around them was about a
-third of the server's CPU of an HTTP rank request, docs/performance.md). The answer's bytes are those uvicorn writes for
+request is complete: no `RequestResponseCycle`, no ASGI task, no `send` messages (uvicorn's
+Python around them was about a third of the server's CPU of an HTTP rank request,
+docs/performance.md). The answer's bytes are those uvicorn writes for
 the same status, body and headers (its `date` and `server` headers, `connection: close` when the
 connection is not kept alive), and the response's end is uvicorn's own (`on_response_complete`:
 the request counted, the keep-alive timer, the next pipelined request). Every other request is
@@ -28,11 +29,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Protocol, runtime_checkable
+import urllib.parse
+from typing import Any, Protocol, cast, runtime_checkable
 
+import httptools
 from starlette.types import Scope
-from uvicorn._types import ASGI3Application
-from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol, RequestResponseCycle
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.http11 import Request
@@ -131,8 +133,7 @@ class HttpProtocol(HttpToolsProtocol):
         super().__init__(*args, **kwargs)
         app = self.config.app
         self._here = app if isinstance(app, AnswersHere) else None
-        self._heading = False  # in on_headers_complete: the request's ASGI task is started now
-        self._answered: tuple[RequestResponseCycle, Reply] | None = None  # written when the request is complete
+        self._answered: tuple[Reply, bool] | None = None  # (the reply, keep-alive): written when the request is complete
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(CoalescingTransport(transport, self.loop))  # type: ignore[arg-type]
@@ -142,33 +143,53 @@ class HttpProtocol(HttpToolsProtocol):
         self.scope.setdefault("extensions", {})[ABORT] = {"abort": self.transport.abort}
 
     def on_headers_complete(self) -> None:
-        self._heading = True
-        try:
+        """uvicorn's, which builds the request's `RequestResponseCycle` and starts its ASGI task,
+        unless the app answers the request at once (`_answer_here`): then no cycle, no task."""
+        if self._here is None or not self._at_once():
             super().on_headers_complete()
-        finally:
-            self._heading = False
+            return
+        reply = self._answer_here(self._here)
+        if reply is None:
+            super().on_headers_complete()
+            return
+        self._answered = reply, self.parser.get_http_version() != "1.0" and self.parser.should_keep_alive()
 
-    def _start_asgi_task(self, cycle: RequestResponseCycle, app: ASGI3Application) -> None:
-        here = self._here
-        if here is not None and self._heading and app is self.app and self._at_once(cycle):
-            try:
-                reply = here.answer_here(cycle.scope)
-            except Exception:  # the ASGI path answers it again: a 500, and uvicorn logs why
-                log.exception("answering %s at once failed", cycle.scope["path"])
-                reply = None
-            if reply is not None:
-                self._answered = (cycle, reply)
-                return
-        super()._start_asgi_task(cycle, app)
-
-    def _at_once(self, cycle: RequestResponseCycle) -> bool:
-        """Whether the request of ``cycle`` (no other in flight) may be answered by the protocol:
-        a GET without a body, `Expect` or upgrade, the peer reading."""
-        if (cycle.scope["method"] != "GET" or cycle.waiting_for_100_continue or self.flow.write_paused
-                or self.parser.should_upgrade()):
+    def _at_once(self) -> bool:
+        """Whether the request whose headers are complete may be answered by the protocol: a GET
+        without a body, `Expect` or upgrade, no other request in flight on the connection, the
+        peer reading, under `limit_concurrency`."""
+        cycle = self.cycle
+        if (self.parser.get_method() != b"GET" or not (cycle is None or cycle.response_complete)
+                or self.expect_100_continue or self.flow.write_paused or self.parser.should_upgrade()):
             return False
+        limit = self.limit_concurrency
+        if limit is not None and (len(self.connections) >= limit or len(self.tasks) >= limit):
+            return False  # uvicorn's 503
         refused = _BODY_OR_PROXIED if self.access_log else _BODY
         return not any(name in refused for name, _ in self.headers)
+
+    def _answer_here(self, here: AnswersHere) -> Reply | None:
+        """The app's answer at once of the request, its scope completed as uvicorn's
+        `on_headers_complete` completes it (which then does it again for a request left to the
+        ASGI path)."""
+        scope = cast(Scope, self.scope)
+        scope["method"] = "GET"
+        http_version = self.parser.get_http_version()
+        if http_version != "1.1":
+            scope["http_version"] = http_version
+        parsed_url = httptools.parse_url(self.url)
+        raw_path = parsed_url.path
+        path = raw_path.decode("ascii")
+        if "%" in path:
+            path = urllib.parse.unquote(path)
+        scope["path"] = self.root_path + path
+        scope["raw_path"] = self.root_path.encode("ascii") + raw_path
+        scope["query_string"] = parsed_url.query or b""
+        try:
+            return here.answer_here(scope)
+        except Exception:  # the ASGI path answers it again: a 500, and uvicorn logs why
+            log.exception("answering %s at once failed", scope["path"])
+            return None
 
     def on_message_complete(self) -> None:
         answered = self._answered
@@ -176,25 +197,24 @@ class HttpProtocol(HttpToolsProtocol):
             super().on_message_complete()
             return
         self._answered = None
-        cycle, (status, body, headers) = answered
+        (status, body, headers), keep_alive = answered
         content = [STATUS_LINE[status]]
         for name, value in self.server_state.default_headers:
             content += (name, b": ", value, b"\r\n")
         for name, value in headers:
             content += (name, b": ", value, b"\r\n")
         content += (b"content-length: ", str(len(body)).encode(), b"\r\n")
-        if not cycle.keep_alive:
+        if not keep_alive:
             content.append(b"connection: close\r\n")
         content += (b"\r\n", body)
-        cycle.response_started = cycle.response_complete = True
         if self.access_log:  # uvicorn's line
-            scope = cycle.scope
+            scope = self.scope
             self.access_logger.info('%s - "%s %s HTTP/%s" %d', get_client_addr(scope), scope["method"],
                                     get_path_with_query_string(scope), scope["http_version"], status)
         self.transport.write(b"".join(content))
-        if not cycle.keep_alive:
+        if not keep_alive:
             self.transport.close()
-        cycle.on_response()
+        self.on_response_complete()
 
 
 class WebSocketProtocol(WebSocketsSansIOProtocol):

@@ -244,3 +244,52 @@ async def test_while_the_peer_does_not_read_a_get_waits_on_the_asgi_path(served:
         protocol.connection_lost(None)
         assert isinstance(config.app, QueryRoutes)
         await config.app.close()
+
+
+def _protocol(server: InProcessServer, **settings: object) -> tuple[HttpProtocol, Transport, ServerState]:
+    """An `HttpProtocol` of ``server``'s app (its uvicorn ``settings`` changed) on a fake transport."""
+    assert server.arena is not None
+    config = uvicorn_config(server.arena, "127.0.0.1", 0)
+    for name, value in settings.items():
+        setattr(config, name, value)
+    config.load()
+    state = ServerState()
+    state.default_headers = [(b"server", b"uvicorn")]
+    protocol = HttpProtocol(config=config, server_state=state, app_state={})
+    transport = Transport()
+    protocol.connection_made(transport)  # type: ignore[arg-type]
+    return protocol, transport, state
+
+
+async def test_an_answer_at_once_ends_as_uvicorns_response(served: tuple[InProcessServer, Dispatched]) -> None:
+    """No request cycle is built for an answer at once; its end is uvicorn's: the request counted
+    (`limit_max_requests`), the keep-alive timer armed, then disarmed by the next request."""
+    server, dispatched = served
+    protocol, transport, state = _protocol(server)
+    try:
+        for count in (1, 2):
+            protocol.data_received(request(MEMBER))
+            assert protocol.cycle is None and state.total_requests == count  # in the same call: no task
+            assert protocol.timeout_keep_alive_task is not None
+            await until(lambda: transport.written.endswith(b"}"), "the answer written")
+            assert transport.written.startswith(b"HTTP/1.1 200 OK\r\n")
+            transport.written.clear()
+        assert dispatched.paths == []
+    finally:
+        protocol.connection_lost(None)
+        assert protocol.timeout_keep_alive_task is None
+        assert isinstance(protocol.config.app, QueryRoutes)
+        await protocol.config.app.close()
+
+
+async def test_past_limit_concurrency_a_get_gets_uvicorns_503(served: tuple[InProcessServer, Dispatched]) -> None:
+    server, dispatched = served
+    protocol, transport, _state = _protocol(server, limit_concurrency=1)  # this connection is the one allowed
+    try:
+        protocol.data_received(request(MEMBER))
+        await until(lambda: transport.written.endswith(b"Service Unavailable"), "uvicorn's 503")
+        assert transport.written.startswith(b"HTTP/1.1 503 Service Unavailable\r\n") and dispatched.paths == []
+    finally:
+        protocol.connection_lost(None)
+        assert isinstance(protocol.config.app, QueryRoutes)
+        await protocol.config.app.close()
