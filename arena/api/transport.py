@@ -134,9 +134,16 @@ class HttpProtocol(HttpToolsProtocol):
         app = self.config.app
         self._here = app if isinstance(app, AnswersHere) else None
         self._answered: tuple[Reply, bool] | None = None  # (the reply, keep-alive): written when the request is complete
+        self._idle_since: float | None = None  # the loop's time at the last response's end; None: a request came since
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(CoalescingTransport(transport, self.loop))  # type: ignore[arg-type]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        if self.timeout_keep_alive_task is not None:
+            self.timeout_keep_alive_task.cancel()
+            self.timeout_keep_alive_task = None
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
@@ -215,6 +222,41 @@ class HttpProtocol(HttpToolsProtocol):
         if not keep_alive:
             self.transport.close()
         self.on_response_complete()
+
+    # The keep-alive timer is uvicorn's (the connection closed once idle `timeout_keep_alive`
+    # seconds after a response's end), armed once and pushed back when it fires early instead of
+    # armed at each response's end and cancelled by the next request (1.3 µs a request).
+
+    def on_response_complete(self) -> None:
+        """uvicorn's, but the keep-alive timer: the idle time starts; the timer is armed unless it is."""
+        self.server_state.total_requests += 1
+        if self.transport.is_closing():
+            return
+        self.flow.resume_reading()
+        if self.pipeline:
+            cycle, app = self.pipeline.pop()
+            self._start_asgi_task(cycle, app)
+            return
+        self._idle_since = self.loop.time()
+        if self.timeout_keep_alive_task is None:
+            self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive, self.timeout_keep_alive_handler)
+
+    def _unset_keepalive_if_required(self) -> None:
+        """Data came: the connection is not idle (the timer finds it so)."""
+        self._idle_since = None
+
+    def timeout_keep_alive_handler(self) -> None:
+        """Close the connection idle `timeout_keep_alive` seconds since the last response's end;
+        armed again for what is left of them, or, after a request came, at its response's end."""
+        self.timeout_keep_alive_task = None
+        idle_since = self._idle_since
+        if idle_since is None:
+            return
+        left = idle_since + self.timeout_keep_alive - self.loop.time()
+        if left > 0:
+            self.timeout_keep_alive_task = self.loop.call_later(left, self.timeout_keep_alive_handler)
+        else:
+            super().timeout_keep_alive_handler()
 
 
 class WebSocketProtocol(WebSocketsSansIOProtocol):
