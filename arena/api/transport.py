@@ -5,16 +5,18 @@ uvloop sends each at once: two `send` syscalls a response, each with its wakeup 
 loopback. That pair was about half the CPU of an HTTP rank request (docs/performance.md).
 `CoalescingTransport` keeps a connection's writes until the end of the current turn of the loop
 and sends them as one; a WebSocket connection whose acks of several frames are answered in one
-turn gets one write for them too. `HttpProtocol` is uvicorn's httptools protocol on it.
+turn gets one write for them too. `HttpProtocol` is uvicorn's httptools protocol on it, and sends
+what it writes while it handles received bytes when it is done with them (no turn of the loop).
 
 A GET its app can answer at once (`AnswersHere`: `arena.api.http.QueryRoutes.answer_here`, a
 query of a board loaded here) is answered by `HttpProtocol` itself, in one write, where the
 request is complete: no `RequestResponseCycle`, no ASGI task, no `send` messages (uvicorn's
 Python around them was about a third of the server's CPU of an HTTP rank request,
-docs/performance.md). The answer's bytes are those uvicorn writes for
-the same status, body and headers (its `date` and `server` headers, `connection: close` when the
-connection is not kept alive), and the response's end is uvicorn's own (`on_response_complete`:
-the request counted, the keep-alive timer, the next pipelined request). Every other request is
+docs/performance.md). The answer's bytes are those uvicorn writes for the same status, body and
+headers (its `date` and `server` headers, `connection: close` when the connection is not kept
+alive), and the response's end is uvicorn's (`on_response_complete`: the request counted, the
+keep-alive timer, the next pipelined request; its timer is armed once per idle spell rather than
+per response). Every other request is
 uvicorn's: a request while another is in flight on the connection (pipelining), with a body or
 `Expect`, an upgrade, past `limit_concurrency`, from a proxy (`X-Forwarded-For`) when there is an
 access log (which logs the client it names), or while the peer does not read (flow control
@@ -56,15 +58,17 @@ def abort(scope: Scope) -> None:
 
 class CoalescingTransport:
     """A transport whose writes within one turn of the event loop go out as one write, at the
-    start of the next turn (`loop.call_soon`). Everything else is the wrapped transport's; `close`
-    and `write_eof` send what is kept first, `abort` drops it. O(bytes) a turn."""
+    start of the next turn (`loop.call_soon`), or, between `hold` and `release` (a protocol's
+    handling of the bytes it received), at `release`. Everything else is the wrapped transport's;
+    `close` and `write_eof` send what is kept first, `abort` drops it. O(bytes) a turn."""
 
-    __slots__ = ("_transport", "_loop", "_kept")
+    __slots__ = ("_transport", "_loop", "_kept", "_holding")
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
         self._transport = transport
         self._loop = loop
         self._kept: list[bytes] | None = None
+        self._holding = False
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if not data:
@@ -73,9 +77,19 @@ class CoalescingTransport:
         kept = self._kept
         if kept is None:
             self._kept = [chunk]
-            self._loop.call_soon(self._flush)
+            if not self._holding:
+                self._loop.call_soon(self._flush)
         else:
             kept.append(chunk)
+
+    def hold(self) -> None:
+        """Keep the writes until `release` (no turn of the loop for them)."""
+        self._holding = True
+
+    def release(self) -> None:
+        """Send the writes kept since `hold` (and before it, in this turn) now."""
+        self._holding = False
+        self._flush()
 
     def writelines(self, lines: Any) -> None:
         for data in lines:
@@ -137,7 +151,17 @@ class HttpProtocol(HttpToolsProtocol):
         self._idle_since: float | None = None  # the loop's time at the last response's end; None: a request came since
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(CoalescingTransport(transport, self.loop))  # type: ignore[arg-type]
+        self._coalescing = CoalescingTransport(transport, self.loop)
+        super().connection_made(self._coalescing)  # type: ignore[arg-type]
+
+    def data_received(self, data: bytes) -> None:
+        """uvicorn's; what it writes meanwhile (answers at once) leaves as one write at the end."""
+        transport = self._coalescing
+        transport.hold()
+        try:
+            super().data_received(data)
+        finally:
+            transport.release()
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
