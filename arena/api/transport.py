@@ -256,6 +256,7 @@ class HttpProtocol(HttpToolsProtocol):
         self.server_state.total_requests += 1
         if self.transport.is_closing():
             return
+        self._unset_keepalive_if_required()  # a pipelined request starts: not idle
         self.flow.resume_reading()
         if self.pipeline:
             cycle, app = self.pipeline.pop()
