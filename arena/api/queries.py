@@ -40,7 +40,7 @@ MAX_MEMBER_CODE_POINTS = 128  # a member name's longest (the event field's rule)
 def period_kind(spec: BoardSpec, period: str) -> str:
     """The board's period named ``period``: a built-in kind or one of its custom periods. Raises
     QueryError unknown_period."""
-    if period not in spec.kinds:
+    if period not in spec.periods and period not in spec.kinds:  # a built-in kind first: `kinds` is built per call
         raise not_found("unknown_period", f"board {spec.name!r} has no period {period!r} (it has {', '.join(spec.kinds)})")
     return period_name(period)
 
@@ -54,7 +54,9 @@ def view(arena: Arena, board: str, period: str, period_id: str | None, partition
     table = handle.view(period_kind(handle.spec, period), period_id, now, partition)
     engine = handle.engine
     assert engine is not None  # the table was viewed
-    return table, {**wire.table_fields(board, table, engine.window_closed(table.window, now)), "seq": engine.last_seq}
+    body = wire.table_fields(board, table, engine.window_closed(table.window, now))
+    body["seq"] = engine.last_seq
+    return table, body
 
 
 def table_fields(arena: Arena, board: str, table: RankedTable, now: int) -> Body:

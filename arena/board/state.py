@@ -64,6 +64,8 @@ class BoardState(enum.Enum):
     FAILED = "failed"
     """Its journal cannot be read, or its actor crashed past the restart intensity (or the server stopped)."""
 
+    __hash__ = object.__hash__  # a member is its one instance; Enum's hashes its name in Python, on every query's state check
+
 
 class BoardEvent(enum.Enum):
     FOLLOW = "follow"

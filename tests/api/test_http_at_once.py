@@ -244,3 +244,88 @@ async def test_while_the_peer_does_not_read_a_get_waits_on_the_asgi_path(served:
         protocol.connection_lost(None)
         assert isinstance(config.app, QueryRoutes)
         await config.app.close()
+
+
+def _protocol(server: InProcessServer, **settings: object) -> tuple[HttpProtocol, Transport, ServerState]:
+    """An `HttpProtocol` of ``server``'s app (its uvicorn ``settings`` changed) on a fake transport."""
+    assert server.arena is not None
+    config = uvicorn_config(server.arena, "127.0.0.1", 0)
+    for name, value in settings.items():
+        setattr(config, name, value)
+    config.load()
+    state = ServerState()
+    state.default_headers = [(b"server", b"uvicorn")]
+    protocol = HttpProtocol(config=config, server_state=state, app_state={})
+    transport = Transport()
+    protocol.connection_made(transport)  # type: ignore[arg-type]
+    return protocol, transport, state
+
+
+async def test_an_answer_at_once_ends_as_uvicorns_response(served: tuple[InProcessServer, Dispatched]) -> None:
+    """No request cycle is built for an answer at once; its end is uvicorn's: the request counted
+    (`limit_max_requests`), the keep-alive timer armed (once), dropped with the connection."""
+    server, dispatched = served
+    protocol, transport, state = _protocol(server)
+    try:
+        timers: list[asyncio.TimerHandle | None] = []
+        for count in (1, 2):
+            protocol.data_received(request(MEMBER))
+            assert protocol.cycle is None and state.total_requests == count  # in the same call: no task
+            timers.append(protocol.timeout_keep_alive_task)
+            await until(lambda: transport.written.endswith(b"}"), "the answer written")
+            assert transport.written.startswith(b"HTTP/1.1 200 OK\r\n")
+            transport.written.clear()
+        assert timers[0] is not None and timers == [timers[0]] * 2 and dispatched.paths == []
+    finally:
+        protocol.connection_lost(None)
+        assert protocol.timeout_keep_alive_task is None
+        assert isinstance(protocol.config.app, QueryRoutes)
+        await protocol.config.app.close()
+
+
+async def test_past_limit_concurrency_a_get_gets_uvicorns_503(served: tuple[InProcessServer, Dispatched]) -> None:
+    server, dispatched = served
+    protocol, transport, _state = _protocol(server, limit_concurrency=1)  # this connection is the one allowed
+    try:
+        protocol.data_received(request(MEMBER))
+        await until(lambda: transport.written.endswith(b"Service Unavailable"), "uvicorn's 503")
+        assert transport.written.startswith(b"HTTP/1.1 503 Service Unavailable\r\n") and dispatched.paths == []
+    finally:
+        protocol.connection_lost(None)
+        assert isinstance(protocol.config.app, QueryRoutes)
+        await protocol.config.app.close()
+
+
+async def test_the_keep_alive_timer_closes_an_idle_connection_only(served: tuple[InProcessServer, Dispatched]) -> None:
+    """The timer, armed once, closes the connection `timeout_keep_alive` seconds after the last
+    response's end: fired early it waits for the rest; fired while a request is under way it
+    leaves the connection open, and that request's end arms it again."""
+    server, _dispatched = served
+    protocol, transport, _state = _protocol(server, timeout_keep_alive=60)
+    try:
+        protocol.data_received(request(MEMBER))
+        await until(lambda: transport.written.endswith(b"}"), "the answer")
+        fire(protocol)  # early: 60 s are not over
+        assert not transport.closing and protocol.timeout_keep_alive_task is not None
+
+        protocol.timeout_keep_alive = 1
+        protocol.data_received(request(MEMBER)[:20])  # a request under way
+        fire(protocol)
+        assert not transport.closing and protocol.timeout_keep_alive_task is None
+        transport.written.clear()
+        protocol.data_received(request(MEMBER)[20:])
+        await until(lambda: transport.written.endswith(b"}"), "the answer")
+        assert protocol.timeout_keep_alive_task is not None
+        await until(lambda: transport.closing, "the idle connection closed")
+    finally:
+        protocol.connection_lost(None)
+        assert isinstance(protocol.config.app, QueryRoutes)
+        await protocol.config.app.close()
+
+
+def fire(protocol: HttpProtocol) -> None:
+    """The protocol's keep-alive timer fires now."""
+    armed = protocol.timeout_keep_alive_task
+    assert armed is not None
+    armed.cancel()
+    protocol.timeout_keep_alive_handler()

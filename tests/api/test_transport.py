@@ -54,6 +54,22 @@ async def test_writes_of_one_turn_leave_as_one_write_at_the_next_turn() -> None:
     assert inner.writes[1:] == [b"next"]
 
 
+async def test_writes_held_leave_as_one_write_at_release_with_those_of_the_turn_before() -> None:
+    transport, inner = coalescing()
+    transport.write(b"a")  # before the hold: its flush is scheduled already
+    transport.hold()
+    transport.write(b"b")
+    transport.write(b"c")
+    assert inner.writes == []
+    transport.release()
+    assert inner.writes == [b"abc"]
+    transport.hold()
+    transport.write(b"d")
+    transport.release()
+    await asyncio.sleep(0)
+    assert inner.writes == [b"abc", b"d"]  # nothing left for the scheduled flush
+
+
 async def test_a_buffer_reused_by_the_caller_is_sent_as_it_was_written() -> None:
     transport, inner = coalescing()
     buffer = bytearray(b"abc")
