@@ -121,8 +121,8 @@ class FoldingJournal(Journal, Protocol):
 
     def fold(self, start: int, end: int | None, below_seq: int, upto_seq: int) -> AsyncIterator[list[FoldRow]]:
         """The bucket's events folded per member (`FoldRow`, one per member) by the board's aggregation, in
-        chunks, members in no order. Exact at any size the store can hold. One query: a scan of
-        the bucket and a group-by."""
+        chunks, members in no order. Exact at any size the store can hold. A scan of the bucket
+        and a group-by, in one query (sqlite: two on a big bucket, one per range of members)."""
 
 
 class JournalProxy:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any
+from unittest.mock import patch
 
 import pytest
 from hypothesis import given
@@ -20,6 +21,8 @@ from arena.engine.records import Record, ScoreRecord, VoidRecord
 from arena.engine.scoring import Aggregation, Order, ScoringRule, Tie
 from arena.engine.spec import BoardSpec
 from arena.journal import FoldingJournal
+from arena.journal import sqlite as sqlite_journal
+from arena.journal.sqlite import SqliteJournal
 from support.journals import BackendKind, Store, journal_store, stored_property, write_journal
 from support.oracle import OBoard, OEvent, check_engine, drive, frames_for, oboards, rank
 
@@ -87,6 +90,62 @@ def test_a_folded_replay_equals_the_event_by_event_one_and_the_oracle(
     check_engine(folded_all, oracle, now, rotated_at=None, without=without, everything=True)
     if not voids:
         check_engine(folded, oracle, now, rotated_at=now)
+
+
+
+@FOLD_PROPERTY
+@given(cases(), st.data())
+def test_a_fold_split_at_a_member_equals_the_event_by_event_replay_and_the_oracle(
+    case: tuple[OBoard, Any], data: st.DataObject
+) -> None:
+    """sqlite splits a big fold in two member ranges (`SqliteJournal._split`): here every fold,
+    at the pivot its sample finds, at one of the members (whose events all go to the upper
+    half), or at any text (below every member or above: one half empty)."""
+    board, frames = case
+    harness, oracle = drive(board, frames)
+    spec = harness.engines["b"].spec
+    now = frames[-1].now
+    records: list[Record] = list(harness.journals["b"])
+    members = sorted({r.event.member for r in harness.score_records("b")})
+    pivot = data.draw(st.one_of(st.none(), st.sampled_from(members), st.text(max_size=3)) if members else st.none(),
+                      label="pivot (None: sampled)")
+
+    async def split_at(journal: SqliteJournal, last: int) -> str | None:
+        return pivot if pivot is not None else await sampled(journal, last)
+
+    async def run() -> tuple[BoardEngine, ...]:
+        async with journal_store("sqlite", None) as store:
+            await write_journal(store, spec, [records])
+            return (*await both_replays(store, spec, now), *await both_replays(store, spec, now, everything=True))
+
+    sampled = SqliteJournal._pivot
+    with patch.object(sqlite_journal, "_SPLIT_EVENTS", 0), patch.object(SqliteJournal, "_pivot", split_at):
+        folded, eager, folded_all, eager_all = asyncio.run(run())
+    assert_same(folded, eager)
+    assert_same(folded_all, eager_all)
+    check_engine(folded, oracle, now, rotated_at=now)
+    check_engine(folded_all, oracle, now, rotated_at=None, everything=True)
+
+
+@pytest.mark.parametrize("pivot", ["", "m", "n"])
+def test_a_one_member_journal_folds_split_below_at_or_above_its_member(pivot: str) -> None:
+    spec = BoardSpec("b", periods=(PeriodKind.ALLTIME,))
+    start = 1_780_000_000_000 // HOUR * HOUR
+    records = [ScoreRecord(seq, Event("b", "m", value, start + seq, f"k{seq}"), start + seq, "gs")
+               for seq, value in enumerate([4, 9, 2], start=1)]
+
+    async def split_at(_journal: SqliteJournal, _last: int) -> str:
+        return pivot
+
+    async def run() -> tuple[BoardEngine, BoardEngine]:
+        async with journal_store("sqlite", None) as store:
+            await write_journal(store, spec, [records])
+            return await both_replays(store, spec, start + HOUR)
+
+    with patch.object(SqliteJournal, "_pivot", split_at):
+        folded, eager = asyncio.run(run())
+    assert_same(folded, eager)
+    assert folded.tables[(PeriodKind.ALLTIME, "alltime")].standing("m") == (9, start + 2, "")
 
 
 def test_sums_past_two_to_the_63_are_exact_on_both_backends(backend_kind: BackendKind) -> None:
