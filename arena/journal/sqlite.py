@@ -9,6 +9,7 @@ import sqlite3
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,6 @@ from arena.journal.interface import (
     check_definition,
     close_record,
     fold_kind,
-    fold_order,
     marker_row,
     merged_records,
     recorded_definitions,
@@ -105,7 +105,7 @@ _LOOKUP_JSON = (
 # fixed widths hold.
 _FOLDS = {
     "sum": "SELECT member, sum(value >> 40), sum((value >> 20) & 1048575), sum(value & 1048575), max(occurred_at) AS"
-           " reached_at, count(*), total(value) AS score FROM {rows} GROUP BY member",  # score: only to order by
+           " reached_at, count(*) FROM {rows} GROUP BY member",
     "best_desc": "SELECT member, CAST(substr(t, 1, 17) AS INTEGER) - 9007199254740992 AS score,"
                  " 9999999999999999 - CAST(substr(t, 18) AS INTEGER) AS reached_at, '', n FROM (SELECT member,"
                  " max(printf('%017d%016d', value + 9007199254740992, 9999999999999999 - occurred_at)) AS t, count(*) AS n"
@@ -132,7 +132,10 @@ _PACKED_BEST = (
     "SELECT member, {score} AS score, {last} - (k & {mask}) AS reached_at, '', n FROM (SELECT member,"
     " max(({gain}) * {factor} + {last} - occurred_at) AS k, count(*) AS n FROM {{rows}} GROUP BY member)"
 )
-_PACKED_OUTSIDE = "(k < 0 OR k >= 4611686018427387904)"
+_MEMBER_ORDER = " ORDER BY member"
+"""The order of a fold's rows: the GROUP BY's own (no sort of its output). A rank order cost
+sqlite a second sort, of the members: about 40 % of the query's CPU at 10**6 members, where
+Python's sort of the entries costs what the sort of the names it saves did (`RankedTable.from_states`)."""
 _INSTANTS = "SELECT (SELECT min(occurred_at) FROM score_event), (SELECT max(occurred_at) FROM score_event)"
 _CACHE_KIB = 8192
 """sqlite's page cache of a journal's writer. Appends touch the right edge of the table and of its
@@ -468,8 +471,8 @@ class SqliteJournal:
         try:
             await self._db.execute(f"PRAGMA cache_size=-{_FOLD_CACHE_KIB}")
             try:
-                halves = _folded(self._db, spec, kind, packed, rows, params) if pivot is None else \
-                    self._split(spec, kind, packed, rows, params, pivot)
+                halves = _folded(self._db, kind, packed, rows, params) if pivot is None else \
+                    self._split(kind, packed, rows, params, pivot)
                 async for chunk in halves:
                     yield chunk
             finally:
@@ -478,7 +481,7 @@ class SqliteJournal:
             await self._distrust()
             raise JournalCorrupt(f"{self.path}: journal unreadable: {exc}") from exc
 
-    async def _split(self, spec: BoardSpec, kind: str, packed: tuple[str, range] | None, rows: str, params: list[Any],
+    async def _split(self, kind: str, packed: tuple[str, range] | None, rows: str, params: list[Any],
                      pivot: str) -> AsyncIterator[list[FoldRow]]:
         """A fold's rows of the members below ``pivot``, then of the others. The upper half's
         query sorts meanwhile on a connection (a thread) of its own: two sorts on two cores, and
@@ -487,11 +490,11 @@ class SqliteJournal:
         try:
             await upper.execute(f"PRAGMA cache_size=-{_FOLD_CACHE_KIB}")
             above = rows + " AND member >= ?", [*params, pivot]
-            sorting = asyncio.ensure_future(upper.execute(_first_fold(spec, kind, packed).format(rows=above[0]), above[1]))
+            sorting = asyncio.ensure_future(upper.execute(_first_fold(kind, packed).format(rows=above[0]), above[1]))
             try:
-                async for chunk in _folded(self._db, spec, kind, packed, rows + " AND member < ?", [*params, pivot]):
+                async for chunk in _folded(self._db, kind, packed, rows + " AND member < ?", [*params, pivot]):
                     yield chunk
-                async for chunk in _folded(upper, spec, kind, packed, *above, await sorting):
+                async for chunk in _folded(upper, kind, packed, *above, await sorting):
                     yield chunk
             finally:
                 sorting.cancel()  # the lower half failed, or its reader stopped early
@@ -696,10 +699,9 @@ def _file_size(path: Path) -> float:
 
 
 def _packed_best(spec: BoardSpec, kind: str, start: int, last: int) -> tuple[str, range] | None:
-    """The query folding a best as one integer a member (`_PACKED_BEST`) in `fold_order` with
-    the members it cannot pack first, and the scores it packs: if the first row's score is not
-    one of them, the fold needs the text form. None when it cannot be used: not a best, or the
-    bounds and the span are too wide."""
+    """The query folding a best as one integer a member (`_PACKED_BEST`), and the scores it
+    packs: a row whose score is not one of them is a member it cannot pack, whose fold needs the
+    text form. None when it cannot be used: not a best, or the bounds and the span are too wide."""
     if kind not in ("best_desc", "best_asc"):
         return None
     lo, hi = spec.min_value, spec.max_value
@@ -712,35 +714,45 @@ def _packed_best(spec: BoardSpec, kind: str, start: int, last: int) -> tuple[str
     else:
         gain, score, scores = f"{hi} - value", f"{hi} - (k >> {width})", range(hi - room + 1, hi + 1)
     sql = _PACKED_BEST.format(score=score, gain=gain, factor=1 << width, last=last, mask=(1 << width) - 1)
-    return sql + fold_order(spec).replace(" ORDER BY ", f" ORDER BY {_PACKED_OUTSIDE} DESC, ", 1), scores
+    return sql, scores
 
 
-def _first_fold(spec: BoardSpec, kind: str, packed: tuple[str, range] | None) -> str:
+async def _folded(db: aiosqlite.Connection, kind: str, packed: tuple[str, range] | None, rows: str, params: list[Any],
+                  started: aiosqlite.Cursor | None = None) -> AsyncIterator[list[FoldRow]]:
+    """The rows of a fold over ``rows`` (the FROM and WHERE of `SqliteJournal.fold`) on ``db``,
+    in chunks, members in code point order. The packed best first when there is one: from the
+    first member it cannot pack on, the text form. ``started``: the cursor of the first query
+    (`_first_fold`), executed already."""
+    if packed is not None:
+        scores = packed[1]
+        async with started or await db.execute(_first_fold(kind, packed).format(rows=rows), params) as cursor:
+            while chunk := await cursor.fetchmany(_SCAN_CHUNK):
+                packed_scores = list(map(itemgetter(1), chunk))
+                if min(packed_scores) in scores and max(packed_scores) in scores:
+                    yield chunk  # rows of FoldRow's columns
+                    continue
+                cut = next(i for i, score in enumerate(packed_scores) if score not in scores)
+                if cut:
+                    yield chunk[:cut]
+                rows, params = rows + " AND member >= ?", [*params, chunk[cut][0]]
+                break
+            else:
+                return
+        started = None
+    async with started or await db.execute(_first_fold(kind, None).format(rows=rows), params) as text:
+        while folded := await text.fetchmany(_SCAN_CHUNK):
+            yield _sums(folded) if kind == "sum" else folded
+
+
+def _first_fold(kind: str, packed: tuple[str, range] | None) -> str:
     """The fold query to try first (its ``{rows}`` left to fill): the packed best when there is
     one (`_packed_best`), else the text form."""
-    return _FOLDS[kind] + fold_order(spec) if packed is None else packed[0]
-
-
-async def _folded(db: aiosqlite.Connection, spec: BoardSpec, kind: str, packed: tuple[str, range] | None, rows: str,
-                  params: list[Any], started: aiosqlite.Cursor | None = None) -> AsyncIterator[list[FoldRow]]:
-    """The rows of a fold over ``rows`` (the FROM and WHERE of `SqliteJournal.fold`) on ``db``, in
-    chunks. ``started``: the cursor of its first query (`_first_fold`), executed already."""
-    cursor = started or await db.execute(_first_fold(spec, kind, packed).format(rows=rows), params)
-    async with cursor:
-        chunk = await cursor.fetchmany(_SCAN_CHUNK)
-        if packed is None or not chunk or next(iter(chunk))[1] in packed[1]:
-            while chunk:
-                yield _sums(chunk) if kind == "sum" else chunk  # type: ignore[misc]  # rows of FoldRow's columns
-                chunk = await cursor.fetchmany(_SCAN_CHUNK)
-            return
-    async with db.execute(_FOLDS[kind].format(rows=rows) + fold_order(spec), params) as text:
-        while folded := await text.fetchmany(_SCAN_CHUNK):
-            yield _sums(folded) if kind == "sum" else folded  # type: ignore[misc]
+    return (_FOLDS[kind] if packed is None else packed[0]) + _MEMBER_ORDER
 
 
 def _sums(rows: Iterable[Any]) -> list[FoldRow]:
     """The rows of a sum's fold with their pieces added up."""
-    return [(m, (high << 40) + (middle << 20) + low, r, "", n) for m, high, middle, low, r, n, _ in rows]
+    return [(m, (high << 40) + (middle << 20) + low, r, "", n) for m, high, middle, low, r, n in rows]
 
 
 def _json_rows(rows: Sequence[object]) -> str | None:
