@@ -152,7 +152,8 @@ _SPLIT_EVENTS = 200_000
 """A fold of more events than this (counted by its seqs) runs as two queries, each on a range of
 members and a connection of its own (`SqliteJournal.fold`): sqlite's sort of the GROUP BY is
 most of a replay's CPU, and two sorts of half the rows run on two cores. Each scans the whole
-bucket: about 10 % more CPU in all, for about half the time to the last row."""
+bucket: about 1.15x the CPU at 10M events, for a shorter time to the last row only while a second
+core is free (docs/performance.md, "The fold in member order, split in two member ranges")."""
 _PIVOT_SAMPLE = 1000
 _SAMPLE = "SELECT member FROM score_event WHERE seq IN (SELECT value FROM json_each(?))"
 _WAL_HEADER_BYTES = 32
