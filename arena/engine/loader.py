@@ -3,9 +3,9 @@
 Records are routed by the same rule as the live path (`Route.windows`) and folded by the same
 merge (`ScoringRule.update` and `merge`), so a rebuild equals the live tables. Member states
 accumulate in plain dicts, and each table is built at once from them: its entries without a
-sort when they come in rank order (a folding journal's rows of one bucket), its names in one
-sort, and a table fed the same rows as one built before is a copy of it. That is what makes a
-rebuild fast.
+sort when they come in rank order (PostgreSQL's fold of one bucket), its names without one when
+they come in code point order (sqlite's), the other in one sort, and a table fed the same rows
+as one built before is a copy of it. That is what makes a rebuild fast.
 """
 
 from __future__ import annotations

@@ -70,9 +70,9 @@ class RankedTable:
     def from_states(cls, rule: ScoringRule, window: Window, states: dict[str, State], like: RankedTable | None = None) -> RankedTable:
         """Build a table from member states merged by `ScoringRule.merge` (a replay); packed
         entries are taken with their dict. ``like``: a table holding the same states, copied
-        instead (the replay knows which tables were fed the same rows). O(n log n) for the
-        names; O(n) for the entries when ``states`` come in rank order (a folding journal's
-        order); O(n) with ``like``."""
+        instead (the replay knows which tables were fed the same rows). O(n log n); O(n) for
+        the entries when ``states`` come in rank order (PostgreSQL's fold), for the names when
+        they come in code point order (sqlite's); O(n) with ``like``."""
         if like is not None:
             return like.copy(window)
         if not rule.improves_by_key:

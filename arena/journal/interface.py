@@ -121,8 +121,8 @@ class FoldingJournal(Journal, Protocol):
 
     def fold(self, start: int, end: int | None, below_seq: int, upto_seq: int) -> AsyncIterator[list[FoldRow]]:
         """The bucket's events folded per member (`FoldRow`, one per member) by the board's aggregation, in
-        chunks, members in no order. Exact at any size the store can hold. One query: a scan of
-        the bucket and a group-by."""
+        chunks, members in no order. Exact at any size the store can hold. A scan of the bucket
+        and a group-by, in one query (sqlite: two on a big bucket, one per range of members)."""
 
 
 class JournalProxy:
@@ -192,9 +192,10 @@ class JournalProxy:
 
 
 def fold_order(spec: BoardSpec) -> str:
-    """How a backend orders a fold's rows (columns ``score``, ``reached_at``, ``member``): in
-    rank order, so that a table is built from a sorted run (one comparison an entry) instead of
-    sorted in Python. Any order gives the same tables; this one is faster."""
+    """How PostgreSQL orders a fold's rows (columns ``score``, ``reached_at``, ``member``): in
+    rank order, so that a table's entries are built from a sorted run (one comparison an entry)
+    instead of sorted in Python. Any order gives the same tables. (sqlite's come in member order,
+    which its GROUP BY gives without a second sort.)"""
     score = "DESC" if spec.order is Order.DESC else "ASC"
     reached = "ASC" if spec.tie is Tie.EARLIEST else "DESC"
     return f" ORDER BY score {score}, reached_at {reached}, member"

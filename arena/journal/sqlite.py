@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import sqlite3
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +33,6 @@ from arena.journal.interface import (
     check_definition,
     close_record,
     fold_kind,
-    fold_order,
     marker_row,
     merged_records,
     recorded_definitions,
@@ -104,7 +105,7 @@ _LOOKUP_JSON = (
 # fixed widths hold.
 _FOLDS = {
     "sum": "SELECT member, sum(value >> 40), sum((value >> 20) & 1048575), sum(value & 1048575), max(occurred_at) AS"
-           " reached_at, count(*), total(value) AS score FROM {rows} GROUP BY member",  # score: only to order by
+           " reached_at, count(*) FROM {rows} GROUP BY member",
     "best_desc": "SELECT member, CAST(substr(t, 1, 17) AS INTEGER) - 9007199254740992 AS score,"
                  " 9999999999999999 - CAST(substr(t, 18) AS INTEGER) AS reached_at, '', n FROM (SELECT member,"
                  " max(printf('%017d%016d', value + 9007199254740992, 9999999999999999 - occurred_at)) AS t, count(*) AS n"
@@ -131,7 +132,10 @@ _PACKED_BEST = (
     "SELECT member, {score} AS score, {last} - (k & {mask}) AS reached_at, '', n FROM (SELECT member,"
     " max(({gain}) * {factor} + {last} - occurred_at) AS k, count(*) AS n FROM {{rows}} GROUP BY member)"
 )
-_PACKED_OUTSIDE = "(k < 0 OR k >= 4611686018427387904)"
+_MEMBER_ORDER = " ORDER BY member"
+"""The order of a fold's rows: the GROUP BY's own (no sort of its output). A rank order cost
+sqlite a second sort, of the members: about 40 % of the query's CPU at 10**6 members, where
+Python's sort of the entries costs what the sort of the names it saves did (`RankedTable.from_states`)."""
 _INSTANTS = "SELECT (SELECT min(occurred_at) FROM score_event), (SELECT max(occurred_at) FROM score_event)"
 _CACHE_KIB = 8192
 """sqlite's page cache of a journal's writer. Appends touch the right edge of the table and of its
@@ -144,6 +148,14 @@ _FOLD_CACHE_KIB = 4096
 """sqlite's page cache while a fold's query runs: its GROUP BY sorts in runs of the cache's size,
 and runs of a few MB (that stay in the CPU's caches) then merged cost about 25 % less CPU than
 runs of 64 MB at 10M events."""
+_SPLIT_EVENTS = 200_000
+"""A fold of more events than this (counted by its seqs) runs as two queries, each on a range of
+members and a connection of its own (`SqliteJournal.fold`): sqlite's sort of the GROUP BY is
+most of a replay's CPU, and two sorts of half the rows run on two cores. Each scans the whole
+bucket: about 1.15x the CPU at 10M events, for a shorter time to the last row only while a second
+core is free (docs/performance.md, "The fold in member order, split in two member ranges")."""
+_PIVOT_SAMPLE = 1000
+_SAMPLE = "SELECT member FROM score_event WHERE seq IN (SELECT value FROM json_each(?))"
 _WAL_HEADER_BYTES = 32
 _CLEAN_KEY = "closed_cleanly"
 """The board_meta row of the clean-close mark (`_clean_mark`): an open that finds it, matching,
@@ -451,31 +463,56 @@ class SqliteJournal:
                 bounds.append(end)
             last = (await self._read("SELECT max(occurred_at) FROM score_event WHERE true" + instants, bounds))[0][0]
         rows = "score_event e WHERE seq < ? AND seq <= ?" + instants
-        params = [below_seq, upto_seq, *bounds]
+        params: list[Any] = [below_seq, upto_seq, *bounds]
         if (await self._read("SELECT EXISTS (SELECT 1 FROM score_void WHERE seq <= ?)", (upto_seq,)))[0][0]:
             rows += " AND NOT EXISTS (SELECT 1 FROM score_void v WHERE v.target_seq = e.seq AND v.seq <= ?)"
             params.append(upto_seq)
         packed = None if last is None else _packed_best(spec, kind, start, last)
+        pivot = await self._pivot(min(below_seq - 1, upto_seq))
         try:
             await self._db.execute(f"PRAGMA cache_size=-{_FOLD_CACHE_KIB}")
             try:
-                if packed is not None:
-                    sql, scores = packed
-                    async with self._db.execute(sql.format(rows=rows), params) as cursor:
-                        chunk = await cursor.fetchmany(_SCAN_CHUNK)
-                        if not chunk or next(iter(chunk))[1] in scores:
-                            while chunk:
-                                yield chunk  # type: ignore[misc]  # rows of FoldRow's columns
-                                chunk = await cursor.fetchmany(_SCAN_CHUNK)
-                            return
-                async with self._db.execute(_FOLDS[kind].format(rows=rows) + fold_order(spec), params) as cursor:
-                    while folded := await cursor.fetchmany(_SCAN_CHUNK):
-                        yield _sums(folded) if kind == "sum" else folded  # type: ignore[misc]  # rows of FoldRow's columns
+                halves = _folded(self._db, kind, packed, rows, params) if pivot is None else \
+                    self._split(kind, packed, rows, params, pivot)
+                async for chunk in halves:
+                    yield chunk
             finally:
                 await self._db.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
         except sqlite3.Error as exc:
             await self._distrust()
             raise JournalCorrupt(f"{self.path}: journal unreadable: {exc}") from exc
+
+    async def _split(self, kind: str, packed: tuple[str, range] | None, rows: str, params: list[Any],
+                     pivot: str) -> AsyncIterator[list[FoldRow]]:
+        """A fold's rows of the members below ``pivot``, then of the others. The upper half's
+        query sorts meanwhile on a connection (a thread) of its own: two sorts on two cores, and
+        its rows are ready, or nearly, when the lower half's have been read."""
+        upper = await _connect_readonly(Path(self.path))
+        try:
+            await upper.execute(f"PRAGMA cache_size=-{_FOLD_CACHE_KIB}")
+            above = rows + " AND member >= ?", [*params, pivot]
+            sorting = asyncio.ensure_future(upper.execute(_first_fold(kind, packed).format(rows=above[0]), above[1]))
+            try:
+                async for chunk in _folded(self._db, kind, packed, rows + " AND member < ?", [*params, pivot]):
+                    yield chunk
+                async for chunk in _folded(upper, kind, packed, *above, await sorting):
+                    yield chunk
+            finally:
+                sorting.cancel()  # the lower half failed, or its reader stopped early
+                await asyncio.gather(sorting, return_exceptions=True)
+        finally:
+            await upper.close()
+
+    async def _pivot(self, last: int) -> str | None:
+        """Where a fold of the events up to seq ``last`` is split in two member ranges (`fold`):
+        the median member of events sampled at evenly spaced seqs (members weighted by their
+        events, as the sorts' work is), or None for a fold too small to split. A few hundred
+        index probes."""
+        if last <= _SPLIT_EVENTS:
+            return None
+        seqs = orjson.dumps([1 + i * (last - 1) // _PIVOT_SAMPLE for i in range(_PIVOT_SAMPLE + 1)]).decode()
+        members = sorted(row[0] for row in await self._read(_SAMPLE, (seqs,)))
+        return members[len(members) // 2] if members else None
 
     async def close_markers(self, upto_seq: int | None = None) -> list[CloseRecord]:
         rows = await self._read(
@@ -663,10 +700,9 @@ def _file_size(path: Path) -> float:
 
 
 def _packed_best(spec: BoardSpec, kind: str, start: int, last: int) -> tuple[str, range] | None:
-    """The query folding a best as one integer a member (`_PACKED_BEST`) in `fold_order` with
-    the members it cannot pack first, and the scores it packs: if the first row's score is not
-    one of them, the fold needs the text form. None when it cannot be used: not a best, or the
-    bounds and the span are too wide."""
+    """The query folding a best as one integer a member (`_PACKED_BEST`), and the scores it
+    packs: a row whose score is not one of them is a member it cannot pack, whose fold needs the
+    text form. None when it cannot be used: not a best, or the bounds and the span are too wide."""
     if kind not in ("best_desc", "best_asc"):
         return None
     lo, hi = spec.min_value, spec.max_value
@@ -679,12 +715,45 @@ def _packed_best(spec: BoardSpec, kind: str, start: int, last: int) -> tuple[str
     else:
         gain, score, scores = f"{hi} - value", f"{hi} - (k >> {width})", range(hi - room + 1, hi + 1)
     sql = _PACKED_BEST.format(score=score, gain=gain, factor=1 << width, last=last, mask=(1 << width) - 1)
-    return sql + fold_order(spec).replace(" ORDER BY ", f" ORDER BY {_PACKED_OUTSIDE} DESC, ", 1), scores
+    return sql, scores
+
+
+async def _folded(db: aiosqlite.Connection, kind: str, packed: tuple[str, range] | None, rows: str, params: list[Any],
+                  started: aiosqlite.Cursor | None = None) -> AsyncIterator[list[FoldRow]]:
+    """The rows of a fold over ``rows`` (the FROM and WHERE of `SqliteJournal.fold`) on ``db``,
+    in chunks, members in code point order. The packed best first when there is one: from the
+    first member it cannot pack on, the text form. ``started``: the cursor of the first query
+    (`_first_fold`), executed already."""
+    if packed is not None:
+        scores = packed[1]
+        async with started or await db.execute(_first_fold(kind, packed).format(rows=rows), params) as cursor:
+            while chunk := await cursor.fetchmany(_SCAN_CHUNK):
+                packed_scores = list(map(itemgetter(1), chunk))
+                if min(packed_scores) in scores and max(packed_scores) in scores:
+                    yield chunk  # rows of FoldRow's columns
+                    continue
+                cut = next(i for i, score in enumerate(packed_scores) if score not in scores)
+                if cut:
+                    yield chunk[:cut]
+                rows, params = rows + " AND member >= ?", [*params, chunk[cut][0]]
+                break
+            else:
+                return
+        started = None
+    async with started or await db.execute(_first_fold(kind, None).format(rows=rows), params) as text:
+        while folded := await text.fetchmany(_SCAN_CHUNK):
+            yield _sums(folded) if kind == "sum" else folded
+
+
+def _first_fold(kind: str, packed: tuple[str, range] | None) -> str:
+    """The fold query to try first (its ``{rows}`` left to fill): the packed best when there is
+    one (`_packed_best`), else the text form."""
+    return (_FOLDS[kind] if packed is None else packed[0]) + _MEMBER_ORDER
 
 
 def _sums(rows: Iterable[Any]) -> list[FoldRow]:
     """The rows of a sum's fold with their pieces added up."""
-    return [(m, (high << 40) + (middle << 20) + low, r, "", n) for m, high, middle, low, r, n, _ in rows]
+    return [(m, (high << 40) + (middle << 20) + low, r, "", n) for m, high, middle, low, r, n in rows]
 
 
 def _json_rows(rows: Sequence[object]) -> str | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any
+from unittest.mock import patch
 
 import pytest
 from hypothesis import given
@@ -20,6 +21,8 @@ from arena.engine.records import Record, ScoreRecord, VoidRecord
 from arena.engine.scoring import Aggregation, Order, ScoringRule, Tie
 from arena.engine.spec import BoardSpec
 from arena.journal import FoldingJournal
+from arena.journal import sqlite as sqlite_journal
+from arena.journal.sqlite import SqliteJournal
 from support.journals import BackendKind, Store, journal_store, stored_property, write_journal
 from support.oracle import OBoard, OEvent, check_engine, drive, frames_for, oboards, rank
 
@@ -89,6 +92,70 @@ def test_a_folded_replay_equals_the_event_by_event_one_and_the_oracle(
         check_engine(folded, oracle, now, rotated_at=now)
 
 
+
+@FOLD_PROPERTY
+@given(cases(), st.data())
+def test_a_fold_split_at_a_member_equals_the_event_by_event_replay_and_the_oracle(
+    case: tuple[OBoard, Any], data: st.DataObject
+) -> None:
+    """sqlite splits a big fold in two member ranges (`SqliteJournal._split`): here every fold,
+    at the pivot its sample finds, at one of the members (whose events all go to the upper
+    half), or at any text (below every member or above: one half empty); voids too."""
+    board, frames = case
+    harness, oracle = drive(board, frames)
+    spec = harness.engines["b"].spec
+    now = frames[-1].now
+    records: list[Record] = list(harness.journals["b"])
+    scores = harness.score_records("b")
+    members = sorted({r.event.member for r in scores})
+    pivot = data.draw(st.one_of(st.none(), st.sampled_from(members), st.text(max_size=3)) if members else st.none(),
+                      label="pivot (None: sampled)")
+    chosen = data.draw(st.lists(st.sampled_from(scores), unique_by=lambda r: r.seq, max_size=3) if scores
+                       else st.just([]), label="voided")
+    seq = records[-1].seq if records else 0
+    voids = [VoidRecord(seq + i, r.seq, r.event.idempotency_key, "cheating", "ops", now)
+             for i, r in enumerate(chosen, start=1)]
+    without = frozenset(r.event.idempotency_key for r in chosen)
+
+    async def split_at(journal: SqliteJournal, last: int) -> str | None:
+        return pivot if pivot is not None else await sampled(journal, last)
+
+    async def run() -> tuple[BoardEngine, ...]:
+        async with journal_store("sqlite", None) as store:
+            await write_journal(store, spec, [records, voids] if voids else [records])
+            return (*await both_replays(store, spec, now), *await both_replays(store, spec, now, everything=True))
+
+    sampled = SqliteJournal._pivot
+    with patch.object(sqlite_journal, "_SPLIT_EVENTS", 0), patch.object(SqliteJournal, "_pivot", split_at):
+        folded, eager, folded_all, eager_all = asyncio.run(run())
+    assert_same(folded, eager)
+    assert_same(folded_all, eager_all)
+    check_engine(folded_all, oracle, now, rotated_at=None, without=without, everything=True)
+    if not voids:
+        check_engine(folded, oracle, now, rotated_at=now)
+
+
+@pytest.mark.parametrize("pivot", ["", "m", "n"])
+def test_a_one_member_journal_folds_split_below_at_or_above_its_member(pivot: str) -> None:
+    spec = BoardSpec("b", periods=(PeriodKind.ALLTIME,))
+    start = 1_780_000_000_000 // HOUR * HOUR
+    records = [ScoreRecord(seq, Event("b", "m", value, start + seq, f"k{seq}"), start + seq, "gs")
+               for seq, value in enumerate([4, 9, 2], start=1)]
+
+    async def split_at(_journal: SqliteJournal, _last: int) -> str:
+        return pivot
+
+    async def run() -> tuple[BoardEngine, BoardEngine]:
+        async with journal_store("sqlite", None) as store:
+            await write_journal(store, spec, [records])
+            return await both_replays(store, spec, start + HOUR)
+
+    with patch.object(SqliteJournal, "_pivot", split_at):
+        folded, eager = asyncio.run(run())
+    assert_same(folded, eager)
+    assert folded.tables[(PeriodKind.ALLTIME, "alltime")].standing("m") == (9, start + 2, "")
+
+
 def test_sums_past_two_to_the_63_are_exact_on_both_backends(backend_kind: BackendKind) -> None:
     """1,100 events of ±(2**53 - 1) by one member in one hour: a sum past ±2**63, beyond sqlite's
     SUM; a member whose huge values cancel out, and a small one beside them."""
@@ -116,16 +183,20 @@ def test_sums_past_two_to_the_63_are_exact_on_both_backends(backend_kind: Backen
     assert 1100 * LIMIT > 2**63
 
 
+@pytest.mark.parametrize("pivot", [None, "in"])
 @pytest.mark.parametrize("order", list(Order))
-def test_values_outside_todays_bounds_fold_exactly(backend_kind: BackendKind, order: Order) -> None:
+def test_values_outside_todays_bounds_fold_exactly(backend_kind: BackendKind, order: Order, pivot: str | None) -> None:
     """Bounds may change while events journaled under the old ones stay (DESIGN.md "Period
     close"): a best folds exactly whatever the journaled values (up to ±(2**53 - 1)), also where
-    today's bounds let sqlite pack a standing into one integer. Buckets of one hour, and of all
-    the instants."""
+    today's bounds let sqlite pack a standing into one integer (from the first member it cannot
+    pack, in member order, it folds the text form: here "a", "huge" and "out"). Buckets of one
+    hour, and of all the instants; on sqlite, also split at ``pivot`` (`SqliteJournal._split`)."""
+    if pivot is not None and backend_kind[0] != "sqlite":
+        pytest.skip("only sqlite splits a fold")
     start = 1_780_000_000_000 // HOUR * HOUR
     events = [("in", 3, 5), ("in", 3, 2), ("out", 12, 9), ("out", -4, 1), ("edge", 10, 4), ("edge", 0, 3), ("tie", 7, 8),
               ("tie", 7, 6), ("later", 2, HOUR + 7), ("later", 11, HOUR + 3), ("huge", LIMIT, 2), ("huge", 5, 3),
-              ("huge", -LIMIT, 4), ("low", -7, 4)]
+              ("huge", -LIMIT, 4), ("low", -7, 4), ("a", 11, 5)]
     records = [ScoreRecord(seq, Event("b", member, value, start + at, f"k{seq}"), start + at, "gs")
                for seq, (member, value, at) in enumerate(events, start=1)]
     now = start + HOUR + 10 * 60_000
@@ -137,7 +208,11 @@ def test_values_outside_todays_bounds_fold_exactly(backend_kind: BackendKind, or
                 await write_journal(store, spec, [records])
                 return await both_replays(store, spec, now)
 
-        folded, eager = asyncio.run(run())
+        async def split_at(_journal: SqliteJournal, _last: int) -> str | None:
+            return pivot
+
+        with patch.object(SqliteJournal, "_pivot", split_at):
+            folded, eager = asyncio.run(run())
         assert_same(folded, eager)
         best = max if order is Order.DESC else min
         alltime = folded.tables[(PeriodKind.ALLTIME, "alltime")]
