@@ -15,6 +15,11 @@ publishes them when it ends, at the seq they hold, in one step (`BoardEngine.pub
 gets `not_ready` until then, never a partial table (DESIGN.md, "Never stale"). The one exception
 is a full replay's current short tables below, each published once complete.
 
+A journal whose integrity check runs beside the load (sqlite after an unclean stop:
+`Journal.checked`) is waited for before any table is published, and a load that fails for any
+reason raises the check's JournalCorrupt when the check failed: a damaged file fails its board
+as an open that checked it would.
+
 A full replay loads the current hourly/daily/weekly tables first, from a pass over the events
 since the earliest of their windows began; those tables (only they: not the older retained ones
 of their kinds) answer while the second pass reads the older events for the alltime, monthly and
@@ -108,25 +113,30 @@ async def load(
     engine.unpublish()  # before the first await: no reader sees a table while the load changes it
     board = engine.spec.name
     upto = journal.last_seq if upto_seq is None else upto_seq
-    started_from = None if copy or snapshots is None else await _snapshot(engine, journal, snapshots, now)
-    snapshot_seq = None if started_from is None else started_from[0]
-    tables: list[TableReport] = []
-    firsts: SeasonFirsts = {}
-    if copy or started_from is not None:
-        events = await _tail(engine, journal, upto, now, firsts, None if started_from is None else started_from[1])
-    else:
-        events, tables = await _replay(engine, journal, upto, now, everything, on_ready, fold, firsts)
-    board_records = await journal.board_records(upto)
-    engine.retired = any(r.kind == BoardKind.RETIRED for r in board_records)
-    for record in board_records:
-        if record.kind == BoardKind.SETTLEMENT and record.seq > held:  # a copy holds those up to its seq
-            engine.settled(SettlementRecord.parse(record.seq, record.body))
-    if engine.league is not None:
-        defined = [(r.seq, parse_board(board, orjson.loads(r.body)).league) for r in board_records if r.kind == BoardKind.DEFINITION]
-        engine.league.defined_by([(seq, league) for seq, league in defined if league is not None])
-        spec = engine.league.spec
-        recorded = dict(parse_moves(r.body, spec) for r in board_records if r.kind == LEAGUE_RECORD)
-        engine.league_replay(firsts, recorded, held if copy else snapshot_seq or 0)
+    try:
+        started_from = None if copy or snapshots is None else await _snapshot(engine, journal, snapshots, now)
+        snapshot_seq = None if started_from is None else started_from[0]
+        tables: list[TableReport] = []
+        firsts: SeasonFirsts = {}
+        if copy or started_from is not None:
+            events = await _tail(engine, journal, upto, now, firsts, None if started_from is None else started_from[1])
+        else:
+            events, tables = await _replay(engine, journal, upto, now, everything, on_ready, fold, firsts)
+        board_records = await journal.board_records(upto)
+        engine.retired = any(r.kind == BoardKind.RETIRED for r in board_records)
+        for record in board_records:
+            if record.kind == BoardKind.SETTLEMENT and record.seq > held:  # a copy holds those up to its seq
+                engine.settled(SettlementRecord.parse(record.seq, record.body))
+        if engine.league is not None:
+            defined = [(r.seq, parse_board(board, orjson.loads(r.body)).league) for r in board_records if r.kind == BoardKind.DEFINITION]
+            engine.league.defined_by([(seq, league) for seq, league in defined if league is not None])
+            spec = engine.league.spec
+            recorded = dict(parse_moves(r.body, spec) for r in board_records if r.kind == LEAGUE_RECORD)
+            engine.league_replay(firsts, recorded, held if copy else snapshot_seq or 0)
+        await _checked(journal, board)
+    except Exception:
+        await journal.checked()  # a damaged journal is named by its check, whichever read failed first
+        raise
     # The one end of every load: the tables now hold every record journaled up to `upto`. Open
     # the current windows and retire what the retention drops (not when loading `everything`:
     # that would retire the older closed tables just loaded on purpose), and publish every kind.
@@ -144,6 +154,17 @@ async def load(
         log.info("board %s: started from the snapshot at seq %d and %d records after it", board, snapshot_seq, upto - snapshot_seq)
         tables = [TableReport(t, 0, seconds) for t in engine.tables.values()]
     return LoadReport(board, events, seconds, tables, upto if copy else snapshot_seq or 0)
+
+
+async def _checked(journal: Journal, board: str) -> None:
+    """Wait for the journal's integrity check (sqlite after an unclean stop: begun at the open,
+    running in its own thread beside the load) before a table of the board answers. Raises
+    JournalCorrupt when it failed."""
+    started = time.perf_counter()
+    await journal.checked()
+    waited = time.perf_counter() - started
+    if waited >= 0.01:
+        log.info("board %s: loaded; waited %.2fs more for its journal's integrity check", board, waited)
 
 
 async def _replay(
@@ -185,6 +206,7 @@ async def _replay(
         tables = await _one_by_one(loader.finish(first_windows, only=first_windows.__contains__))
         reports += _reports(loader, tables, time.perf_counter() - pass_started)
         # only these tables are complete: their kinds' older (retained) and later tables are not
+        await _checked(journal, engine.spec.name)
         engine.publish(upto, (), first_windows)
         if on_ready:
             on_ready(frozenset(short))

@@ -453,7 +453,9 @@ class Supervisor:
 async def _at_start(handle: BoardHandle, journal: Journal, now: int) -> Unloaded:
     """What the open ``journal`` of ``handle``'s board reads, recorded as if the board had been
     unloaded (`Unloaded.at_start`): a retired board, or an API board whose definition is not
-    journaled yet, has nothing to close. Raises JournalError."""
+    journaled yet, has nothing to close. Raises JournalError (JournalCorrupt: the journal's
+    integrity check at the open failed, as a load's would)."""
+    await journal.checked()
     closes = not handle.retired and not (handle.defined_by_api and journal.last_seq == 0)
     unloaded = Unloaded.at_start(handle.spec, journal.last_seq, (), closes, now)
     if unloaded.closing:  # else no marker can matter (alltime only, say): no read

@@ -105,6 +105,13 @@ class Journal(Protocol):
         """A member's events, newest first. A scan of the whole journal (about 70 ns an event in
         sqlite): an index on member halves durable ingest, for two rare admin routes."""
 
+    async def checked(self) -> None:
+        """Wait until the integrity check begun at the open has passed (sqlite, a journal not
+        closed cleanly, opened through the backend to write: the check runs in its own thread
+        while the caller reads, `SqliteBackend.open`); at once where there is none. Raises
+        JournalCorrupt (naming the journal) as often as it is awaited when the check failed.
+        Every write waits for it; a load waits for it before a table answers."""
+
     async def close(self) -> None:
         """Release the journal; it is not used again."""
 
@@ -187,6 +194,9 @@ class JournalProxy:
     async def member_events(self, member: str, limit: int | None = None, before_seq: int | None = None) -> list[StoredEvent]:
         return await self.journal.member_events(member, limit, before_seq)
 
+    async def checked(self) -> None:
+        await self.journal.checked()
+
     async def close(self) -> None:
         await self.journal.close()
 
@@ -221,7 +231,9 @@ class JournalBackend(Protocol):
         `check_definition` and its `last_seq` read from the store. A read-only journal never
         writes, not even a definition. Raises JournalCorrupt (unreadable, or missing when
         read-only; names the journal), BoardDefinitionChanged, JournalError. Reads the whole
-        store's structure on sqlite (a check costing about 5% of a replay)."""
+        store's structure on sqlite (a check costing about 5% of a replay), unless the journal was
+        closed cleanly; opened to write, the check runs beside what the caller reads next, and
+        `Journal.checked` waits for it."""
 
     def watch(self, registry: CollectorRegistry, boards: Iterable[str]) -> None:
         """Register the metrics only this backend has (sqlite: each board's WAL size) for every

@@ -185,12 +185,18 @@ class SqliteJournal:
         self._board_records = True
         """Whether the file has the board_record table: a journal of an older Arena opened
         read-only has none (a writable open creates it)."""
+        self._checking: asyncio.Task[None] | None = None
+        """The integrity check running beside the caller's reads (`open`'s ``beside``)."""
 
     @classmethod
-    async def open(cls, path: Path, spec: BoardSpec, *, durability: str = "full", readonly: bool = False) -> SqliteJournal:
+    async def open(cls, path: Path, spec: BoardSpec, *, durability: str = "full", readonly: bool = False,
+                   beside: bool = False) -> SqliteJournal:
         """Open (or create) a board's journal and check it belongs to this board definition.
 
-        Raises JournalCorrupt (unreadable file, named), BoardDefinitionChanged.
+        ``beside`` (to write only): the integrity check, when one is due, runs in its own
+        connection and thread while the caller reads; `checked` waits for it, and so does every
+        write. Otherwise the open waits for it. Raises JournalCorrupt (unreadable file, named),
+        BoardDefinitionChanged.
         """
         name = str(path)
         if readonly and not path.exists():
@@ -206,6 +212,7 @@ class SqliteJournal:
                 db = await aiosqlite.connect(name, isolation_level=None)
         except sqlite3.Error as exc:
             raise JournalCorrupt(f"{name}: cannot open journal: {exc}") from exc
+        journal = cls(db, name, spec, 0)
         try:
             if not readonly:
                 await db.execute("PRAGMA journal_mode=WAL")
@@ -213,7 +220,6 @@ class SqliteJournal:
                 await db.executescript(_SCHEMA)
                 await _add_region_column(db)
             await db.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
-            journal = cls(db, name, spec, 0)
             if readonly:
                 found = await db.execute_fetchall("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'board_record'")
                 journal._board_records = bool(list(found))
@@ -222,6 +228,9 @@ class SqliteJournal:
                 journal._mark = next((row[0] for row in marks), None)
             if journal._mark is not None and journal._mark == _clean_mark(path, await journal.committed_seq()):
                 log.info("journal %s: closed cleanly at seq %s, integrity check skipped", name, journal._mark.split()[0])
+            elif beside and not readonly:
+                journal._checking = asyncio.create_task(journal._check_beside(), name=f"check:{name}")
+                log.info("journal %s: not closed cleanly: integrity check begun in its own thread, no write before it passes", name)
             else:
                 await _check_integrity(db, name)
             await journal._check_definition(readonly)
@@ -230,11 +239,46 @@ class SqliteJournal:
                 journal._lookups = await _connect_readonly(path)
             return journal
         except JournalError:
-            await db.close()
+            await journal._failed_open()
             raise
         except sqlite3.Error as exc:
-            await db.close()
+            await journal._failed_open()
             raise JournalCorrupt(f"{name}: not a readable Arena journal: {exc}") from exc
+
+    async def _failed_open(self) -> None:
+        """Close what a failed `open` opened; a failed check begun beside it is the error the
+        open raises, as when the open waited for it."""
+        await self._settle_check()
+        await self._db.close()
+        await self.checked()
+
+    async def _check_beside(self) -> None:
+        """`_check_integrity` in a connection (and thread) of its own, which sqlite runs without
+        the GIL. A failure leaves no clean-close mark at `close`."""
+        try:
+            db = await _connect_readonly(Path(self.path))
+            try:
+                await _check_integrity(db, self.path)
+            finally:
+                await db.close()
+        except JournalError:
+            self._clean = False
+            raise
+        except sqlite3.Error as exc:
+            self._clean = False
+            raise JournalCorrupt(f"{self.path}: not a readable Arena journal: {exc}") from exc
+
+    async def checked(self) -> None:
+        if self._checking is not None:
+            await asyncio.shield(self._checking)  # a cancelled waiter leaves the check to finish
+
+    async def _settle_check(self) -> None:
+        """Wait for a check begun beside, whatever its outcome (`close` marks the journal only
+        if it passed): its connection closes with it."""
+        if self._checking is not None:
+            await asyncio.wait([self._checking])
+            if not self._checking.cancelled():
+                self._checking.exception()  # retrieved: a failure is what `checked` raises
 
     async def _unmark(self) -> None:
         """Inside the caller's transaction: the clean-close mark deleted with the first write, so
@@ -262,6 +306,7 @@ class SqliteJournal:
         wanted = check_definition(self._spec, stored[0] if stored else None, bool(records), self.path)
         if wanted is None or readonly:
             return
+        await self.checked()
         await self._db.execute("BEGIN IMMEDIATE")
         await self._unmark()
         await self._db.execute("INSERT OR REPLACE INTO board_meta VALUES ('definition', ?)", (wanted,))
@@ -295,6 +340,7 @@ class SqliteJournal:
     async def append(self, records: Sequence[Record]) -> None:
         if not records:
             return
+        await self.checked()
         events, markers, voids, others = self._rows(records)
         db = self._db
         payload = _json_rows(events) if events else None
@@ -315,6 +361,7 @@ class SqliteJournal:
         self.last_seq = records[-1].seq
 
     async def append_all(self, chunks: AsyncIterable[Sequence[Record]]) -> None:
+        await self.checked()
         last_seq = self.last_seq
         try:
             await self._db.execute("BEGIN IMMEDIATE")
@@ -553,6 +600,7 @@ class SqliteJournal:
         return [stored_event(row) for row in await self._read(sql, params)]
 
     async def close(self) -> None:
+        await self._settle_check()
         if self._db is not self._lookups and self._clean:
             # the last write: a journal closed after no failure is marked for the next open
             try:
@@ -593,7 +641,7 @@ class SqliteBackend:
 
     async def open(self, spec: BoardSpec, *, readonly: bool = False) -> SqliteJournal:
         path = journal_path(self.data_dir, spec.name)
-        return await SqliteJournal.open(path, spec, durability=self.durability, readonly=readonly)
+        return await SqliteJournal.open(path, spec, durability=self.durability, readonly=readonly, beside=True)
 
     def watch(self, registry: CollectorRegistry, boards: Iterable[str]) -> None:
         registry.register(_WalSizes(self.data_dir, boards))

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import shutil
 import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 from unittest.mock import patch
 
@@ -21,16 +24,18 @@ from arena.board.load import load
 from arena.board.snapshots import Snapshotter
 from arena.engine.board import BoardEngine
 from arena.engine.periods import PeriodKind, Window
+from arena.engine.records import VoidRecord
 from arena.engine.routing import table_key
 from arena.engine.snapshot import FORMAT, MAGIC, decode
 from arena.engine.spec import BoardSpec
 from arena.engine.table import Freeze, RankedTable
 from arena.engine.times import parse_rfc3339_ms
-from arena.journal import Journal
+from arena.errors import JournalCorrupt, QueryError
+from arena.journal import Journal, sqlite
 from arena.journal.snapshots import SnapshotStore, snapshot_store
 from support.engine_harness import EngineHarness
 from support.engines import Live, full_replay, on_a_journal, pinned, state
-from support.journals import BackendKind, Store, stored_property
+from support.journals import BackendKind, Store, journal_store, stored_property
 from support.oracle import Frame, OBoard, boards_and_frames, spec_of
 
 STORED_PROPERTY = stored_property(30)
@@ -257,3 +262,79 @@ async def test_a_repeated_table_is_fed_with_the_table_it_repeats_and_parts_when_
     started.tables[(PeriodKind.ALLTIME, "alltime")].set_standing("joins alltime", (1, 1, "k"))
     assert daily.digest() == before  # a copy, not the same lists
     await journal.close()
+
+
+# -- the journal's integrity check beside the load (sqlite, after an unclean stop) ---------------------
+
+
+@pytest.mark.parametrize("passes", [True, False], ids=["passes", "fails"])
+async def test_a_start_after_an_unclean_stop_loads_beside_the_check_and_answers_only_once_it_passed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, passes: bool
+) -> None:
+    """A journal not closed cleanly, opened to write through its backend: its check runs in its
+    own thread while the snapshot and the tail load; the load, done, waits for it: the tables
+    answer `not_ready` and a write waits until it passed. A failed check fails the load and every
+    write with its JournalCorrupt, and the journal is checked again at its next open."""
+    now = T0 + DAY + 1000
+    async with journal_store("sqlite", None, data_dir=tmp_path) as store:
+        written, snapshots, _ = await journal_with_snapshot(store)
+        expected = state(await full_replay(written, SPEC, now))
+        await written.close()
+        path = Path(store.where())
+        shutil.copyfile(path, tmp_path / "copy")
+        os.replace(tmp_path / "copy", path)  # another file: its clean-close mark no longer matches
+        held = asyncio.Event()
+        checking = asyncio.Event()
+        real = sqlite._check_integrity
+
+        async def check_held(db: Any, name: str) -> None:
+            checking.set()
+            await held.wait()
+            if not passes:
+                raise JournalCorrupt(f"{name}: journal is corrupt (quick_check: a test's)")
+            await real(db, name)
+
+        monkeypatch.setattr(sqlite, "_check_integrity", check_held)
+        caplog.set_level(logging.INFO, "arena")
+        journal = await store.open(SPEC)
+        assert "integrity check begun in its own thread" in caplog.text
+        last = journal.last_seq
+        started = BoardEngine(SPEC)
+        loading = asyncio.create_task(load(started, journal, now, snapshots=snapshots))
+        writing = asyncio.create_task(journal.append([VoidRecord(last + 1, 1, "k0-1", "test", "admin", now)]))
+        alltime = (PeriodKind.ALLTIME, "alltime")
+        async with asyncio.timeout(60):
+            await checking.wait()
+            while alltime not in started.tables or started.tables[alltime].standing("tail") is None:  # the tail, beside the check
+                await asyncio.wait([loading], timeout=0.01)
+                assert not loading.done(), loading
+        assert not loading.done() and not writing.done()
+        for kind in SPEC.periods:
+            with pytest.raises(QueryError) as hidden:
+                started.view(kind, None, now)
+            assert hidden.value.code == "not_ready"
+        assert await journal.committed_seq() == last  # nothing written meanwhile
+        held.set()
+        if passes:
+            report = await loading
+            assert report.snapshot_seq == last - 1 and report.events == 1
+            assert state(started) == expected
+            await writing
+            assert await journal.committed_seq() == last + 1
+        else:
+            with pytest.raises(JournalCorrupt, match="quick_check: a test's"):
+                await loading
+            with pytest.raises(JournalCorrupt, match="quick_check: a test's"):
+                await writing
+            with pytest.raises(QueryError):
+                started.view(PeriodKind.ALLTIME, None, now)
+            assert await journal.committed_seq() == last
+        await journal.close()
+        monkeypatch.setattr(sqlite, "_check_integrity", real)
+        caplog.clear()
+        again = await store.open(SPEC)
+        await again.checked()
+        await again.close()
+        # marked when it was closed after a check that passed; checked again after one that failed
+        assert ("integrity check skipped" in caplog.text) == passes
+        assert ("integrity check passed" in caplog.text) != passes

@@ -205,3 +205,48 @@ def test_a_start_after_a_graceful_stop_skips_the_integrity_check_and_one_after_s
         assert_standings_match_rebuild(server.url, config, PERIODS)
     finally:
         server.kill()
+
+
+def test_a_start_after_sigkill_checks_the_journal_beside_the_load_and_still_fails_a_damaged_one(tmp_path: Path) -> None:
+    """sqlite only. After a SIGKILL, a board's start loads its snapshot and tail while its
+    journal's integrity check runs in a thread of its own, and turns ready only once the check
+    passed (by the order of the log's lines); a journal damaged in place after the SIGKILL fails
+    its board at that start as it did when the open waited for the check."""
+    data = tmp_path / "data"
+    config = write_config(tmp_path, BOARDS, idle_unload_seconds=0, snapshot_every_events=1000)
+    server = ChildServer(config)
+    server.start()
+    try:
+        for board in BOARDS:
+            for batch in range(2):
+                assert set(submit(server.ws_url, _events(board, 600, f"{board}{batch}"))) == {"accepted"}
+        wait_until(lambda: all((data / f"{board}.snapshot").exists() for board in BOARDS), "the snapshots", 30, interval=0.02)
+        for board in BOARDS:
+            assert set(submit(server.ws_url, _events(board, 100, f"{board}-tail"))) == {"accepted"}
+        server.kill()  # SIGKILL: no clean-close mark
+        bad = journal_file(data, "bad")
+        db = sqlite3.connect(bad)
+        try:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # its pages into the file, as sqlite's own checkpoints do
+        finally:
+            db.close()
+        _garbage_page(bad)  # the same file, damaged in place
+        server.start(ready=False)
+        wait_until(lambda: httpx.get(server.url + "/readyz").json()["boards"] == {"good": "ready", "bad": "failed"},
+                   "good ready and bad failed", 30, interval=0.02)
+        body = httpx.get(server.url + "/readyz").json()
+        assert str(bad) in body["failures"]["bad"]
+        log = server.log()
+        assert f"board bad failed: {bad}" in log, log
+        good = journal_file(data, "good")
+        lines = [f"journal {good}: not closed cleanly: integrity check begun in its own thread",
+                 "board good: started from the snapshot at seq",
+                 f"journal {good}: integrity check passed",
+                 "board good ready:"]
+        assert all(line in log for line in lines), log
+        assert log.index(lines[0]) < log.index(lines[2]) < log.index(lines[3]), log
+        assert log.index(lines[1]) < log.index(lines[3]), log
+        assert submit(server.ws_url, _events("good", 3, "after")) == ["accepted"] * 3
+        assert submit(server.ws_url, _events("bad", 3, "after")) == ["rejected:unavailable"] * 3
+    finally:
+        server.kill()

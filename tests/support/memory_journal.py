@@ -84,5 +84,8 @@ class MemoryJournal:
                  if r.event.member == member and (before_seq is None or r.seq < before_seq)]
         return found[:limit] if limit is not None else found
 
+    async def checked(self) -> None:
+        pass
+
     async def close(self) -> None:
         pass

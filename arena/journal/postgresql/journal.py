@@ -396,6 +396,9 @@ class PostgresJournal:
             sql += f" LIMIT ${len(params) + 1}"
         return [stored_event(row) for row in await self._fetch(sql, *params)]
 
+    async def checked(self) -> None:
+        pass  # no check at an open: the server looks after its own pages
+
     async def close(self) -> None:
         pass  # the connections are the backend's, shared by every board: `PostgresBackend.close`
 
