@@ -291,9 +291,11 @@ class SqliteJournal:
         """After a failed statement: no clean-close mark now nor at `close`, so that the next
         open checks the file (unless it cannot even delete the mark: a full disk, say). Each
         failure deletes it again until a write commits: a delete that landed inside a write's
-        transaction is rolled back with it."""
+        transaction is rolled back with it. Not while a check began beside the open: a mark the
+        file holds then did not match it (the next open checks anyway), and nothing is written
+        before the check passed."""
         self._clean = False
-        if self._db is not self._lookups:
+        if self._db is not self._lookups and self._checking is None:
             try:
                 await self._unmark()
             except sqlite3.Error:
