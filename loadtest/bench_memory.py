@@ -42,6 +42,7 @@ from typing import Any
 
 import orjson
 
+from arena.board.heap import tune
 from arena.board.load import load
 from arena.cli.main import GC_THRESHOLDS
 from arena.engine.board import BoardEngine
@@ -153,6 +154,7 @@ def sqlite_heap() -> int | None:
 
 async def run(args: argparse.Namespace) -> None:
     gc.set_threshold(*GC_THRESHOLDS)
+    tune()  # glibc's thresholds, as `arena serve` holds them
     spec = BoardSpec("bench", periods=PERIODS)
     now = int(time.time() * 1000)
     with tempfile.TemporaryDirectory(prefix="arena-memory-") as folder:
@@ -191,6 +193,7 @@ async def from_journal(args: argparse.Namespace) -> None:
     """The board loaded from a journal (`arena.board.load.load`, as a start without a snapshot),
     in a process of its own: the RSS a load leaves, and how much of it is free memory."""
     gc.set_threshold(*GC_THRESHOLDS)
+    tune()
     spec = BoardSpec("bench", periods=PERIODS)
     journal = await SqliteJournal.open(Path(args.from_journal), spec, readonly=True)
     try:
