@@ -122,9 +122,10 @@ def _proc_cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def idle(pid: int, *, quiet_seconds: float = 1.0, deadline_seconds: float = 120.0) -> bool:
+async def idle(pid: int, *, quiet_seconds: float = 3.0, deadline_seconds: float = 120.0) -> bool:
     """Wait until the process used under 2 % of a core for ``quiet_seconds`` (e.g. the snapshot
-    a prefill triggered is written); False when it was not idle within ``deadline_seconds``."""
+    a prefill triggered is written: long enough for its file's write and fsync, which take little
+    CPU while its pieces are still held); False when it was not idle within ``deadline_seconds``."""
     deadline = time.monotonic() + deadline_seconds
     used = _proc_cpu_seconds(pid)
     while used is not None and time.monotonic() < deadline:
