@@ -6,7 +6,7 @@ to 32 MB and 64 MB): after a table's member dict has grown to millions of slots,
 its main heap is no longer given back and blocks of up to the old dict's size are carved out of
 the heap, where they stay resident once freed (a snapshot's lists of every entry). `tune` holds
 both at glibc's starting 128 KiB. Measured, 10**6 members on the `bench` board, the server's RSS
-once idle after the prefill: 118-133 B/member/table without it, 106 with it.
+once idle after the prefill: 113-133 B/member/table without it, 105-108 with it.
 
 An unloaded board's tables, its load and its journal's connections (sqlite: a thread each) leave
 their memory free in the C allocator's heaps, and glibc gives free pages in the middle of a heap
