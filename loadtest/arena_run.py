@@ -19,6 +19,7 @@ from loadtest.stats import (
     cpu_per_unit,
     fmt_int,
     fmt_ms,
+    idle,
     latency_summary,
     now,
     progress,
@@ -62,16 +63,23 @@ async def arena_prefill(cfg: RunConfig, workload: Workload, target: ArenaTarget)
     res["stray_frames"] = _stray(conns)
     await asyncio.sleep(0.5)  # let the server settle (free frame buffers) before reading RSS
     rss1 = rss_bytes(target.pid) if target.pid else None
+    # and once it is idle: at 10**6 records the board's snapshot is being written at the last ack
+    rss2 = rss_bytes(target.pid) if target.pid and await idle(target.pid) else None
     res["rss_before"] = rss0
     res["rss_after"] = rss1
-    res["bytes_per_member_per_table"] = (
-        (rss1 - rss0) / cfg.members / TABLES if rss0 is not None and rss1 is not None else None)
-    per = res["bytes_per_member_per_table"]
+    res["rss_idle"] = rss2
+    res["bytes_per_member_per_table"] = _per_cell(cfg, rss0, rss1)
+    res["bytes_per_member_per_table_idle"] = _per_cell(cfg, rss0, rss2)
+    per, per_idle = res["bytes_per_member_per_table"], res["bytes_per_member_per_table_idle"]
     progress(f"prefill arena done: {fmt_int(res['events_per_s'])} ev/s in {res['seconds']:.2f}s"
-             + (f", RSS +{fmt_int(rss1 - rss0)} B = {per:.0f} B/member/table"
-                if rss0 is not None and rss1 is not None and per is not None else "")
+             + ("" if rss0 is None or rss1 is None or per is None else f", RSS +{fmt_int(rss1 - rss0)} B = {per:.1f} B/member/table")
+             + ("" if per_idle is None else f" ({per_idle:.1f} once the server is idle)")
              + f" ok={res['ok']}")
     return res
+
+
+def _per_cell(cfg: RunConfig, before: int | None, after: int | None) -> float | None:
+    return None if before is None or after is None else (after - before) / cfg.members / TABLES
 
 
 async def arena_ingest(cfg: RunConfig, workload: Workload, target: ArenaTarget, *,

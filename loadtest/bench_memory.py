@@ -42,6 +42,7 @@ from typing import Any
 
 import orjson
 
+from arena.board.heap import tune
 from arena.board.load import load
 from arena.cli.main import GC_THRESHOLDS
 from arena.engine.board import BoardEngine
@@ -151,8 +152,31 @@ def sqlite_heap() -> int | None:
     return int(used())
 
 
+def pymalloc_free() -> int:
+    """Bytes pymalloc holds free inside its arenas (free blocks of used pools, unused pools),
+    from `sys._debugmallocstats`, which writes to the C stderr."""
+    with tempfile.TemporaryFile() as out:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(out.fileno(), 2)
+        try:
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        out.seek(0)
+        text = out.read().decode()
+    free = 0
+    for line in text.splitlines():
+        name, _, value = line.partition("=")
+        if name.startswith("# bytes in available blocks") or "unused pools" in name:
+            free += int(value.replace(",", ""))
+    return free
+
+
 async def run(args: argparse.Namespace) -> None:
     gc.set_threshold(*GC_THRESHOLDS)
+    tune()  # glibc's thresholds, as `arena serve` holds them
     spec = BoardSpec("bench", periods=PERIODS)
     now = int(time.time() * 1000)
     with tempfile.TemporaryDirectory(prefix="arena-memory-") as folder:
@@ -165,7 +189,7 @@ async def run(args: argparse.Namespace) -> None:
             gc.collect()
             if args.tracemalloc:
                 tracemalloc.start()
-            before, sqlite_before = rss(), sqlite_heap()
+            before, sqlite_before, free_before = rss(), sqlite_heap(), pymalloc_free()
             started = time.process_time()
             await ingest(engine, journal, args.members, args.frame, now)
             cpu = time.process_time() - started
@@ -175,7 +199,8 @@ async def run(args: argparse.Namespace) -> None:
             trimmed = rss() if malloc_trim() else collected
             sqlite_after = sqlite_heap()
             report(args, engine, cpu, before, after, collected, trimmed,
-                   None if sqlite_before is None or sqlite_after is None else sqlite_after - sqlite_before)
+                   None if sqlite_before is None or sqlite_after is None else sqlite_after - sqlite_before,
+                   pymalloc_free() - free_before)
         finally:
             if journal is not None:
                 await journal.close()
@@ -191,6 +216,7 @@ async def from_journal(args: argparse.Namespace) -> None:
     """The board loaded from a journal (`arena.board.load.load`, as a start without a snapshot),
     in a process of its own: the RSS a load leaves, and how much of it is free memory."""
     gc.set_threshold(*GC_THRESHOLDS)
+    tune()
     spec = BoardSpec("bench", periods=PERIODS)
     journal = await SqliteJournal.open(Path(args.from_journal), spec, readonly=True)
     try:
@@ -217,7 +243,7 @@ async def from_journal(args: argparse.Namespace) -> None:
 
 
 def report(args: argparse.Namespace, engine: BoardEngine, cpu: float, before: int, after: int, collected: int,
-           trimmed: int, sqlite: int | None) -> None:
+           trimmed: int, sqlite: int | None, pymalloc: int) -> None:
     tables = list(engine.tables.values())
     n = args.members
     cells = n * len(tables)
@@ -239,6 +265,7 @@ def report(args: argparse.Namespace, engine: BoardEngine, cpu: float, before: in
     print(f"  {'total':<42} {total / 2**20:>9.1f} {total / cells:>15.1f}")
     slack = trimmed - before - total
     print(f"  {'RSS beyond them after the trim':<42} {slack / 2**20:>9.1f} {slack / cells:>15.1f}")
+    print(f"  {'of it pymalloc free blocks and pools':<42} {pymalloc / 2**20:>9.1f} {pymalloc / cells:>15.1f}")
     if args.tracemalloc:
         snapshot = tracemalloc.take_snapshot()
         tracemalloc.stop()

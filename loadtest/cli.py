@@ -389,8 +389,11 @@ def cmd_ingest(a: argparse.Namespace) -> int:
     if "prefill" in out:
         _print_ingest("prefill arena", out["prefill"])
         if out["prefill"].get("bytes_per_member_per_table") is not None:
-            print(f"{'':16} server RSS {fmt_int(out['prefill']['rss_before'])} -> {fmt_int(out['prefill']['rss_after'])} B"
-                  f" = {out['prefill']['bytes_per_member_per_table']:.0f} B/member/table")
+            prefill = out["prefill"]
+            idle = prefill.get("bytes_per_member_per_table_idle")
+            print(f"{'':16} server RSS {fmt_int(prefill['rss_before'])} -> {fmt_int(prefill['rss_after'])} B"
+                  f" = {prefill['bytes_per_member_per_table']:.1f} B/member/table"
+                  + ("" if idle is None else f"; once idle {fmt_int(prefill['rss_idle'])} B = {idle:.1f} B/member/table"))
     _print_ingest("ingest arena", out["ingest"])
     ok = out["ingest"]["ok"] and out.get("prefill", {"ok": True})["ok"]
     return _finish(a, out, ok)

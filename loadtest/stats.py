@@ -8,6 +8,7 @@ every sample of the measured interval.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 import statistics
@@ -119,6 +120,21 @@ def _proc_cpu_seconds(pid: int) -> float | None:
         return None
     # after "comm)": state is fields[0]; utime, stime are stat fields 14, 15
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def idle(pid: int, *, quiet_seconds: float = 3.0, deadline_seconds: float = 120.0) -> bool:
+    """Wait until the process used under 2 % of a core for ``quiet_seconds`` (e.g. the snapshot
+    a prefill triggered is written: long enough for its file's write and fsync, which take little
+    CPU while its pieces are still held); False when it was not idle within ``deadline_seconds``."""
+    deadline = time.monotonic() + deadline_seconds
+    used = _proc_cpu_seconds(pid)
+    while used is not None and time.monotonic() < deadline:
+        await asyncio.sleep(quiet_seconds)
+        now_used = _proc_cpu_seconds(pid)
+        if now_used is None or now_used - used < 0.02 * quiet_seconds:
+            return now_used is not None
+        used = now_used
+    return False
 
 
 def rss_bytes(pid: int) -> int | None:

@@ -23,6 +23,7 @@ import orjson
 
 from arena.auth import RedactTokens, new_token, token_sha256
 from arena.board.clock import Clock
+from arena.board.heap import tune as tune_heap
 from arena.cli.rebuild import every_board, rebuild_board, table_name, table_rows
 from arena.config import Config, load_config
 from arena.engine.periods import period_name
@@ -73,6 +74,7 @@ def cmd_serve(args: argparse.Namespace, *, wrap_backend: Callable[[JournalBacken
     from arena.cli.serve import serve
 
     config = _config(args)
+    tune_heap()  # before the journals' and executors' threads start
     # on postgresql the node's lease on the schema keeps a second server off (Arena.start)
     lock = DataDirLock(config.server.data_dir) if config.journal.backend == "sqlite" else None
     if lock is not None:
