@@ -219,14 +219,7 @@ async def test_while_the_peer_does_not_read_a_get_waits_on_the_asgi_path(served:
     whose answer waits until writing resumes; the same request then is answered at once, the
     same bytes."""
     server, dispatched = served
-    assert server.arena is not None
-    config = uvicorn_config(server.arena, "127.0.0.1", 0)
-    config.load()
-    state = ServerState()
-    state.default_headers = [(b"server", b"uvicorn")]
-    protocol = HttpProtocol(config=config, server_state=state, app_state={})
-    transport = Transport()
-    protocol.connection_made(transport)  # type: ignore[arg-type]
+    protocol, transport, _ = _protocol(server)
     try:
         protocol.pause_writing()
         protocol.data_received(request(MEMBER))
@@ -242,8 +235,8 @@ async def test_while_the_peer_does_not_read_a_get_waits_on_the_asgi_path(served:
         assert waited.startswith(b"HTTP/1.1 200 OK\r\nserver: uvicorn\r\ncontent-type: application/json\r\n")
     finally:
         protocol.connection_lost(None)
-        assert isinstance(config.app, QueryRoutes)
-        await config.app.close()
+        assert isinstance(protocol.config.app, QueryRoutes)
+        await protocol.config.app.close()
 
 
 def _protocol(server: InProcessServer, **settings: object) -> tuple[HttpProtocol, Transport, ServerState]:
