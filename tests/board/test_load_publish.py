@@ -6,8 +6,8 @@ journal's last seq. Both backends."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
+import types
+from collections.abc import Callable, Coroutine, Generator
 from typing import Any
 from unittest.mock import patch
 
@@ -83,14 +83,29 @@ class Reader:
             assert engine_rows(table) == want, (kind, window.period_id, seq)
             self.answers += 1
 
-    async def during(self, loading: Awaitable[Any]) -> None:
-        """Run ``loading``, asking everything between every two of its turns."""
-        task = asyncio.ensure_future(loading)
-        while not task.done():
-            self.ask_all()
-            await asyncio.sleep(0)
-        await task
+    async def during(self, loading: Coroutine[Any, Any, Any]) -> None:
+        """Run ``loading``, asking everything before each of its steps and after its last. Only
+        its steps change the engine: asking at every turn of the loop instead, while a step
+        waits for the journal's thread, spent minutes on identical answers."""
+        await _stepped(loading, self.ask_all)
         self.ask_all()
+
+
+@types.coroutine
+def _stepped(coroutine: Coroutine[Any, Any, Any], between: Callable[[], None]) -> Generator[Any, Any, Any]:
+    """Await ``coroutine`` in the current task, calling ``between`` before each of its steps."""
+    sent: Any = None
+    thrown: BaseException | None = None
+    while True:
+        between()
+        try:
+            awaited = coroutine.send(sent) if thrown is None else coroutine.throw(thrown)
+        except StopIteration as stop:
+            return stop.value
+        try:
+            sent, thrown = (yield awaited), None
+        except BaseException as exc:  # a cancellation goes on into the load
+            sent, thrown = None, exc
 
 
 def feed(oracle: Oracle, frames: list[Frame]) -> None:
@@ -125,7 +140,7 @@ def test_a_load_answers_not_ready_or_the_oracle_at_its_seq_at_every_turn(
         now = frames[-1].now + data.draw(st.sampled_from([0, 1, DAY, 40 * DAY]), label="load later by")
         reader = Reader(engine, oracle, live, now)
         await reader.read_voids(live)
-        loads: dict[str, Callable[[], Awaitable[Any]]] = {
+        loads: dict[str, Callable[[], Coroutine[Any, Any, Any]]] = {
             "replay": lambda: load(engine, journal, now),
             "snapshot": lambda: load(engine, journal, now, snapshots=snapshots),  # in full when nothing was journaled to snapshot
             "standby": lambda: load(engine, journal, now, copy=True),
