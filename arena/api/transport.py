@@ -165,6 +165,8 @@ class HttpProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
+        # uvicorn cancels the timer through `_unset_keepalive_if_required`, which here only marks
+        # the connection busy (below): the timer is cancelled here, whatever ``exc``.
         if self.timeout_keep_alive_task is not None:
             self.timeout_keep_alive_task.cancel()
             self.timeout_keep_alive_task = None
